@@ -1,0 +1,454 @@
+"""The adapter contract: harness log → tape events.
+
+Every harness has one module in this package with one ``Adapter`` subclass. An adapter:
+
+* declares ``name``, ``tier`` (``agent``/``orchestrator``), a ``VersionMatrix`` and its default log
+  locations (``default_paths``; ``~`` expanded, overridable in config ``harnesses.<name>.paths``);
+* ``discover(root)`` yields the *sources* under one configured path: files (a JSONL log, a history
+  markdown) or stores (a SQLite database, a storage tree directory). It never reads outside ``root``;
+* ``parse_source(path, mode=...)`` reads one source and returns a ``ParseOutput``: zero or more
+  ``SessionLog`` (one per session in the source) plus machine-readable errors.
+
+Parsing is pure and *prefix-stable*: the same bytes give the same events, and appending records to a
+log only appends events to its sessions (ingest relies on this to seal live sessions and continue
+them in new tapes). Adapters never consult the clock, the environment or random numbers.
+
+Events are plain dicts following the tape schema in ``shared/DESIGN.md`` ("Tapes"): every event has
+``t`` (ISO-8601 UTC, from the log; inherited from the previous event when a record lacks one) and
+``k``. The first event of every session is ``meta``. Helpers below build the common event kinds so
+every harness produces identical shapes. Secrets are redacted centrally (``finish_session``), so
+every harness redacts the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import ClassVar
+
+import xxhash
+
+from engram import redact
+
+ADAPTER_API = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class VersionMatrix:
+    """Harness versions this adapter understands: ``min`` and ``max_tested`` inclusive."""
+
+    min: str
+    max_tested: str
+    known_bad: tuple[str, ...] = ()
+
+    def status(self, version: str | None) -> str:
+        """``ok``, ``unknown`` (outside the tested range or unparseable) or ``bad``."""
+        if not version:
+            return "unknown"
+        if version in self.known_bad:
+            return "bad"
+        v = version_key(version)
+        if v is None:
+            return "unknown"
+        lo, hi = version_key(self.min), version_key(self.max_tested)
+        if lo is not None and v < lo:
+            return "unknown"
+        if hi is not None and v[: len(hi)] > hi:
+            return "unknown"
+        return "ok"
+
+    def to_dict(self) -> dict:
+        return {"min": self.min, "max_tested": self.max_tested, "known_bad": list(self.known_bad)}
+
+
+def version_key(version: str) -> tuple[int, ...] | None:
+    """``"2.0.64"`` → ``(2, 0, 64)``; ``"0.128.0-alpha.1"`` → ``(0, 128, 0)``; junk → None."""
+    m = re.match(r"v?(\d+(?:\.\d+)*)", version.strip())
+    if not m:
+        return None
+    return tuple(int(p) for p in m.group(1).split("."))
+
+
+@dataclasses.dataclass
+class SessionLog:
+    """One session parsed from a source.
+
+    ``key`` identifies the session inside its source and is stable across re-parses (usually the
+    harness's session id). ``events[0]`` is the ``meta`` event.
+    """
+
+    key: str
+    events: list[dict]
+
+
+@dataclasses.dataclass
+class ParseOutput:
+    sessions: list[SessionLog] = dataclasses.field(default_factory=list)
+    errors: list[dict] = dataclasses.field(default_factory=list)
+    #: byte offset just past the last complete line read (JSONL sources); None for stores.
+    end_offset: int | None = None
+
+
+def parse_error(path: str | os.PathLike, line: int | None, message: str,
+                code: str = "E_ADAPTER_PARSE") -> dict:
+    """A machine-readable error record (``line`` is 1-based)."""
+    return {"error": {"code": code, "path": str(path), "line": line, "message": message}}
+
+
+class Adapter:
+    """Base class. Subclasses set the class attributes and implement ``parse_source``."""
+
+    name: ClassVar[str] = ""
+    tier: ClassVar[str] = "agent"
+    versions: ClassVar[VersionMatrix] = VersionMatrix("0", "0")
+    #: default locations, ``~`` allowed; environment variables like ``$CODEX_HOME`` expanded.
+    default_locations: ClassVar[tuple[str, ...]] = ()
+    #: glob patterns (relative to a configured root) that select this harness's sources.
+    patterns: ClassVar[tuple[str, ...]] = ("**/*.jsonl",)
+    #: adapter version, bumped when the events it produces change.
+    version: ClassVar[str] = "1"
+
+    def default_paths(self) -> list[Path]:
+        out = []
+        for loc in self.default_locations:
+            expanded = os.path.expandvars(os.path.expanduser(loc))
+            if "$" in expanded:  # an unset variable: skip this location
+                continue
+            out.append(Path(expanded))
+        return out
+
+    def discover(self, root: Path) -> Iterator[Path]:
+        """Sources under ``root`` (a file given directly is its own source). Sorted."""
+        root = Path(root)
+        if root.is_file():
+            yield root
+            return
+        if not root.is_dir():
+            return
+        seen: set[Path] = set()
+        for pat in self.patterns:
+            for p in sorted(root.glob(pat)):
+                if p not in seen and (p.is_file() or p.is_dir()):
+                    seen.add(p)
+        yield from sorted(seen)
+
+    def parse_source(self, path: Path, *, mode: str = "permissive") -> ParseOutput:
+        raise NotImplementedError
+
+    def describe(self) -> dict:
+        return {"name": self.name, "tier": self.tier, "versions": self.versions.to_dict(),
+                "default_paths": [str(p) for p in self.default_paths()]}
+
+
+# --------------------------------------------------------------------------------------------
+# Reading JSONL robustly
+
+
+def iter_jsonl(path: Path, start: int = 0) -> Iterator[tuple[int, int, dict | None, str | None]]:
+    """Yield ``(line_no, end_offset, record, error)`` for each *complete* line from ``start``.
+
+    ``line_no`` is 1-based within the file only when ``start`` is 0 (else relative to ``start``).
+    A malformed line yields ``record=None`` and an error message; a final line without a newline is
+    not yielded (it may still be being written). Non-UTF-8 bytes are replaced, never fatal.
+    """
+    import orjson
+
+    with open(path, "rb") as f:
+        f.seek(start)
+        offset = start
+        line_no = 0
+        for raw in f:
+            if not raw.endswith(b"\n"):
+                break
+            line_no += 1
+            offset += len(raw)
+            s = raw.strip()
+            if not s:
+                continue
+            try:
+                rec = orjson.loads(s)
+            except orjson.JSONDecodeError:
+                try:
+                    rec = orjson.loads(s.decode("utf-8", "replace"))
+                except orjson.JSONDecodeError as e:
+                    yield line_no, offset, None, f"malformed JSON: {e}"
+                    continue
+            if not isinstance(rec, dict):
+                yield line_no, offset, None, f"expected a JSON object, got {type(rec).__name__}"
+                continue
+            yield line_no, offset, rec, None
+
+
+# --------------------------------------------------------------------------------------------
+# Text helpers shared by adapters
+
+_GUTTER_ARROW = re.compile(r"^ *(\d+)→(.*)$")
+_GUTTER_TAB = re.compile(r"^ *(\d+)\t(.*)$")
+
+
+def strip_gutter(text: str) -> tuple[str, int | None]:
+    """Strip ``   42→code`` / ``42\\tcode`` line-number gutters.
+
+    Returns ``(code, first_line_number)``; when fewer than all non-empty lines carry a gutter the
+    text is returned unchanged with ``None``.
+    """
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines = lines[:-1]
+        trailing = True
+    else:
+        trailing = False
+    if not lines:
+        return text, None
+    for rx in (_GUTTER_ARROW, _GUTTER_TAB):
+        out, first, ok = [], None, True
+        for ln in lines:
+            m = rx.match(ln)
+            if not m:
+                if ln.strip() == "" or ln.startswith("<system-reminder>"):
+                    # trailing reminders are appended by the harness after the content
+                    break
+                ok = False
+                break
+            if first is None:
+                first = int(m.group(1))
+            out.append(m.group(2))
+        if ok and first is not None:
+            return "\n".join(out) + ("\n" if trailing else ""), first
+    return text, None
+
+
+def text_hash(text: str) -> str:
+    """Content hash of a text: hex xxh3_128 of its UTF-8 bytes."""
+    return xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass"))
+
+
+def rel_path(file: str | None, cwd: str | None) -> str | None:
+    """Repo-relative form of ``file`` when it lies under ``cwd``; None otherwise.
+
+    Purely lexical (never touches the disk); ``..`` components that would escape ``cwd`` give None,
+    so a hostile path in a log can never name a file outside the session's directory.
+    """
+    if not file:
+        return None
+    f = file.replace("\\", "/")
+    if not cwd:
+        return None if f.startswith("/") else _norm_rel(f)
+    c = cwd.replace("\\", "/").rstrip("/")
+    if f.startswith("/"):
+        if f == c or not f.startswith(c + "/"):
+            return None
+        f = f[len(c) + 1:]
+    return _norm_rel(f)
+
+
+def _norm_rel(f: str) -> str | None:
+    parts: list[str] = []
+    for p in f.split("/"):
+        if p in ("", "."):
+            continue
+        if p == "..":
+            if not parts:
+                return None
+            parts.pop()
+            continue
+        parts.append(p)
+    return "/".join(parts) or None
+
+
+def lines_of(text: str) -> list[str]:
+    """Lines of ``text`` without their terminators (a trailing newline adds no empty line)."""
+    if not text:
+        return []
+    parts = text.split("\n")
+    if parts[-1] == "":
+        parts.pop()
+    return parts
+
+
+def join_lines(lines: list[str]) -> str:
+    return "".join(ln + "\n" for ln in lines)
+
+
+# --------------------------------------------------------------------------------------------
+# Event builders
+
+
+def ev_meta(t: str | None, *, harness: str, session: str, adapter: "Adapter", source_path: str,
+            harness_version: str | None = None, model: str | None = None, cwd: str | None = None,
+            repo_head: str | None = None, tier: str | None = None, label: str | None = None,
+            **extra) -> dict:
+    ev = {"t": t, "k": "meta", "harness": harness, "harness_version": harness_version,
+          "session": session, "model": model, "cwd": cwd, "repo_head": repo_head,
+          "tier": tier or adapter.tier, "label": label, "adapter": adapter.name,
+          "adapter_version": adapter.version, "source_path": source_path,
+          "coverage": {"grade": "full", "reasons": [], "redactions": 0}}
+    ev.update(extra)
+    return ev
+
+
+def ev_msg(t: str | None, k: str, text: str, **extra) -> dict:
+    assert k in ("msg.in", "msg.out")
+    ev = {"t": t, "k": k, "text": text}
+    ev.update(extra)
+    return ev
+
+
+def ev_tool_call(t, tool: str, call_id: str | None, args, **extra) -> dict:
+    ev = {"t": t, "k": "tool.call", "tool": tool, "call_id": call_id, "args": args}
+    ev.update(extra)
+    return ev
+
+
+def ev_tool_result(t, tool: str | None, call_id: str | None, stdout: str | None,
+                   stderr: str | None = None, exit: int | None = None, **extra) -> dict:
+    ev = {"t": t, "k": "tool.result", "tool": tool, "call_id": call_id, "stdout": stdout,
+          "stderr": stderr, "exit": exit}
+    ev.update(extra)
+    return ev
+
+
+def ev_read(t, file: str, start: int, text: str, cwd: str | None = None, **extra) -> dict:
+    n = len(lines_of(text))
+    ev = {"t": t, "k": "code.read", "file": file, "rel": rel_path(file, cwd),
+          "range": [start, start + max(n, 1) - 1], "text": text}
+    ev.update(extra)
+    return ev
+
+
+def ev_edit(t, file: str, before_start: int, before_text: str, after_start: int, after_text: str,
+            cwd: str | None = None, **extra) -> dict:
+    """A changed region: ``before_text`` (lines ``before_range``) became ``after_text``.
+
+    Ranges are 1-based inclusive; an empty side has ``[s, s-1]`` (insertion/deletion point ``s``).
+    """
+    nb, na = len(lines_of(before_text)), len(lines_of(after_text))
+    ev = {"t": t, "k": "code.edit", "file": file, "rel": rel_path(file, cwd),
+          "before_range": [before_start, before_start + nb - 1],
+          "after_range": [after_start, after_start + na - 1],
+          "before_text": before_text, "after_text": after_text,
+          "before_hash": text_hash(before_text), "after_hash": text_hash(after_text)}
+    ev.update(extra)
+    return ev
+
+
+def edits_from_texts(t, file: str, before: str | None, after: str, cwd: str | None = None,
+                     context: int = 0, **extra) -> list[dict]:
+    """Diff a whole-file ``before`` → ``after`` into one ``code.edit`` per changed region.
+
+    ``before=None`` means the file was created: one edit with an empty before side. Regions are
+    found with difflib on lines; ``context`` unchanged lines are kept on each side.
+    """
+    import difflib
+
+    if before is None:
+        return [ev_edit(t, file, 1, "", 1, after, cwd=cwd, **extra)]
+    a, b = lines_of(before), lines_of(after)
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    out = []
+    for group in sm.get_grouped_opcodes(context):
+        i1, i2 = group[0][1], group[-1][2]
+        j1, j2 = group[0][3], group[-1][4]
+        out.append(ev_edit(t, file, i1 + 1, join_lines(a[i1:i2]), j1 + 1, join_lines(b[j1:j2]),
+                           cwd=cwd, **extra))
+    return out
+
+
+def apply_hunks(before: str, hunks: Iterable[dict]) -> str | None:
+    """Apply unified-diff hunks (``{oldStart, lines: [' ctx', '-old', '+new']}``) to ``before``.
+
+    Returns None when a hunk does not apply (context mismatch), so callers can fall back.
+    """
+    src = lines_of(before)
+    out: list[str] = []
+    pos = 0
+    for h in hunks:
+        start = int(h.get("oldStart", 1)) - 1
+        if start < 0:
+            start = 0
+        if start < pos or start > len(src):
+            return None
+        out.extend(src[pos:start])
+        pos = start
+        for ln in h.get("lines", []):
+            if ln.startswith("\\"):
+                continue
+            tag, body = (ln[:1], ln[1:]) if ln else (" ", "")
+            if tag == "+":
+                out.append(body)
+            elif tag in ("-", " "):
+                if pos >= len(src) or src[pos] != body:
+                    return None
+                if tag == " ":
+                    out.append(body)
+                pos += 1
+            else:
+                return None
+    out.extend(src[pos:])
+    res = join_lines(out)
+    if before and not before.endswith("\n") and res.endswith("\n") and pos >= len(src):
+        res = res[:-1]
+    return res
+
+
+def edits_from_hunks(t, file: str, hunks: Iterable[dict], cwd: str | None = None,
+                     **extra) -> list[dict]:
+    """One ``code.edit`` per unified-diff hunk, context lines trimmed to the changed region.
+
+    Hunks use Claude Code's ``structuredPatch`` shape (``oldStart``, ``newStart``, ``lines``).
+    """
+    out = []
+    for h in hunks:
+        lines = [ln for ln in h.get("lines", []) if not ln.startswith("\\")]
+        old_no, new_no = int(h.get("oldStart", 1)), int(h.get("newStart", 1))
+        first = last = None
+        for i, ln in enumerate(lines):
+            if ln[:1] in ("-", "+"):
+                first = i if first is None else first
+                last = i
+        if first is None:
+            continue
+        for ln in lines[:first]:
+            old_no += 1
+            new_no += 1
+        region = lines[first:last + 1]
+        before = [ln[1:] for ln in region if ln[:1] in ("-", " ")]
+        after = [ln[1:] for ln in region if ln[:1] in ("+", " ")]
+        out.append(ev_edit(t, file, old_no, join_lines(before), new_no, join_lines(after),
+                           cwd=cwd, **extra))
+    return out
+
+
+def finish_session(events: list[dict], *, degraded_reasons: Iterable[str] = ()) -> list[dict]:
+    """Redact secrets in every event, fill missing timestamps, record coverage in ``meta``.
+
+    Called by every adapter on every session before returning it, so redaction and the coverage
+    record are identical across harnesses. Returns the same list (mutated in place).
+    """
+    if not events or events[0].get("k") != "meta":
+        raise ValueError("a session's first event must be meta")
+    total = 0
+    for ev in events:
+        total += redact.redact_event(ev)
+    last_t = None
+    for ev in events:
+        if ev.get("t"):
+            last_t = ev["t"]
+        else:
+            ev["t"] = last_t
+    meta = events[0]
+    if meta.get("t") is None:
+        meta["t"] = next((e["t"] for e in events if e.get("t")), None)
+    cov = meta.setdefault("coverage", {"grade": "full", "reasons": [], "redactions": 0})
+    reasons = list(cov.get("reasons", []))
+    for r in degraded_reasons:
+        if r not in reasons:
+            reasons.append(r)
+    cov["reasons"] = reasons
+    if reasons and cov.get("grade") == "full":
+        cov["grade"] = "degraded"
+    cov["redactions"] = cov.get("redactions", 0) + total
+    return events

@@ -1,0 +1,159 @@
+"""Secret redaction, applied to every event of every harness before a tape is written.
+
+Redacts: provider API keys (OpenAI, Anthropic, AWS, Google, GitHub, GitLab, Slack, Hugging Face,
+Stripe), bearer tokens, JWTs, PEM private keys, credentials inside URLs, and ``.env``-style
+assignments whose name says secret (``API_KEY=...``, ``password: ...``). A value is replaced by
+``[REDACTED:<kind>]``, so the tape records *that* something was removed and of what kind.
+
+Calibrated against false positives seen in real logs: source code that *builds* fake keys
+(``'sk-ant-' + 'a'.repeat(95)``), regexes describing keys, placeholders (``fake-api-key``,
+``<your-key>``, ``${API_KEY}``), and values that are too short or too uniform to be secrets.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+_PLACEHOLDER = re.compile(
+    r"^(?:x+|\*+|\.+|<[^>]*>|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|%[A-Za-z_]+%|"
+    r"(?:your|my|fake|dummy|example|test|sample|placeholder|changeme|redacted|xxx)[-_a-z0-9]*|"
+    r"null|none|true|false|undefined|process\.env\..*|os\.environ.*)$",
+    re.I,
+)
+
+# (kind, pattern). Group "v" (when present) is the part replaced; otherwise the whole match.
+_TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    ("private-key", re.compile(
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----")),
+    ("anthropic-key", re.compile(r"\bsk-ant-(?:api|admin)\d{2}-[A-Za-z0-9_\-]{80,}")),
+    ("openai-key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}T3BlbkFJ[A-Za-z0-9_\-]{20,}")),
+    ("openai-key", re.compile(r"\bsk-(?:proj|svcacct|admin)-[A-Za-z0-9_\-]{40,}")),
+    ("aws-access-key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("google-api-key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
+    ("github-token", re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,}\b")),
+    ("github-token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{60,}\b")),
+    ("gitlab-token", re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}\b")),
+    ("slack-token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b")),
+    ("huggingface-token", re.compile(r"\bhf_[A-Za-z0-9]{34,}\b")),
+    ("stripe-key", re.compile(r"\b(?:sk|rk)_live_[A-Za-z0-9]{20,}\b")),
+    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}")),
+    ("bearer-token", re.compile(r"(?i)\b(?:authorization\s*[:=]\s*)?bearer\s+(?P<v>[A-Za-z0-9._~+/\-]{20,}=*)")),
+    ("url-credentials", re.compile(r"\b[a-z][a-z0-9+.\-]*://[^\s/:@\"']+:(?P<v>[^\s/@\"']{3,})@")),
+]
+
+_ASSIGN = re.compile(
+    r"(?im)(?P<name>\b[A-Z0-9_]*(?:API_?KEY|SECRET|TOKEN|PASSWORD|PASSWD|PRIVATE_KEY|ACCESS_KEY|"
+    r"CLIENT_SECRET|AUTH)[A-Z0-9_]*)(?P<sep>\s*[=:]\s*)(?P<q>[\"']?)(?P<v>[^\s\"'#,;)]{8,})(?P=q)"
+)
+
+
+def _entropy(s: str) -> float:
+    if not s:
+        return 0.0
+    counts: dict[str, int] = {}
+    for ch in s:
+        counts[ch] = counts.get(ch, 0) + 1
+    n = len(s)
+    return -sum(c / n * math.log2(c / n) for c in counts.values())
+
+
+def _looks_secret(value: str) -> bool:
+    if _PLACEHOLDER.match(value):
+        return False
+    if len(set(value)) <= 3:  # 'aaaa…', '0000…'
+        return False
+    if not re.search(r"\d", value) and value.isalpha() and value.lower() == value:
+        return False  # a plain word
+    return _entropy(value) >= 3.0
+
+
+def redact_text(text: str) -> tuple[str, int]:
+    """Return ``(redacted_text, count)``."""
+    if not text or len(text) < 8:
+        return text, 0
+    count = 0
+
+    def sub_token(kind: str):
+        def repl(m: re.Match[str]) -> str:
+            nonlocal count
+            if "v" in m.groupdict() and m.group("v") is not None:
+                v = m.group("v")
+                if not _looks_secret(v):
+                    return m.group(0)
+                count += 1
+                s, e = m.span("v")
+                s -= m.start()
+                e -= m.start()
+                whole = m.group(0)
+                return whole[:s] + f"[REDACTED:{kind}]" + whole[e:]
+            whole = m.group(0)
+            if kind != "private-key" and not _looks_secret(whole):
+                return whole
+            count += 1
+            return f"[REDACTED:{kind}]"
+        return repl
+
+    for kind, rx in _TOKEN_PATTERNS:
+        if kind == "private-key" and "PRIVATE KEY" not in text:
+            continue
+        text = rx.sub(sub_token(kind), text)
+
+    def sub_assign(m: re.Match[str]) -> str:
+        nonlocal count
+        v = m.group("v")
+        if v.startswith("[REDACTED") or not _looks_secret(v):
+            return m.group(0)
+        count += 1
+        return f"{m.group('name')}{m.group('sep')}{m.group('q')}[REDACTED:env-secret]{m.group('q')}"
+
+    text = _ASSIGN.sub(sub_assign, text)
+    return text, count
+
+
+def redact_value(value):
+    """Redact strings anywhere inside a JSON-like value. Returns ``(new_value, count)``."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, list):
+        total = 0
+        out = []
+        for v in value:
+            nv, c = redact_value(v)
+            total += c
+            out.append(nv)
+        return out, total
+    if isinstance(value, dict):
+        total = 0
+        out = {}
+        for k, v in value.items():
+            nv, c = redact_value(v)
+            total += c
+            out[k] = nv
+        return out, total
+    return value, 0
+
+
+_SKIP_KEYS = {"k", "t", "before_hash", "after_hash", "call_id", "session", "tape_id", "harness",
+              "adapter", "adapter_version", "coverage", "range", "before_range", "after_range"}
+
+
+def redact_event(ev: dict) -> int:
+    """Redact one event in place; returns the number of secrets removed.
+
+    ``before_hash``/``after_hash`` are recomputed when the texts they hash change.
+    """
+    total = 0
+    for key in list(ev.keys()):
+        if key in _SKIP_KEYS:
+            continue
+        nv, c = redact_value(ev[key])
+        if c:
+            ev[key] = nv
+            total += c
+    if total and ev.get("k") == "code.edit":
+        from engram.adapters.base import text_hash
+
+        ev["before_hash"] = text_hash(ev.get("before_text") or "")
+        ev["after_hash"] = text_hash(ev.get("after_text") or "")
+    return total

@@ -1,0 +1,57 @@
+"""Shared fixtures: every test runs with ENGRAM_HOME in a temp dir (never the real home)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
+GOLDEN = ROOT / "tests" / "golden"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true", default=False,
+                     help="rewrite golden files from current output instead of comparing")
+
+
+@pytest.fixture
+def update_golden(request) -> bool:
+    return bool(request.config.getoption("--update-golden"))
+
+
+@pytest.fixture(autouse=True)
+def engram_home(tmp_path_factory, monkeypatch) -> Path:
+    home = tmp_path_factory.mktemp("engram-home")
+    monkeypatch.setenv("ENGRAM_HOME", str(home))
+    # harness default locations resolve under a fake HOME so no test reads the real one
+    fake_home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(fake_home))
+    for var in ("CODEX_HOME", "CLAUDE_CONFIG_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    return home
+
+
+def pytest_collection_modifyitems(config, items):
+    """End-to-end tests (real server / editor processes) run last, as pygls does."""
+    items.sort(key=lambda it: 1 if it.get_closest_marker("e2e") else 0)
+
+
+@pytest.fixture
+def golden_compare(update_golden):
+    """``golden_compare(path, text)``: compare text with a golden file (or rewrite it)."""
+
+    def compare(path: Path, text: str) -> None:
+        path = Path(path)
+        if update_golden or not path.exists():
+            if not update_golden and os.environ.get("CI"):
+                pytest.fail(f"golden file missing: {path} (run pytest --update-golden)")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            return
+        expected = path.read_text(encoding="utf-8")
+        assert text == expected, f"output differs from golden {path} (pytest --update-golden)"
+
+    return compare
