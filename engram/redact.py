@@ -58,9 +58,16 @@ def _entropy(s: str) -> float:
     return -sum(c / n * math.log2(c / n) for c in counts.values())
 
 
+# `metric.attrs.total_tokens`: a digit-free dotted identifier path is code, not a credential
+_CODE_REF = re.compile(r"^[A-Za-z_$][A-Za-z_$]*(?:\.[A-Za-z_$][A-Za-z_$]*)+$")
+_PATTERNISH = re.compile(r"[`\[\]{}()\\]")  # regex / markdown describing a key, a call expression
+
+
 def _looks_secret(value: str) -> bool:
     if _PLACEHOLDER.match(value):
         return False
+    if _CODE_REF.match(value) or _PATTERNISH.search(value):
+        return False  # source code (`tokens: d.tokens`) or a description (`[base64].[base64]`)
     if len(set(value)) <= 3:  # 'aaaa…', '0000…'
         return False
     if not re.search(r"\d", value) and value.isalpha() and value.lower() == value:

@@ -1,0 +1,564 @@
+"""Claude Code: ``~/.claude/projects/<encoded-cwd>/<session>.jsonl`` → tape events.
+
+One JSONL file is one session (sidechain files are their own session, keyed
+``<sessionId>:<agentId>``). Records are read in file order and every content block becomes one
+event, so appending lines only appends events (prefix-stable). What is captured:
+
+* ``user`` text → ``msg.in``. Injected text (``isMeta``: local-command caveats) is kept, marked
+  ``meta: true``, so the transcript stays complete and the label/continuation logic can skip it.
+  ``isCompactSummary`` messages and ``system/compact_boundary`` records → ``msg.in`` with
+  ``compaction: true``. Queued input (``queue-operation`` enqueue) → ``msg.in`` with
+  ``queued: true``.
+* ``assistant`` text → ``msg.out``; ``thinking`` → ``msg.out`` with ``reasoning: true``;
+  ``tool_use`` → ``tool.call``. Streaming writes one line per block sharing ``message.id``: each
+  block is one event, in file order; a block repeated under the same ``message.id`` (or a record
+  whose ``uuid`` was already seen) is dropped.
+* ``tool_result`` → ``tool.result`` paired with its call by ``tool_use_id`` (``tool`` filled in,
+  ``exit`` from ``is_error``, ``agent_id`` for Task/Agent results, stdout capped at
+  ``MAX_TOOL_OUTPUT`` characters with ``truncated: true``), followed by the code events derived from
+  it: Read → ``code.read`` (``toolUseResult.file`` content, else the gutter-stripped result text);
+  Edit/MultiEdit/Write → one ``code.edit`` per changed region of ``structuredPatch`` (a Write that
+  creates a file is one edit with an empty before side); without a structured result the tool input
+  is used, located in the last known content of the file when there is one (``range_known: false``
+  otherwise). NotebookEdit → one ``code.edit`` for the cell. A failed or rejected call
+  (``is_error``) produces no code events. Code texts are never truncated.
+* ``summary`` records are titles (often of *other* sessions) → ``meta.summaries``, no events.
+  ``file-history-snapshot``, ``system`` records other than compaction and unknown types are skipped.
+
+``meta``: ``session`` (the log's ``sessionId``), ``harness_version``, ``model`` (first real
+assistant model), ``cwd``, ``git_branch`` (``repo_head`` stays null: a branch is not a commit),
+``label`` (first real user request, else the first summary), ``usage`` token totals (last usage of
+each ``message.id``, summed), and for sidechains ``agent_id`` and ``sidechain: true``.
+Each event keeps the record's ``uuid`` and ``parent_uuid``.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+from engram.adapters import base
+from engram.errors import UnsupportedLog
+
+#: tool output (``tool.result`` stdout/stderr) kept per event, in characters
+MAX_TOOL_OUTPUT = 1_000_000
+LABEL_MAX = 80
+#: unchanged lines that separate two changed regions of one hunk into two code.edit events
+SPLIT_CONTEXT = 3
+
+_EDIT_TOOLS = ("Edit", "MultiEdit", "Write", "NotebookEdit")
+_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
+_AGENT_ID_TEXT = re.compile(r"^agentId: ([A-Za-z0-9_-]+)")
+_NOT_A_REQUEST = ("<command-", "<local-command-", "Caveat: ", "[Request interrupted",
+                  "<system-reminder>", "<bash-", "<user-prompt-submit-hook>")
+
+
+class ClaudeCodeAdapter(base.Adapter):
+    name = "claude_code"
+    tier = "agent"
+    versions = base.VersionMatrix(min="1.0.111", max_tested="2.1.7")
+    default_locations = ("$CLAUDE_CONFIG_DIR/projects", "~/.claude/projects")
+    patterns = ("*.jsonl", "*/*.jsonl", "*/subagents/agent-*.jsonl",
+                "*/*/subagents/agent-*.jsonl", "*/*/subagents/workflows/*/agent-*.jsonl")
+    version = "1"
+
+    def parse_source(self, path: Path, *, mode: str = "permissive") -> base.ParseOutput:
+        path = Path(path)
+        p = _Parser(self, path)
+        end = 0
+        for line_no, end, rec, err in base.iter_jsonl(path):
+            if err is not None:
+                p.errors.append(base.parse_error(path, line_no, err))
+                continue
+            try:
+                p.record(rec, line_no)
+            except Exception as e:  # a record of an unexpected shape never aborts the file
+                p.errors.append(base.parse_error(
+                    path, line_no,
+                    f"unexpected {rec.get('type')!r} record: {type(e).__name__}: {e}"))
+        reasons = p.version_reasons()
+        if mode == "strict" and reasons:
+            raise UnsupportedLog("; ".join(reasons), path=str(path), line=p.first_version_line)
+        if p.errors:
+            reasons.append(f"{len(p.errors)} malformed record(s) skipped")
+        if not p.events:  # nothing but titles / snapshots (yet): no session
+            return base.ParseOutput(sessions=[], errors=p.errors, end_offset=end)
+        events = [p.meta()] + p.events
+        base.finish_session(events, degraded_reasons=reasons)
+        return base.ParseOutput(sessions=[base.SessionLog(p.key(), events)], errors=p.errors,
+                                end_offset=end)
+
+
+ADAPTER = ClaudeCodeAdapter()
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _s(v) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def _d(v) -> dict:
+    return v if isinstance(v, dict) else {}
+
+
+def _int(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _ts(v) -> str | None:
+    """The record's timestamp as ISO-8601 UTC (``...Z``); None when absent or unreadable."""
+    if not isinstance(v, str):
+        return None
+    if _ISO.match(v):
+        return v
+    try:
+        dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _block_text(content) -> str:
+    """Text of a tool_result ``content`` (a string or a list of blocks)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text"
+                 and isinstance(b.get("text"), str)]
+        return "\n".join(parts)
+    return ""
+
+
+def _cap(text: str | None) -> tuple[str | None, bool]:
+    if text is not None and len(text) > MAX_TOOL_OUTPUT:
+        return text[:MAX_TOOL_OUTPUT], True
+    return text, False
+
+
+def _label(text: str) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= LABEL_MAX else one[: LABEL_MAX - 1].rstrip() + "…"
+
+
+def _split_hunk(h: dict) -> list[dict]:
+    """Split one unified-diff hunk into changed regions.
+
+    Regions separated by fewer than ``SPLIT_CONTEXT`` unchanged lines stay one region (blank lines
+    and fences that happen to match inside a rewrite would otherwise shred it into fragments).
+    """
+    lines = [ln for ln in h.get("lines") or [] if isinstance(ln, str) and not ln.startswith("\\")]
+    old_no, new_no = _int(h.get("oldStart")) or 1, _int(h.get("newStart")) or 1
+    out: list[dict] = []
+    cur: list[str] = []
+    ctx: list[str] = []
+    cur_old = cur_new = 0
+    for ln in lines:
+        if ln[:1] in ("-", "+"):
+            if cur and len(ctx) < SPLIT_CONTEXT:
+                cur.extend(ctx)
+            elif cur:
+                out.append({"oldStart": cur_old, "newStart": cur_new, "lines": cur})
+                cur = []
+            if not cur:
+                cur_old, cur_new = old_no, new_no
+            ctx = []
+            cur.append(ln)
+            if ln[:1] == "-":
+                old_no += 1
+            else:
+                new_no += 1
+        else:
+            ctx.append(ln)
+            old_no += 1
+            new_no += 1
+    if cur:
+        out.append({"oldStart": cur_old, "newStart": cur_new, "lines": cur})
+    return out
+
+
+def _replace(content: str, old: str, new: str, replace_all: bool) -> str | None:
+    if not old or old not in content:
+        return None
+    return content.replace(old, new) if replace_all else content.replace(old, new, 1)
+
+
+class _Parser:
+    """State of one file's parse. ``record`` consumes one JSON object."""
+
+    def __init__(self, adapter: ClaudeCodeAdapter, path: Path):
+        self.adapter = adapter
+        self.path = path
+        self.events: list[dict] = []
+        self.errors: list[dict] = []
+        self.session: str | None = None
+        self.agent_id: str | None = None
+        self.sidechain = path.name.startswith("agent-")
+        self.cwd: str | None = None
+        self.branch: str | None = None
+        self.model: str | None = None
+        self.label: str | None = None
+        self.summaries: list[dict] = []
+        self.versions: list[str] = []
+        self.first_version_line: int | None = None
+        self.first_t: str | None = None
+        self.usage: dict[str, dict] = {}  # message.id → last usage seen
+        self.calls: dict[str, dict] = {}  # tool_use id → {"tool", "input"}
+        self.files: dict[str, str] = {}  # path → last known full content
+        self.seen_uuids: set[str] = set()
+        self.seen_blocks: set[tuple] = set()
+        self.compactions = 0
+        self.first_record = True
+
+    # -- meta ---------------------------------------------------------------------------------
+
+    def key(self) -> str:
+        session = self.session or self.path.stem
+        if self.sidechain and self.agent_id:
+            return f"{session}:{self.agent_id}"
+        if self.sidechain:
+            return f"{session}:{self.path.stem}"
+        return session
+
+    def version_reasons(self) -> list[str]:
+        vm = self.adapter.versions
+        out = []
+        for v in self.versions:
+            st = vm.status(v)
+            if st == "bad":
+                out.append(f"claude_code {v} is a known-bad version")
+            elif st == "unknown":
+                out.append(f"claude_code {v} is outside the tested range {vm.min}..{vm.max_tested}")
+        if not self.versions and self.events:
+            out.append("no claude_code version in the log")
+        return out
+
+    def meta(self) -> dict:
+        label = self.label
+        if label is None and self.summaries:
+            label = _label(self.summaries[0]["text"])
+        extra: dict = {"git_branch": self.branch, "summaries": self.summaries,
+                       "usage": self._usage_totals()}
+        if self.sidechain or self.agent_id:
+            extra["sidechain"] = True
+            extra["agent_id"] = self.agent_id
+        if self.compactions:
+            extra["compactions"] = self.compactions
+        return base.ev_meta(
+            self.first_t, harness=self.adapter.name, session=self.session or self.path.stem,
+            adapter=self.adapter, source_path=str(self.path),
+            harness_version=self.versions[0] if self.versions else None, model=self.model,
+            cwd=self.cwd, repo_head=None, label=label, **extra)
+
+    def _usage_totals(self) -> dict:
+        keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
+                "cache_read_input_tokens")
+        tot = {k: 0 for k in keys}
+        for u in self.usage.values():
+            for k in keys:
+                tot[k] += _int(u.get(k)) or 0
+        tot["messages"] = len(self.usage)
+        return tot
+
+    # -- records ------------------------------------------------------------------------------
+
+    def record(self, rec: dict, line_no: int) -> None:
+        rtype = rec.get("type")
+        if rtype == "summary":
+            text = _s(rec.get("summary"))
+            if text:
+                self.summaries.append({"text": text, "leaf_uuid": _s(rec.get("leafUuid"))})
+            return
+        if rtype not in ("user", "assistant", "system", "queue-operation"):
+            return  # file-history-snapshot, attachment, permission-mode, ...: nothing to keep
+        uuid = _s(rec.get("uuid"))
+        if uuid is not None:
+            if uuid in self.seen_uuids:
+                return  # a resumed session re-copied this record
+            self.seen_uuids.add(uuid)
+        self._envelope(rec, line_no)
+        t = _ts(rec.get("timestamp"))
+        if t and self.first_t is None:
+            self.first_t = t
+        common = {"uuid": uuid, "parent_uuid": _s(rec.get("parentUuid"))}
+        if rec.get("isSidechain") is True and not self.sidechain:
+            common["sidechain"] = True  # sidechain interleaved in the main file (old layout)
+            if _s(rec.get("agentId")):
+                common["sidechain_agent_id"] = rec["agentId"]
+        out: list[dict] = []
+        if rtype == "user":
+            self._user(rec, t, common, out, line_no)
+        elif rtype == "assistant":
+            self._assistant(rec, t, common, out, line_no)
+        elif rtype == "system":
+            self._system(rec, t, common, out)
+        else:
+            self._queue(rec, t, common, out)
+        self.events.extend(out)
+
+    def _envelope(self, rec: dict, line_no: int) -> None:
+        if self.session is None and _s(rec.get("sessionId")):
+            self.session = rec["sessionId"]
+        if self.cwd is None and _s(rec.get("cwd")):
+            self.cwd = rec["cwd"]
+        if self.branch is None and _s(rec.get("gitBranch")):
+            self.branch = rec["gitBranch"]
+        v = _s(rec.get("version"))
+        if v and v not in self.versions:
+            self.versions.append(v)
+            if self.first_version_line is None:
+                self.first_version_line = line_no
+        if self.first_record:
+            self.first_record = False
+            if rec.get("isSidechain") is True:
+                self.sidechain = True  # a subagent transcript: its first record is a sidechain
+        if self.sidechain and self.agent_id is None and _s(rec.get("agentId")):
+            self.agent_id = rec["agentId"]
+
+    def _message(self, rec: dict, line_no: int) -> dict | None:
+        msg = rec.get("message")
+        if not isinstance(msg, dict):
+            self.errors.append(base.parse_error(
+                self.path, line_no, f"{rec.get('type')} record without a message object"))
+            return None
+        return msg
+
+    def _user(self, rec: dict, t, common: dict, out: list, line_no: int) -> None:
+        msg = self._message(rec, line_no)
+        if msg is None:
+            return
+        content = msg.get("content")
+        flags: dict = {}
+        if rec.get("isMeta") is True:
+            flags["meta"] = True
+        if rec.get("isCompactSummary") is True:
+            flags["compaction"] = True
+        if isinstance(content, str):
+            self._user_text(t, content, flags, common, out)
+            return
+        if not isinstance(content, list):
+            self.errors.append(base.parse_error(self.path, line_no, "user message without content"))
+            return
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            bt = block.get("type")
+            if bt == "text" and isinstance(block.get("text"), str):
+                self._user_text(t, block["text"], flags, common, out)
+            elif bt == "tool_result":
+                self._tool_result(rec, block, t, common, out)
+
+    def _user_text(self, t, text: str, flags: dict, common: dict, out: list) -> None:
+        extra = dict(flags)
+        if text.startswith("[Request interrupted"):
+            extra["interrupted"] = True
+        out.append(base.ev_msg(t, "msg.in", text, **extra, **common))
+        if (self.label is None and not flags and not extra.get("interrupted")
+                and text.strip() and not text.lstrip().startswith(_NOT_A_REQUEST)):
+            self.label = _label(text)
+
+    def _assistant(self, rec: dict, t, common: dict, out: list, line_no: int) -> None:
+        msg = self._message(rec, line_no)
+        if msg is None:
+            return
+        mid = _s(msg.get("id"))
+        model = _s(msg.get("model"))
+        if self.model is None and model and not model.startswith("<"):
+            self.model = model  # "<synthetic>" marks harness-made messages
+        usage = msg.get("usage")
+        if mid and isinstance(usage, dict):
+            self.usage[mid] = usage
+        content = msg.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        if not isinstance(content, list):
+            return
+        extra = dict(common)
+        if mid:
+            extra["message_id"] = mid
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            bt = block.get("type")
+            if mid is not None:
+                sig = (mid, bt, _s(block.get("id")) or _s(block.get("text"))
+                       or _s(block.get("thinking")))
+                if sig[2] is not None:
+                    if sig in self.seen_blocks:
+                        continue
+                    self.seen_blocks.add(sig)
+            if bt == "text" and isinstance(block.get("text"), str):
+                out.append(base.ev_msg(t, "msg.out", block["text"], **extra))
+            elif bt == "thinking" and isinstance(block.get("thinking"), str):
+                out.append(base.ev_msg(t, "msg.out", block["thinking"], reasoning=True, **extra))
+            elif bt == "tool_use":
+                call_id = _s(block.get("id"))
+                tool = _s(block.get("name")) or "unknown"
+                args = block.get("input")
+                if call_id:
+                    self.calls[call_id] = {"tool": tool, "input": _d(args)}
+                out.append(base.ev_tool_call(t, tool, call_id, args, **extra))
+
+    def _system(self, rec: dict, t, common: dict, out: list) -> None:
+        if rec.get("subtype") != "compact_boundary":
+            return  # turn_duration, api_error, local_command, ...
+        self.compactions += 1
+        cm = _d(rec.get("compactMetadata"))
+        extra = {"compaction": True, "logical_parent_uuid": _s(rec.get("logicalParentUuid"))}
+        if _s(cm.get("trigger")):
+            extra["trigger"] = cm["trigger"]
+        if _int(cm.get("preTokens")) is not None:
+            extra["pre_tokens"] = cm["preTokens"]
+        text = _s(rec.get("content")) or "Conversation compacted"
+        out.append(base.ev_msg(t, "msg.in", text, **extra, **common))
+
+    def _queue(self, rec: dict, t, common: dict, out: list) -> None:
+        text = _s(rec.get("content"))
+        if rec.get("operation") == "enqueue" and text:
+            out.append(base.ev_msg(t, "msg.in", text, queued=True, **common))
+
+    # -- tool results -------------------------------------------------------------------------
+
+    def _tool_result(self, rec: dict, block: dict, t, common: dict, out: list) -> None:
+        call_id = _s(block.get("tool_use_id"))
+        call = self.calls.get(call_id or "", {})
+        tool = call.get("tool")
+        tur = rec.get("toolUseResult")
+        text = _block_text(block.get("content"))
+        is_error = block.get("is_error") is True
+        stdout, cut = _cap(text)
+        stderr = None
+        if isinstance(tur, dict) and isinstance(tur.get("stderr"), str) and tur["stderr"]:
+            stderr, cut2 = _cap(tur["stderr"])
+            cut = cut or cut2
+        extra = dict(common)
+        if is_error:
+            extra["is_error"] = True
+        if cut:
+            extra["truncated"] = True
+            extra["stdout_chars"] = len(text)
+        if isinstance(tur, dict) and tur.get("interrupted") is True:
+            extra["interrupted"] = True
+        agent_id = _s(_d(tur).get("agentId"))
+        if agent_id is None and isinstance(block.get("content"), list):
+            for b in block["content"]:
+                m = _AGENT_ID_TEXT.match(_s(_d(b).get("text")) or "")
+                if m:
+                    agent_id = m.group(1)
+        if agent_id:
+            extra["agent_id"] = agent_id
+        exit_code = 1 if is_error else (0 if "is_error" in block or tur is not None else None)
+        out.append(base.ev_tool_result(t, tool, call_id, stdout, stderr, exit_code, **extra))
+        if is_error or tool is None:
+            return
+        code_extra = {"tool": tool, "call_id": call_id, **common}
+        if tool == "Read":
+            self._read(call["input"], tur, text, t, code_extra, out)
+        elif tool in _EDIT_TOOLS:
+            self._edit(tool, call["input"], tur, t, code_extra, out)
+
+    def _read(self, args: dict, tur, text: str, t, extra: dict, out: list) -> None:
+        f = _d(_d(tur).get("file"))
+        path = _s(f.get("filePath")) or _s(args.get("file_path"))
+        if not path:
+            return
+        body = _s(f.get("content"))
+        start = _int(f.get("startLine"))
+        if isinstance(tur, dict) and tur.get("type") not in (None, "text"):
+            return  # image / notebook / pdf reads
+        if body is None:
+            body, first = base.strip_gutter(text)
+            if first is None:
+                return  # not file content ("File does not exist.", a summary, ...)
+            start = start or first
+        if start is None:
+            start = _int(args.get("offset")) or 1
+        more = {}
+        if _int(f.get("totalLines")) is not None:
+            more["total_lines"] = f["totalLines"]
+        out.append(base.ev_read(t, path, start, body, cwd=self.cwd, **more, **extra))
+        total = _int(f.get("totalLines"))
+        if start == 1 and total is not None and len(base.lines_of(body)) >= total:
+            self.files[path] = body
+
+    def _edit(self, tool: str, args: dict, tur, t, extra: dict, out: list) -> None:
+        r = _d(tur)
+        path = _s(r.get("filePath")) or _s(args.get("file_path")) or _s(args.get("notebook_path"))
+        if not path:
+            return
+        cwd = self.cwd
+        if tool == "NotebookEdit":
+            before = _s(r.get("original_source")) or _s(r.get("old_source")) or ""
+            after = _s(r.get("new_source")) or _s(args.get("new_source")) or ""
+            if args.get("edit_mode") == "delete":
+                after = ""
+            more = {"range_known": False, "edit_mode": _s(args.get("edit_mode")) or "replace"}
+            if _s(args.get("cell_id")):
+                more["cell_id"] = args["cell_id"]
+            out.append(base.ev_edit(t, path, 1, before, 1, after, cwd=cwd, **more, **extra))
+            return
+        original = r.get("originalFile") if "originalFile" in r else r.get("originalFileContents")
+        original = _s(original)
+        hunks = r.get("structuredPatch")
+        created = r.get("type") == "create" or (tool == "Write" and "originalFile" in r
+                                                and original is None)
+        if tool == "Write" and created:
+            content = _s(r.get("content")) or _s(args.get("content")) or ""
+            out.extend(base.edits_from_texts(t, path, None, content, cwd=cwd, created=True,
+                                             **extra))
+            self.files[path] = content
+            return
+        if isinstance(hunks, list) and hunks and all(isinstance(h, dict) for h in hunks):
+            for h in hunks:
+                for sub in _split_hunk(h):
+                    out.extend(base.edits_from_hunks(t, path, [sub], cwd=cwd, **extra))
+            if original is not None:
+                after = base.apply_hunks(original, hunks)
+                if after is not None:
+                    self.files[path] = after
+                else:
+                    self.files.pop(path, None)
+            return
+        # no structured patch: rebuild the change from the tool input
+        before = original if original is not None else self.files.get(path)
+        after = self._apply_input(tool, args, r, before)
+        if before is not None and after is not None:
+            edits = base.edits_from_texts(t, path, before, after, cwd=cwd, **extra)
+            out.extend(edits)
+            self.files[path] = after
+            return
+        self.files.pop(path, None)
+        for old, new in self._pairs(tool, args):
+            out.append(base.ev_edit(t, path, 1, old, 1, new, cwd=cwd, range_known=False, **extra))
+
+    @staticmethod
+    def _pairs(tool: str, args: dict) -> list[tuple[str, str]]:
+        if tool == "Write":
+            return [("", _s(args.get("content")) or "")]
+        if tool == "MultiEdit":
+            return [(_s(e.get("old_string")) or "", _s(e.get("new_string")) or "")
+                    for e in args.get("edits") or [] if isinstance(e, dict)]
+        return [(_s(args.get("old_string")) or "", _s(args.get("new_string")) or "")]
+
+    @staticmethod
+    def _apply_input(tool: str, args: dict, r: dict, before: str | None) -> str | None:
+        if tool == "Write":
+            return _s(r.get("content")) or _s(args.get("content"))
+        if before is None:
+            return None
+        if tool == "MultiEdit":
+            edits = [e for e in args.get("edits") or [] if isinstance(e, dict)]
+        else:
+            edits = [args]
+        cur = before
+        for e in edits:
+            nxt = _replace(cur, _s(e.get("old_string")) or "", _s(e.get("new_string")) or "",
+                           e.get("replace_all") is True)
+            if nxt is None:
+                return None
+            cur = nxt
+        return cur

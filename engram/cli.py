@@ -1,0 +1,548 @@
+"""The ``engram`` command. JSON on stdout by default (compact, ``[]`` when empty), ``--pretty`` for
+people; progress and logs go to stderr so ``engram explain ... | jq`` always works.
+
+Errors print ``Error: <message>`` to stderr and exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+import orjson
+
+from engram import __version__
+from engram.errors import EngramError
+
+log = logging.getLogger("engram")
+
+
+# ---------------------------------------------------------------------------------------------
+# output
+
+
+def emit(obj, pretty: bool, render=None) -> None:
+    if pretty and render is not None:
+        sys.stdout.write(render(obj))
+        if not render(obj).endswith("\n"):
+            sys.stdout.write("\n")
+    elif pretty:
+        sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode() + "\n")
+    else:
+        sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode() + "\n")
+    sys.stdout.flush()
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr, only when stderr is a terminal."""
+
+    def __init__(self, label: str):
+        self.label = label
+        self.enabled = sys.stderr.isatty() and not os.environ.get("ENGRAM_NO_PROGRESS")
+        self.last = ""
+
+    def __call__(self, done: int, total: int, what: str) -> None:
+        if not self.enabled:
+            return
+        frac = (done / total) if total else 1.0
+        width = 28
+        bar = "█" * int(frac * width) + "░" * (width - int(frac * width))
+        name = what if len(what) <= 40 else "…" + what[-39:]
+        line = f"\r{self.label} {bar} {frac * 100:5.1f}% {done / 1e6:8.1f}/{total / 1e6:.1f} MB {name}"
+        sys.stderr.write(line.ljust(len(self.last)))
+        sys.stderr.flush()
+        self.last = line
+
+    def close(self) -> None:
+        if self.enabled and self.last:
+            sys.stderr.write("\r" + " " * len(self.last) + "\r")
+            sys.stderr.flush()
+
+
+# ---------------------------------------------------------------------------------------------
+# commands
+
+
+def _engine(args):
+    from engram.engine import Engine
+
+    root = Path(args.root) if getattr(args, "root", None) else None
+    index = Path(args.index) if getattr(args, "index", None) else None
+    return Engine(root, index_path=index)
+
+
+def cmd_init(args) -> int:
+    from engram import config, paths
+
+    root = Path(args.root) if args.root else paths.find_root()
+    res = config.init_repo(root)
+    emit(res, args.pretty, lambda r: (
+        f"{'Wrote' if r['created'] else 'Kept existing'} {r['config']}\n"
+        f"{'Added .engram-cache/ to' if r['gitignore_updated'] else 'Already ignored in'} {r['gitignore']}\n"
+        "Next: engram ingest\n"))
+    return 0
+
+
+def cmd_ingest(args) -> int:
+    eng = _engine(args)
+    bar = ProgressBar("ingest")
+    try:
+        res = eng.ingest(seal=args.seal, rebuild=args.rebuild, progress=bar)
+    finally:
+        bar.close()
+        eng.close()
+    emit(res, args.pretty, render_ingest)
+    return 0
+
+
+def render_ingest(r: dict) -> str:
+    if r.get("nothing_to_do"):
+        return f"Nothing new: {r['skipped']} source(s) unchanged since the last ingest.\n"
+    lines = [f"Ingested {r['parsed']} source(s) ({r['bytes'] / 1e6:.1f} MB) in {r['elapsed_s']} s: "
+             f"{r['sessions']} session(s), {r['sealed']} sealed, {r['live']} live; "
+             f"{r['tapes_written']} new tape(s), {r['events']} events, {r['blocks']} new text blocks, "
+             f"{r['fingerprints']} fingerprints. {r['skipped']} unchanged."]
+    if r.get("error_count"):
+        lines.append(f"{r['error_count']} problem(s):")
+        for e in r["errors"][:10]:
+            err = e.get("error", e)
+            where = err.get("path") or ""
+            if err.get("line"):
+                where += f":{err['line']}"
+            lines.append(f"  {where}: {err.get('message')} [{err.get('code')}]")
+    return "\n".join(lines) + "\n"
+
+
+def cmd_explain(args) -> int:
+    from engram.engine import parse_span
+
+    eng = _engine(args)
+    try:
+        opts = dict(before=args.before, after=args.after, min_confidence=args.min_confidence,
+                    all=args.all, expand_until=args.expand_until, brief=args.brief)
+        if args.stdin:
+            res = eng.explain_text(sys.stdin.read(), **{k: v for k, v in opts.items() if v is not None})
+        else:
+            if not args.span:
+                raise EngramError("give FILE:START-END (or --stdin)")
+            f, a, b = parse_span(args.span)
+            res = eng.explain(f, a, b, **opts)
+    finally:
+        eng.close()
+    emit(res, args.pretty, render_explain)
+    return 0
+
+
+def _short(s, n=160):
+    if not isinstance(s, str):
+        return ""
+    s = " ".join(s.split())
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def render_explain(r: dict) -> str:
+    sp = r["span"]
+    out = [f"{sp.get('file') or '<text>'}:{sp['start']}-{sp['end']}  "
+           f"({len(r['sessions'])} session{'s' if len(r['sessions']) != 1 else ''}, "
+           f"{r['stats'].get('matched', 0)}/{r['stats'].get('fingerprints', 0)} fingerprints matched)"]
+    if not r["sessions"]:
+        out.append("  No agent session is known to have produced or read this code.")
+    for i, s in enumerate(r["sessions"], 1):
+        out.append("")
+        out.append(f"{i}. {s['harness']} · {s.get('model') or '?'} · {s.get('last_t') or ''}  "
+                   f"confidence {s['confidence']:.2f} via {s['via']}  [{s['tier']}]")
+        out.append(f"   session {s['session']}  tape {s['tape_id'][:12]}"
+                   + (f"  “{_short(s.get('label'), 80)}”" if s.get("label") else ""))
+        for w in s.get("windows", []):
+            req = w.get("request")
+            out.append(f"   ── anchor #{w['anchor']} {w['kind']} {w.get('file') or ''}"
+                       + (f" lines {w['lines'][0]}-{w['lines'][1]}" if w.get("lines") else ""))
+            if req:
+                out.append(f"   ▸ user: {_short(req['text'])}")
+            for ev in w.get("events", []):
+                mark = "→" if ev["offset"] == w["anchor"] else " "
+                out.append(f"   {mark} #{ev['offset']:<4} {ev['k']:<11} {_event_line(ev)}")
+    for e in r.get("lineage", []):
+        out.append(f"   lineage {e['from']['tape_id'][:10]}#{e['from']['offset']} ← "
+                   f"{e['to']['tape_id'][:10]}#{e['to']['offset']} conf {e['confidence']:.2f} "
+                   f"{e['location_delta']} {e['cardinality']}{' agent-link' if e.get('agent_link') else ''}")
+    if any(r.get("truncated", {}).values()):
+        out.append(f"   (lineage walk truncated: {r['truncated']})")
+    return "\n".join(out) + "\n"
+
+
+def _event_line(ev: dict) -> str:
+    k = ev.get("k")
+    if k in ("msg.in", "msg.out"):
+        return _short(ev.get("text"))
+    if k == "tool.call":
+        args = ev.get("args")
+        if isinstance(args, dict):
+            main = args.get("description") or args.get("file_path") or args.get("command") or args.get("path")
+            return f"{ev.get('tool')} {_short(main if isinstance(main, str) else '', 120)}"
+        return f"{ev.get('tool')}"
+    if k == "tool.result":
+        return f"{ev.get('tool') or ''} {_short(ev.get('stdout'), 120)}"
+    if k == "code.edit":
+        return (f"{ev.get('file')} {ev.get('before_range')} → {ev.get('after_range')}: "
+                f"{_short(ev.get('after_text'), 100)}")
+    if k == "code.read":
+        return f"{ev.get('file')} {ev.get('range')}"
+    return _short(str({k2: v for k2, v in ev.items() if k2 not in ('offset', 't', 'k')}), 120)
+
+
+def cmd_view(args) -> int:
+    eng = _engine(args)
+    try:
+        res = eng.view(args.tape_id, at=args.at, before=args.before, after=args.after)
+    finally:
+        eng.close()
+
+    def render(r):
+        out = [f"tape {r['tape_id']} ({r['harness']}, session {r['session']}) events "
+               f"{r['range'][0]}-{r['range'][1]} of {r['n_events']}"]
+        if r.get("previous_tape"):
+            out.append(f"  ↑ continues {r['previous_tape']}")
+        for ev in r["events"]:
+            mark = "→" if ev["offset"] == r["at"] else " "
+            out.append(f"{mark} #{ev['offset']:<4} {ev.get('t') or '':<25} {ev['k']:<11} {_event_line(ev)}")
+        if r.get("next_tape"):
+            out.append(f"  ↓ continued by {r['next_tape']}")
+        return "\n".join(out) + "\n"
+
+    emit(res, args.pretty, render)
+    return 0
+
+
+def cmd_show(args) -> int:
+    eng = _engine(args)
+    try:
+        res = eng.show(args.tape_id, raw=args.raw)
+    finally:
+        eng.close()
+    if args.raw:
+        for ev in res:
+            sys.stdout.write(orjson.dumps(ev, option=orjson.OPT_SORT_KEYS).decode() + "\n")
+        return 0
+    emit(res, args.pretty, lambda r: "\n".join(
+        f"#{e['offset']:<4} {e.get('t') or '':<25} {e['k']:<11} {_event_line(e)}" for e in r["events"]) + "\n")
+    return 0
+
+
+def cmd_tapes(args) -> int:
+    eng = _engine(args)
+    try:
+        res = eng.tapes()
+    finally:
+        eng.close()
+    emit(res, args.pretty, lambda rows: _table(
+        ["tape", "harness", "tier", "coverage", "events", "first", "label"],
+        [[r["tape_id"][:12] + ("*" if r["live"] else ""), r["harness"], r["tier"], r["coverage"],
+          str(r["events"]), r["first_t"] or "", _short(r["label"], 50)] for r in rows]))
+    return 0
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    if not rows:
+        return "(none)\n"
+    widths = [max(len(h), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
+    fmt = "  ".join("{:<%d}" % w for w in widths)
+    lines = [fmt.format(*headers), fmt.format(*("─" * w for w in widths))]
+    lines += [fmt.format(*(str(c) for c in r)) for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def cmd_search(args) -> int:
+    eng = _engine(args)
+    try:
+        res = eng.search(args.query, limit=args.limit)
+    finally:
+        eng.close()
+
+    def render(r):
+        out = [f"{len(r['results'])} result(s) for “{r['query']}” (semantic: {r['semantic']})"]
+        for i, s in enumerate(r["results"], 1):
+            sig = s["signals"]
+            out.append(f"{i}. {s['harness']} · {s.get('model') or '?'} · {s.get('last_t') or ''} "
+                       f"keyword {sig['keyword']} semantic {sig['semantic']}  tape {s['tape_id'][:12]}")
+            for w in s["windows"]:
+                for ev in w.get("events", []):
+                    mark = "→" if ev["offset"] == w["anchor"] else " "
+                    out.append(f"   {mark} #{ev['offset']:<4} {ev['k']:<11} {_event_line(ev)}")
+        return "\n".join(out) + "\n"
+
+    emit(res, args.pretty, render)
+    return 0
+
+
+def cmd_status(args) -> int:
+    eng = _engine(args)
+    try:
+        res = eng.status()
+    finally:
+        eng.close()
+
+    def render(r):
+        if not r["indexed"]:
+            return f"No index at {r['index']} yet. Run `engram ingest`.\n"
+        c = r["counts"]
+        emb = r["embedding"]
+        return (f"index {r['index']} ({r['index_bytes'] / 1e6:.1f} MB), last ingest {r['last_ingest']}\n"
+                f"{c['tapes']} tapes, {c['live_sessions']} live, {c['events']} events, {c['blocks']} blocks, "
+                f"{c['fingerprints']} fingerprints, {c['edges']} lineage edges, {c['errors']} errors\n"
+                f"embedding: {'available' if emb.get('available') else 'off'}"
+                f" ({emb.get('reason') or emb.get('device') or ''})\n")
+
+    emit(res, args.pretty, render)
+    return 0
+
+
+def cmd_adapters(args) -> int:
+    from engram import adapters
+    from engram.config import load
+
+    cfg = load(Path(args.root) if args.root else None)
+    rows = []
+    for name in sorted(adapters.REGISTRY):
+        try:
+            ad = adapters.get(name)
+        except ImportError as e:
+            rows.append({"harness": name, "available": False, "reason": str(e)})
+            continue
+        locs = cfg.harness_paths(name, ad.default_paths())
+        found = [str(p) for p in locs if p.exists()]
+        info = ad.describe()
+        info.update({"harness": name, "available": True, "paths": [str(p) for p in locs],
+                     "found": bool(found)})
+        count = getattr(ad, "summarize", None)
+        if count is not None and found:
+            try:
+                info.update(count([Path(p) for p in found]))
+            except Exception as e:  # summarising is best-effort
+                info["summary_error"] = f"{type(e).__name__}: {e}"
+        rows.append(info)
+    emit(rows, args.pretty, lambda rs: _table(
+        ["harness", "found", "sessions", "versions", "coverage", "paths"],
+        [[r["harness"], "yes" if r.get("found") else "no", str(r.get("sessions", "")),
+          r.get("versions_seen", "") if isinstance(r.get("versions_seen"), str) else
+          ",".join(r.get("versions_seen", []) or []), r.get("coverage", ""),
+          ", ".join(r.get("paths", []))] for r in rs]))
+    return 0
+
+
+def cmd_record(args) -> int:
+    from engram import record
+    from engram.engine import Engine
+    from engram.adapters.base import finish_session
+    from engram.tape import writer
+    from engram import paths
+
+    root = Path(args.root) if args.root else paths.find_root()
+    if args.stdin:
+        events = record.record_stdin(sys.stdin, label=args.label)
+        code = 0
+    else:
+        cmd = args.command
+        if cmd and cmd[0] == "--":
+            cmd = cmd[1:]
+        if not cmd:
+            raise EngramError("give a command after --, or --stdin")
+        code, events = record.record_command(cmd, Path.cwd(), label=args.label)
+    ref = writer.write_tape(paths.repo_tapes_dir(root), events)
+    eng = Engine(root)
+    try:
+        eng.ingest()
+    finally:
+        eng.close()
+    emit({"tape_id": ref.tape_id, "path": str(ref.path), "events": ref.n_events, "exit": code},
+         args.pretty, lambda r: f"Recorded tape {r['tape_id']} ({r['events']} events)\n")
+    return code
+
+
+def cmd_watch(args) -> int:
+    from engram.watch import watch_forever
+
+    eng = _engine(args)
+    try:
+        watch_forever(eng, pretty=args.pretty)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        eng.close()
+    return 0
+
+
+def cmd_gc(args) -> int:
+    eng = _engine(args)
+    conn = eng.conn()
+    with conn:
+        n = conn.execute("SELECT count(*) FROM blocks WHERE id NOT IN (SELECT block FROM refs)").fetchone()[0]
+        conn.execute("DELETE FROM fingerprints WHERE block IN (SELECT id FROM blocks WHERE id NOT IN"
+                     " (SELECT block FROM refs))")
+        conn.execute("DELETE FROM blocks WHERE id NOT IN (SELECT block FROM refs)")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.execute("VACUUM")
+    eng.close()
+    emit({"orphan_blocks_removed": n}, args.pretty,
+         lambda r: f"Removed {r['orphan_blocks_removed']} unreferenced text block(s); index compacted.\n")
+    return 0
+
+
+def cmd_trace(args) -> int:
+    from engram.query import history
+
+    eng = _engine(args)
+    try:
+        res = history.trace(eng, args.file)
+    finally:
+        eng.close()
+    emit(res, args.pretty, history.render_trace)
+    return 0
+
+
+def cmd_blame(args) -> int:
+    from engram.query import history
+
+    eng = _engine(args)
+    try:
+        res = history.blame(eng, args.file)
+    finally:
+        eng.close()
+    emit(res, args.pretty, history.render_blame)
+    return 0
+
+
+def cmd_embed(args) -> int:
+    from engram.embed import run as embed_run
+
+    eng = _engine(args)
+    bar = ProgressBar("embed")
+    try:
+        res = embed_run.embed_index(eng, progress=lambda d, t: bar(d, t, "chunks"))
+    finally:
+        bar.close()
+        eng.close()
+    emit(res, args.pretty)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--pretty", action="store_true", help="human-readable output instead of JSON")
+    common.add_argument("--root", help="repository root (default: nearest dir with .engram/ or .git)")
+    common.add_argument("--index", help="index file (default: <root>/.engram-cache/index.sqlite)")
+    common.add_argument("-v", "--verbose", action="store_true", help="log to stderr")
+
+    p = argparse.ArgumentParser(
+        prog="engram",
+        description="Provenance for agent-written code: which agent sessions produced this span, "
+                    "and what was the reasoning? Output is JSON unless --pretty.",
+        epilog="Start with: engram ingest && engram explain src/file.py:10-30 --pretty")
+    p.add_argument("--version", action="version", version=f"engram {__version__}")
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
+
+    s = sub.add_parser("init", parents=[common], help="write .engram/config.yml and ignore .engram-cache/")
+    s.set_defaults(fn=cmd_init)
+
+    s = sub.add_parser("ingest", parents=[common], help="read harness logs into tapes and the index",
+                       description="Read new harness log lines (incremental), write tapes for quiet "
+                                   "sessions, index live ones provisionally.")
+    s.add_argument("--seal", action="store_true", help="seal live sessions into tapes now")
+    s.add_argument("--rebuild", action="store_true", help="delete the index and rebuild it from tapes and logs")
+    s.set_defaults(fn=cmd_ingest)
+
+    s = sub.add_parser("explain", parents=[common], help="which sessions produced FILE:START-END, and why",
+                       description="Explain a span: the sessions that produced it (edits first), "
+                                   "with transcript windows around each anchor.")
+    s.add_argument("span", nargs="?", help="FILE:START-END (1-based, inclusive), FILE:LINE or FILE")
+    s.add_argument("--stdin", action="store_true", help="explain text read from stdin instead of a file span")
+    s.add_argument("--before", type=int, help="events before each anchor (default 3)")
+    s.add_argument("--after", type=int, help="events after each anchor (default 3)")
+    s.add_argument("--brief", action="store_true", help="no transcript events, just sessions and anchors")
+    s.add_argument("--min-confidence", type=float, help="lineage edges below this are skipped (default 0.5)")
+    s.add_argument("--all", action="store_true", help="include weak evidence and location-only edges")
+    s.add_argument("--expand-until", type=int, metavar="N",
+                   help="extend each window back (up to N events) to the user request")
+    s.set_defaults(fn=cmd_explain)
+
+    s = sub.add_parser("view", parents=[common], help="navigate a tape around an event offset")
+    s.add_argument("tape_id", help="tape id or unique prefix")
+    s.add_argument("--at", type=int, default=0)
+    s.add_argument("--before", type=int, default=5)
+    s.add_argument("--after", type=int, default=5)
+    s.set_defaults(fn=cmd_view)
+
+    s = sub.add_parser("show", parents=[common], help="print a whole tape")
+    s.add_argument("tape_id")
+    s.add_argument("--raw", action="store_true", help="the tape's JSONL lines, untrimmed")
+    s.set_defaults(fn=cmd_show)
+
+    s = sub.add_parser("tapes", parents=[common], help="list indexed tapes (harness, tier, coverage)")
+    s.set_defaults(fn=cmd_tapes)
+
+    s = sub.add_parser("search", parents=[common], help="full-text (+ semantic) search of reasoning")
+    s.add_argument("query")
+    s.add_argument("--limit", type=int, default=20)
+    s.set_defaults(fn=cmd_search)
+
+    s = sub.add_parser("status", parents=[common], help="index counts, live sessions, last ingest")
+    s.set_defaults(fn=cmd_status)
+
+    s = sub.add_parser("adapters", parents=[common], help="harnesses found, their logs and coverage")
+    s.set_defaults(fn=cmd_adapters)
+
+    s = sub.add_parser("trace", parents=[common], help="every session that touched FILE, in time order")
+    s.add_argument("file")
+    s.set_defaults(fn=cmd_trace)
+
+    s = sub.add_parser("blame", parents=[common], help="per line of FILE: the best session")
+    s.add_argument("file")
+    s.set_defaults(fn=cmd_blame)
+
+    s = sub.add_parser("record", parents=[common], help="make a tape from stdin or a command run",
+                       description="engram record --stdin < transcript.txt | engram record -- CMD ARGS")
+    s.add_argument("--stdin", action="store_true", help="read a transcript (text or JSONL {role,text})")
+    s.add_argument("--label", help="a label for the tape")
+    s.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    s.set_defaults(fn=cmd_record)
+
+    s = sub.add_parser("watch", parents=[common], help="ingest continuously as harness logs change")
+    s.set_defaults(fn=cmd_watch)
+
+    s = sub.add_parser("gc", parents=[common], help="drop unreferenced index rows and compact")
+    s.set_defaults(fn=cmd_gc)
+
+    s = sub.add_parser("embed", parents=[common], help="embed reasoning text for semantic search")
+    s.set_defaults(fn=cmd_embed)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "fn", None):
+        parser.print_help(sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        return args.fn(args)
+    except EngramError as e:
+        sys.stderr.write(f"Error: {e}\n")
+        return 1
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        sys.stderr.write("Interrupted.\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

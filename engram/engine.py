@@ -1,0 +1,361 @@
+"""The ``Engine`` facade: what the CLI and the language server call.
+
+Line numbers are 1-based and inclusive everywhere here. Reads use one SQLite connection per thread
+(WAL: never blocked by an ingest); ingest uses its own connection and a file lock, so two ingests
+(two processes, or the watcher and a manual run) take turns instead of racing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import apsw
+import numpy as np
+
+from engram import config as config_mod
+from engram import fingerprint, paths
+from engram.errors import BadSpan, NotIndexed, UnknownTape
+from engram.index import db
+from engram.index import queries as Q
+from engram.index import schema as S
+from engram.ingest import Ingestor
+from engram.query import explain as X
+from engram.query import window as W
+
+log = logging.getLogger(__name__)
+
+
+class Engine:
+    def __init__(self, root: Path | None = None, *, index_path: Path | None = None,
+                 config: config_mod.Config | None = None):
+        self.config = config or config_mod.load(root)
+        self.root = Path(root).resolve() if root is not None else self.config.root
+        self.config.root = self.root
+        self.index_path = Path(index_path) if index_path else paths.default_index_path(self.root)
+        self._local = threading.local()
+        self._conns: list[apsw.Connection] = []
+        self._lock = threading.Lock()
+        self.last_ingest: dict | None = None
+
+    # -- connections -------------------------------------------------------------------------
+    def conn(self) -> apsw.Connection:
+        """This thread's read connection (created on first use; the index is created if absent)."""
+        c = getattr(self._local, "conn", None)
+        if c is None:
+            c = db.connect(self.index_path, create=True)
+            self._local.conn = c
+            with self._lock:
+                self._conns.append(c)
+        return c
+
+    def close(self) -> None:
+        with self._lock:
+            for c in self._conns:
+                with contextlib.suppress(Exception):
+                    c.close()
+            self._conns.clear()
+        self._local = threading.local()
+
+    @contextlib.contextmanager
+    def _ingest_lock(self):
+        self.index_path.parent.mkdir(parents=True, exist_ok=True)
+        lock_path = self.index_path.with_suffix(".lock")
+        with open(lock_path, "a+") as f:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+    # -- ingest ------------------------------------------------------------------------------
+    def ingest(self, *, seal: bool = False, rebuild: bool = False, progress=None,
+               paths: list[Path] | None = None) -> dict:
+        with self._ingest_lock():
+            if rebuild:
+                self.close()
+                for suffix in ("", "-wal", "-shm"):
+                    p = Path(str(self.index_path) + suffix)
+                    if p.exists():
+                        p.unlink()
+            conn = db.connect(self.index_path, create=True)
+            try:
+                summary = Ingestor(self.root, self.config, conn).run(
+                    seal=seal, paths_=paths, progress=progress)
+                db.set_meta(conn, "last_ingest", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+            finally:
+                conn.close()
+        summary["index"] = str(self.index_path)
+        self.last_ingest = summary
+        return summary
+
+    def watch_paths(self) -> list[Path]:
+        ing = Ingestor(self.root, self.config, None)  # type: ignore[arg-type]
+        out = []
+        for _ad, p in ing.harness_roots():
+            if p.exists() and p not in out:
+                out.append(p)
+        for d in ing.tape_dirs():
+            if d.exists() and d not in out:
+                out.append(d)
+        return out
+
+    # -- explain -----------------------------------------------------------------------------
+    def _read_span(self, file: str, start: int, end: int, text: str | None) -> tuple[str, list[str]]:
+        if text is None:
+            p = Path(file)
+            if not p.is_absolute():
+                p = Path.cwd() / p
+            try:
+                text = p.read_text(encoding="utf-8", errors="replace")
+            except FileNotFoundError:
+                raise BadSpan(f"no such file", path=file) from None
+            except IsADirectoryError:
+                raise BadSpan("is a directory, not a file", path=file) from None
+            except OSError as e:
+                raise BadSpan(f"cannot read: {e.strerror}", path=file) from None
+        lines = text.split("\n")
+        return text, lines
+
+    def explain(self, file: str, start: int, end: int, *, text: str | None = None,
+                before: int | None = None, after: int | None = None,
+                min_confidence: float | None = None, all: bool = False,
+                expand_until: int | None = None, brief: bool = False) -> dict:
+        if start < 1 or end < start:
+            raise BadSpan(f"bad line range {start}-{end} (1-based, start ≤ end)", path=file)
+        full, lines = self._read_span(file, start, end, text)
+        n = len(lines) - (1 if lines and lines[-1] == "" else 0)
+        if start > max(n, 1):
+            raise BadSpan(f"line {start} is past the end of the file ({n} lines)", path=file)
+        end = min(end, max(n, 1))
+        s, e = start, end
+        span_text = "\n".join(lines[s - 1:e]) + "\n"
+        if len(fingerprint.fingerprint(span_text).hashes) < 2:
+            s, e = self._enclosing(file, full, start, end)
+            span_text = "\n".join(lines[s - 1:e]) + "\n"
+        span = {"file": self._display_path(file), "start": s, "end": e, "requested": [start, end]}
+        return X.explain_text(
+            self.conn(), span_text, span=span,
+            before=self.config.window_before if before is None else before,
+            after=self.config.window_after if after is None else after,
+            min_confidence=self.config.min_confidence if min_confidence is None else min_confidence,
+            all=all, expand_until=expand_until, brief=brief)
+
+    def explain_text(self, text: str, **kw) -> dict:
+        """Explain raw text (no file): e.g. ``engram explain --stdin``."""
+        lines = text.count("\n") + 1
+        span = {"file": None, "start": 1, "end": lines, "requested": [1, lines]}
+        kw.setdefault("before", self.config.window_before)
+        kw.setdefault("after", self.config.window_after)
+        kw.setdefault("min_confidence", self.config.min_confidence)
+        return X.explain_text(self.conn(), text, span=span, **kw)
+
+    def _enclosing(self, file: str, text: str, start: int, end: int) -> tuple[int, int]:
+        try:
+            from engram import symbols
+        except ImportError:
+            return start, end
+        try:
+            s, _ = symbols.enclosing_block(text, file, start)
+            _, e = symbols.enclosing_block(text, file, end)
+            return min(s, start), max(e, end)
+        except Exception:  # symbol lookup is a convenience; never fail explain over it
+            log.debug("enclosing_block failed for %s", file, exc_info=True)
+            return start, end
+
+    def _display_path(self, file: str) -> str:
+        p = Path(file)
+        try:
+            return str(p.resolve().relative_to(self.root)) if p.is_absolute() or p.exists() else file
+        except ValueError:
+            return file
+
+    def explain_blocks(self, file: str, text: str, blocks: list[tuple[int, int]]) -> list[dict]:
+        """Session counts for many blocks of one document: one fingerprint pass, one lookup."""
+        conn = self.conn()
+        lines = text.split("\n")
+        if not blocks:
+            return []
+        allk, klines = fingerprint.all_kgrams(text, fingerprint.DEFAULT_K)
+        allk = np.asarray(allk, dtype=np.int64)
+        klines = np.asarray(klines) + 1
+        block_texts = ["\n".join(lines[s - 1:e]) + "\n" for s, e in blocks]
+        wins = fingerprint.fingerprint_batch(block_texts)
+        uq = np.unique(allk)
+        bp = Q.boilerplate(conn, uq)
+        bparr = np.fromiter(bp, dtype=np.int64, count=len(bp)) if bp else np.zeros(0, np.int64)
+        if len(bparr):
+            uq = uq[~np.isin(uq, bparr)]
+        rows = Q.postings(conn, uq)
+        hash_blocks: dict[int, list[int]] = defaultdict(list)
+        for h, b, _ln in rows:
+            hash_blocks[h].append(b)
+        refs = Q.refs_for_blocks(conn, {b for _h, b, _l in rows})
+        block_events: dict[int, list[int]] = defaultdict(list)
+        for b, eid, _role, _l0 in refs:
+            block_events[b].append(eid)
+        erows = Q.events(conn, {eid for _b, eid, _r, _l in refs})
+        trows = Q.tapes(conn, {r.tape for r in erows.values()})
+        out = []
+        for (s, e), win in zip(blocks, wins):
+            wh = np.unique(win.hashes)
+            if len(bparr):
+                wh = wh[~np.isin(wh, bparr)]
+            n_win = len(wh)
+            res = {"range": [s, e], "sessions": 0, "best": 0.0, "latest": None, "top": None}
+            if n_win == 0:
+                out.append(res)
+                continue
+            mask = (klines >= s) & (klines <= e)
+            qh = np.unique(allk[mask])
+            hits: dict[int, int] = defaultdict(int)
+            for h in qh.tolist():
+                for b in hash_blocks.get(h, ()):
+                    hits[b] += 1
+            tape_best: dict[int, float] = {}
+            for b, c in hits.items():
+                conf = min(1.0, c / n_win)
+                if conf <= X.DIRECT_FLOOR:
+                    continue
+                for eid in block_events.get(b, ()):
+                    r = erows.get(eid)
+                    if r is None:
+                        continue
+                    if conf > tape_best.get(r.tape, 0.0):
+                        tape_best[r.tape] = conf
+            if tape_best:
+                ranked = sorted(tape_best.items(),
+                                key=lambda kv: (-round(kv[1], 2), X._neg_time(trows[kv[0]].last_t),
+                                                trows[kv[0]].tape_id))
+                top = trows[ranked[0][0]]
+                res.update({
+                    "sessions": len(tape_best), "best": round(ranked[0][1], 4),
+                    "latest": max((trows[t].last_t or "") for t in tape_best) or None,
+                    "top": {"tape_id": top.tape_id, "harness": top.harness, "session": top.session,
+                            "model": top.model, "label": top.label,
+                            "confidence": round(ranked[0][1], 4)}})
+            out.append(res)
+        return out
+
+    # -- navigation ----------------------------------------------------------------------------
+    def view(self, tape_id: str, at: int = 0, before: int = 5, after: int = 5) -> dict:
+        conn = self.conn()
+        t = Q.tape_by_id(conn, tape_id)
+        if t is None:
+            raise UnknownTape(f"no indexed tape {tape_id!r}; see `engram tapes`")
+        at = max(0, min(int(at), t.n_events - 1))
+        lo, hi = max(0, at - before), min(t.n_events - 1, at + after)
+        access = W.TapeAccess(conn)
+        evs = access.read(t, range(lo, hi + 1))
+        nxt = conn.execute("SELECT tape_id FROM tapes WHERE continues=? ORDER BY tape_id LIMIT 1",
+                           (t.tape_id,)).fetchone()
+        prev = t.continues
+        try:
+            from engram.query import lineage
+            cont = getattr(lineage, "continuation_neighbours", None)
+            if cont is not None:
+                p2, n2 = cont(conn, t.id)
+                prev = prev or p2
+                nxt = nxt or ((n2,) if n2 else None)
+        except ImportError:
+            pass
+        return {"tape_id": t.tape_id, "harness": t.harness, "session": t.session, "tier": t.tier,
+                "label": t.label, "model": t.model, "live": bool(t.live), "n_events": t.n_events,
+                "at": at, "range": [lo, hi], "events": [W.render_event(o, e) for o, e in evs],
+                "previous_tape": prev, "next_tape": nxt[0] if nxt else None}
+
+    def show(self, tape_id: str, raw: bool = False) -> dict | list:
+        conn = self.conn()
+        t = Q.tape_by_id(conn, tape_id)
+        if t is None:
+            raise UnknownTape(f"no indexed tape {tape_id!r}; see `engram tapes`")
+        evs = W.TapeAccess(conn).read(t, range(0, t.n_events))
+        if raw:
+            return [e for _o, e in evs]
+        return {"tape_id": t.tape_id, "path": t.path, "events": [W.render_event(o, e, full=True)
+                                                                  for o, e in evs]}
+
+    def tapes(self) -> list[dict]:
+        conn = self.conn()
+        out = []
+        for r in conn.execute(f"SELECT {Q.TAPE_COLS} FROM tapes ORDER BY first_t, tape_id"):
+            t = Q.TapeRow(*r)
+            import json
+            cov = json.loads(t.coverage) if t.coverage else None
+            out.append({"tape_id": t.tape_id, "harness": t.harness, "session": t.session,
+                        "tier": t.tier, "model": t.model, "label": t.label, "cwd": t.cwd,
+                        "first_t": t.first_t, "last_t": t.last_t, "events": t.n_events,
+                        "live": bool(t.live), "coverage": (cov or {}).get("grade", "full"),
+                        "coverage_reasons": (cov or {}).get("reasons", []),
+                        "continues": t.continues, "path": t.path})
+        return out
+
+    # -- search --------------------------------------------------------------------------------
+    def search(self, query: str, limit: int = 20, before: int = 2, after: int = 2) -> dict:
+        from engram.query import search as search_mod
+
+        return search_mod.search(self, query, limit=limit, before=before, after=after)
+
+    # -- status ----------------------------------------------------------------------------------
+    def status(self) -> dict:
+        if not self.index_path.exists():
+            return {"root": str(self.root), "index": str(self.index_path), "indexed": False,
+                    "counts": None, "last_ingest": None, "live_sessions": [],
+                    "embedding": embedding_state(self.config)}
+        conn = self.conn()
+        live = [{"tape_id": r[0], "harness": r[1], "session": r[2], "source": r[3], "last_t": r[4]}
+                for r in conn.execute("SELECT tape_id, harness, session, source_path, last_t FROM tapes"
+                                      " WHERE live=1 ORDER BY tape_id")]
+        return {"root": str(self.root), "index": str(self.index_path), "indexed": True,
+                "index_bytes": _file_size(self.index_path),
+                "counts": Q.counts(conn), "last_ingest": db.get_meta(conn, "last_ingest"),
+                "fingerprint": db.fingerprint_params(), "live_sessions": live,
+                "embedding": embedding_state(self.config),
+                "config_warnings": self.config.warnings}
+
+
+def _file_size(p: Path) -> int:
+    total = 0
+    for suffix in ("", "-wal"):
+        q = Path(str(p) + suffix)
+        if q.exists():
+            total += q.stat().st_size
+    return total
+
+
+def embedding_state(cfg: config_mod.Config) -> dict:
+    state = {"enabled": cfg.embedding.get("enabled", "auto"), "device": cfg.embedding.get("device"),
+             "model": cfg.embedding.get("model")}
+    try:
+        from engram import embed
+    except ImportError:
+        state.update({"available": False, "reason": "engram.embed not installed"})
+        return state
+    avail = getattr(embed, "available", None)
+    if avail is not None:
+        ok, reason = avail()
+        state.update({"available": ok, "reason": reason})
+    return state
+
+
+def parse_span(spec: str) -> tuple[str, int, int]:
+    """``FILE:START-END`` / ``FILE:LINE`` / ``FILE`` (whole file) → (file, start, end)."""
+    import re
+
+    m = re.match(r"^(.*?):(\d+)(?:-(\d+))?$", spec)
+    if not m:
+        if os.path.exists(spec):
+            with open(spec, encoding="utf-8", errors="replace") as f:
+                n = sum(1 for _ in f)
+            return spec, 1, max(n, 1)
+        raise BadSpan(f"expected FILE:START-END, got {spec!r}")
+    f, a, b = m.group(1), int(m.group(2)), int(m.group(3) or m.group(2))
+    if a < 1 or b < a:
+        raise BadSpan(f"bad line range {a}-{b} (1-based, start ≤ end)", path=f)
+    return f, a, b

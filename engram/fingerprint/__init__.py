@@ -1,0 +1,21 @@
+"""Fingerprints: language-agnostic tokens → xxh3_64 → k-gram hashes → winnowing.
+
+``tokenize.py`` turns text into hashed tokens, ``winnow.py`` turns those into k-gram hashes and
+keeps a winnowed, line-tagged subset. Everything is vectorised with numpy (this is the ingest hot
+path). Changing any output means bumping ``FP_VERSION``; the index stores it with ``k`` and ``w``
+and refuses to mix.
+"""
+
+from engram.fingerprint.tokenize import Tokens, tokenize
+from engram.fingerprint.winnow import (
+    DEFAULT_K,
+    DEFAULT_W,
+    FP_VERSION,
+    Fingerprints,
+    all_kgrams,
+    fingerprint,
+    fingerprint_batch,
+)
+
+__all__ = ["FP_VERSION", "DEFAULT_K", "DEFAULT_W", "Fingerprints", "Tokens", "all_kgrams",
+           "fingerprint", "fingerprint_batch", "tokenize"]

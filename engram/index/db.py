@@ -1,0 +1,101 @@
+"""Connections: WAL, busy timeout, migrations, and the fingerprint-parameter check.
+
+Settings are applied inside ``connect()``, never at import. One writer at a time (SQLite's own
+lock, waited on with a busy timeout); readers never block in WAL mode.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import apsw
+
+from engram import fingerprint
+from engram.errors import IndexMismatch, NotIndexed, SchemaTooNew
+from engram.index.schema import MIGRATIONS
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+BUSY_TIMEOUT_MS = 30_000
+
+
+def fingerprint_params() -> dict:
+    return {"fp_version": fingerprint.FP_VERSION, "k": fingerprint.DEFAULT_K,
+            "w": fingerprint.DEFAULT_W}
+
+
+def connect(path: Path, *, create: bool = True, readonly: bool = False) -> apsw.Connection:
+    """Open (and, if ``create``, initialise or migrate) the index at ``path``.
+
+    Raises ``NotIndexed`` when it does not exist and ``create`` is false, ``SchemaTooNew`` for an
+    index from a newer Engram, ``IndexMismatch`` when fingerprint parameters differ (rebuild).
+    """
+    path = Path(path)
+    if not path.exists():
+        if not create or readonly:
+            raise NotIndexed("no index yet; run `engram ingest`", path=str(path))
+        path.parent.mkdir(parents=True, exist_ok=True)
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else (
+        apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
+    try:
+        conn = apsw.Connection(str(path), flags=flags)
+        conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        if not readonly:
+            conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA cache_size=-65536")
+        conn.execute("PRAGMA temp_store=MEMORY")
+        conn.execute("PRAGMA mmap_size=268435456")
+        if not readonly:
+            _migrate(conn)
+        _check_meta(conn, path, readonly)
+    except apsw.NotADBError:
+        raise NotIndexed("the index file is not a database (corrupt); run `engram ingest --rebuild`",
+                         path=str(path)) from None
+    except apsw.CorruptError:
+        raise NotIndexed("the index is corrupt; run `engram ingest --rebuild`", path=str(path)) from None
+    return conn
+
+
+def _migrate(conn: apsw.Connection) -> None:
+    with conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS migrations(name TEXT PRIMARY KEY)")
+        done = {r[0] for r in conn.execute("SELECT name FROM migrations")}
+        if len(done) > len(MIGRATIONS) or any(n not in {m for m, _ in MIGRATIONS} for n in done):
+            raise SchemaTooNew("the index was written by a newer Engram; upgrade or rebuild")
+        for name, sql in MIGRATIONS:
+            if name in done:
+                continue
+            conn.execute(sql)
+            conn.execute("INSERT INTO migrations(name) VALUES (?)", (name,))
+        params = fingerprint_params()
+        have = dict(conn.execute("SELECT key, value FROM meta"))
+        if "fingerprint" not in have:
+            conn.execute("INSERT INTO meta VALUES ('fingerprint', ?)", (json.dumps(params, sort_keys=True),))
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+
+
+def _check_meta(conn: apsw.Connection, path: Path, readonly: bool) -> None:
+    try:
+        have = dict(conn.execute("SELECT key, value FROM meta"))
+    except apsw.SQLError:
+        raise NotIndexed("the index has no schema; run `engram ingest --rebuild`", path=str(path)) from None
+    fp = have.get("fingerprint")
+    if fp is not None and json.loads(fp) != fingerprint_params():
+        raise IndexMismatch(
+            f"the index was built with fingerprint parameters {fp}, this Engram uses "
+            f"{json.dumps(fingerprint_params(), sort_keys=True)}; run `engram ingest --rebuild`",
+            path=str(path))
+
+
+def get_meta(conn: apsw.Connection, key: str, default=None):
+    for (v,) in conn.execute("SELECT value FROM meta WHERE key=?", (key,)):
+        return v
+    return default
+
+
+def set_meta(conn: apsw.Connection, key: str, value: str) -> None:
+    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))

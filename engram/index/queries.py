@@ -1,0 +1,157 @@
+"""Read-side queries of the index. Every lookup by many keys uses ``IN carray(?)``."""
+
+from __future__ import annotations
+
+import array
+import dataclasses
+from collections.abc import Iterable
+
+import apsw
+import numpy as np
+
+
+def _i64(values) -> array.array:
+    out = array.array("q")
+    if isinstance(values, np.ndarray):
+        out.frombytes(np.ascontiguousarray(values, dtype=np.int64).tobytes())
+    else:
+        out.extend(int(v) for v in values)
+    return out
+
+
+def _chunks(values: list, n: int = 20000):
+    for i in range(0, len(values), n):
+        yield values[i:i + n]
+
+
+def boilerplate(conn: apsw.Connection, hashes: np.ndarray) -> set[int]:
+    if len(hashes) == 0:
+        return set()
+    return {r[0] for r in conn.execute(
+        "SELECT hash FROM boilerplate WHERE hash IN carray(?)", (apsw.carray(_i64(hashes)),))}
+
+
+def postings(conn: apsw.Connection, hashes: np.ndarray) -> list[tuple[int, int, int]]:
+    """``(hash, block, line)`` rows for the given fingerprint hashes."""
+    if len(hashes) == 0:
+        return []
+    return list(conn.execute(
+        "SELECT hash, block, line FROM fingerprints WHERE hash IN carray(?)",
+        (apsw.carray(_i64(hashes)),)))
+
+
+def refs_for_blocks(conn: apsw.Connection, blocks: Iterable[int]) -> list[tuple[int, int, int, int]]:
+    """``(block, event, role, line0)`` for the given blocks."""
+    bl = sorted(set(blocks))
+    out = []
+    for ch in _chunks(bl):
+        out.extend(conn.execute("SELECT block, event, role, line0 FROM refs WHERE block IN carray(?)",
+                                (apsw.carray(_i64(ch)),)))
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class EventRow:
+    id: int
+    tape: int
+    ofs: int
+    kind: int
+    t: str | None
+    file: str | None
+    rel: str | None
+    a_start: int | None
+    a_end: int | None
+    b_start: int | None
+    b_end: int | None
+
+
+EVENT_COLS = "id, tape, ofs, kind, t, file, rel, a_start, a_end, b_start, b_end"
+
+
+def events(conn: apsw.Connection, ids: Iterable[int]) -> dict[int, EventRow]:
+    il = sorted(set(ids))
+    out = {}
+    for ch in _chunks(il):
+        for r in conn.execute(f"SELECT {EVENT_COLS} FROM events WHERE id IN carray(?)",
+                              (apsw.carray(_i64(ch)),)):
+            out[r[0]] = EventRow(*r)
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class TapeRow:
+    id: int
+    tape_id: str
+    path: str | None
+    live: int
+    harness: str | None
+    session: str | None
+    tier: str | None
+    model: str | None
+    cwd: str | None
+    label: str | None
+    first_t: str | None
+    last_t: str | None
+    n_events: int
+    source_path: str | None
+    source_key: str | None
+    continues: str | None
+    coverage: str | None
+
+
+TAPE_COLS = ("id, tape_id, path, live, harness, session, tier, model, cwd, label, first_t, last_t,"
+             " n_events, source_path, source_key, continues, coverage")
+
+
+def tapes(conn: apsw.Connection, ids: Iterable[int]) -> dict[int, TapeRow]:
+    il = sorted(set(ids))
+    out = {}
+    for ch in _chunks(il):
+        for r in conn.execute(f"SELECT {TAPE_COLS} FROM tapes WHERE id IN carray(?)",
+                              (apsw.carray(_i64(ch)),)):
+            out[r[0]] = TapeRow(*r)
+    return out
+
+
+def tape_by_id(conn: apsw.Connection, tape_id: str) -> TapeRow | None:
+    """Exact tape id, or a unique prefix of one (at least 6 characters)."""
+    r = conn.execute(f"SELECT {TAPE_COLS} FROM tapes WHERE tape_id=?", (tape_id,)).fetchone()
+    if r:
+        return TapeRow(*r)
+    if len(tape_id) >= 6:
+        rows = list(conn.execute(f"SELECT {TAPE_COLS} FROM tapes WHERE tape_id >= ? AND tape_id < ?"
+                                 " LIMIT 2", (tape_id, tape_id + "\uffff")))
+        if len(rows) == 1:
+            return TapeRow(*rows[0])
+    return None
+
+
+def tape_events_in_range(conn: apsw.Connection, tape_row: int, lo: int, hi: int) -> list[EventRow]:
+    return [EventRow(*r) for r in conn.execute(
+        f"SELECT {EVENT_COLS} FROM events WHERE tape=? AND ofs BETWEEN ? AND ? ORDER BY ofs",
+        (tape_row, lo, hi))]
+
+
+def live_bodies(conn: apsw.Connection, event_ids: Iterable[int]) -> dict[int, bytes]:
+    il = sorted(set(event_ids))
+    out = {}
+    for ch in _chunks(il):
+        for eid, body in conn.execute("SELECT event, body FROM live_events WHERE event IN carray(?)",
+                                      (apsw.carray(_i64(ch)),)):
+            out[eid] = body
+    return out
+
+
+def counts(conn: apsw.Connection) -> dict:
+    one = lambda sql: conn.execute(sql).fetchone()[0]  # noqa: E731
+    return {
+        "tapes": one("SELECT count(*) FROM tapes WHERE live=0"),
+        "live_sessions": one("SELECT count(*) FROM tapes WHERE live=1"),
+        "sessions": one("SELECT count(DISTINCT coalesce(session, tape_id)) FROM tapes"),
+        "events": one("SELECT count(*) FROM events"),
+        "blocks": one("SELECT count(*) FROM blocks"),
+        "fingerprints": one("SELECT count(*) FROM fingerprints"),
+        "boilerplate": one("SELECT count(*) FROM boilerplate"),
+        "edges": one("SELECT count(*) FROM edges"),
+        "errors": one("SELECT count(*) FROM errors"),
+    }

@@ -1,0 +1,116 @@
+"""Index schema as append-only, named migrations (applied in order, tracked in ``migrations``).
+
+Text is content-addressed: each distinct text block (an edit's after-text, a read, a message, a tool
+output) is fingerprinted once; ``refs`` points events at blocks with a role and the file line the
+block starts at. Event text itself is not stored (windows are read back from tapes), except for
+*live* (provisional) sessions, whose events sit in ``live_events`` until they are sealed.
+"""
+
+from __future__ import annotations
+
+# roles of a block in an event
+ROLE_EDIT_AFTER = 0
+ROLE_EDIT_BEFORE = 1
+ROLE_READ = 2
+ROLE_MSG_IN = 3
+ROLE_MSG_OUT = 4
+ROLE_TOOL_CALL = 5
+ROLE_TOOL_OUTPUT = 6
+ROLE_SIDECAR = 7
+ROLE_NAMES = {ROLE_EDIT_AFTER: "edit-after", ROLE_EDIT_BEFORE: "edit-before", ROLE_READ: "read",
+              ROLE_MSG_IN: "message", ROLE_MSG_OUT: "message", ROLE_TOOL_CALL: "tool-call",
+              ROLE_TOOL_OUTPUT: "tool-output", ROLE_SIDECAR: "sidecar"}
+
+KINDS = ["meta", "msg.in", "msg.out", "tool.call", "tool.result", "code.read", "code.edit",
+         "span.link"]
+KIND_CODE = {k: i for i, k in enumerate(KINDS)}
+
+
+def kind_code(k: str) -> int:
+    return KIND_CODE.get(k, 99)
+
+
+def kind_name(code: int) -> str:
+    return KINDS[code] if 0 <= code < len(KINDS) else "other"
+
+
+MIGRATIONS: list[tuple[str, str]] = [
+    ("0001_core", """
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE tapes(
+    id INTEGER PRIMARY KEY,
+    tape_id TEXT NOT NULL UNIQUE,
+    path TEXT,
+    live INTEGER NOT NULL DEFAULT 0,
+    harness TEXT, session TEXT, tier TEXT, model TEXT, cwd TEXT, label TEXT,
+    first_t TEXT, last_t TEXT, n_events INTEGER NOT NULL DEFAULT 0,
+    source_path TEXT, source_key TEXT, continues TEXT,
+    coverage TEXT, meta_json TEXT
+);
+CREATE INDEX tapes_source ON tapes(source_path, source_key);
+CREATE INDEX tapes_session ON tapes(session);
+CREATE TABLE events(
+    id INTEGER PRIMARY KEY,
+    tape INTEGER NOT NULL,
+    ofs INTEGER NOT NULL,
+    kind INTEGER NOT NULL,
+    t TEXT,
+    file TEXT, rel TEXT,
+    a_start INTEGER, a_end INTEGER,
+    b_start INTEGER, b_end INTEGER
+);
+CREATE UNIQUE INDEX events_tape ON events(tape, ofs);
+CREATE INDEX events_rel ON events(rel) WHERE rel IS NOT NULL;
+CREATE TABLE blocks(
+    id INTEGER PRIMARY KEY,
+    hash BLOB NOT NULL UNIQUE,
+    n_fp INTEGER NOT NULL,
+    n_lines INTEGER NOT NULL
+);
+CREATE TABLE refs(
+    block INTEGER NOT NULL, event INTEGER NOT NULL, role INTEGER NOT NULL, line0 INTEGER NOT NULL,
+    PRIMARY KEY(block, event, role)
+) WITHOUT ROWID;
+CREATE INDEX refs_event ON refs(event);
+CREATE TABLE fingerprints(
+    hash INTEGER NOT NULL, block INTEGER NOT NULL, line INTEGER NOT NULL,
+    PRIMARY KEY(hash, block, line)
+) WITHOUT ROWID;
+CREATE TABLE boilerplate(hash INTEGER PRIMARY KEY, n INTEGER NOT NULL);
+CREATE TABLE edges(
+    id INTEGER PRIMARY KEY,
+    from_event INTEGER NOT NULL,
+    to_event INTEGER NOT NULL,
+    confidence REAL NOT NULL,
+    location_delta TEXT NOT NULL,
+    cardinality TEXT NOT NULL,
+    agent_link INTEGER NOT NULL DEFAULT 0,
+    location_only INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX edges_from ON edges(from_event);
+CREATE INDEX edges_to ON edges(to_event);
+CREATE TABLE tombstones(
+    id INTEGER PRIMARY KEY,
+    event INTEGER NOT NULL,
+    block INTEGER,
+    file TEXT, rel TEXT, start INTEGER, end INTEGER, t TEXT
+);
+CREATE TABLE continuations(
+    from_tape INTEGER NOT NULL, to_tape INTEGER NOT NULL, score REAL NOT NULL, markers TEXT,
+    PRIMARY KEY(from_tape, to_tape)
+) WITHOUT ROWID;
+CREATE TABLE cursors(
+    source TEXT PRIMARY KEY,
+    adapter TEXT NOT NULL,
+    size INTEGER, mtime_ns INTEGER, end_offset INTEGER,
+    state TEXT NOT NULL DEFAULT '{}',
+    live INTEGER NOT NULL DEFAULT 0,
+    updated TEXT
+);
+CREATE TABLE live_events(event INTEGER PRIMARY KEY, body BLOB NOT NULL);
+CREATE TABLE errors(
+    id INTEGER PRIMARY KEY, source TEXT, line INTEGER, code TEXT, message TEXT, seen TEXT
+);
+CREATE VIRTUAL TABLE fts USING fts5(text, content='', contentless_delete=1, tokenize='unicode61');
+"""),
+]

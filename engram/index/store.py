@@ -1,0 +1,261 @@
+"""Writing sessions into the index: tapes → events → content-addressed blocks → fingerprints.
+
+A ``Batch`` accumulates sessions and writes them in one transaction: every distinct block text is
+fingerprinted once (one vectorised ``fingerprint_batch`` call per batch) and fingerprint rows are
+inserted sorted by hash, which is what SQLite's B-tree inserts fastest.
+"""
+
+from __future__ import annotations
+
+import array
+import dataclasses
+import json
+import logging
+
+import apsw
+import numpy as np
+import orjson
+import xxhash
+
+from engram import fingerprint
+from engram.index import schema as S
+
+log = logging.getLogger(__name__)
+
+MAX_BLOCK_CHARS = 4_000_000     # text beyond this is not fingerprinted (the tape keeps it all)
+MAX_FTS_CHARS = 65_536
+MIN_ARG_CHARS = 40              # tool-call string arguments shorter than this are not blocks
+BOILERPLATE_MIN = 400           # a hash in at least this many blocks is ignored at query time
+
+
+def _strings(value, out: list[str]) -> None:
+    if isinstance(value, str):
+        if len(value) >= MIN_ARG_CHARS:
+            out.append(value)
+    elif isinstance(value, list):
+        for v in value:
+            _strings(v, out)
+    elif isinstance(value, dict):
+        for k in sorted(value):
+            _strings(value[k], out)
+
+
+def event_blocks(ev: dict) -> list[tuple[str, int, int]]:
+    """The text blocks of one event: ``(text, role, first_line)`` (first_line 1-based)."""
+    k = ev.get("k")
+    out: list[tuple[str, int, int]] = []
+
+    def add(text, role, line0=1):
+        if isinstance(text, str) and text.strip():
+            out.append((text, role, int(line0) if isinstance(line0, int) else 1))
+
+    if ev.get("source") == "enrichment":
+        add(ev.get("text") or ev.get("note"), S.ROLE_SIDECAR)
+        return out
+    if k == "code.edit":
+        ar, br = ev.get("after_range") or [1, 0], ev.get("before_range") or [1, 0]
+        add(ev.get("after_text"), S.ROLE_EDIT_AFTER, ar[0] if ar else 1)
+        add(ev.get("before_text"), S.ROLE_EDIT_BEFORE, br[0] if br else 1)
+    elif k == "code.read":
+        r = ev.get("range") or [1, 0]
+        add(ev.get("text"), S.ROLE_READ, r[0] if r else 1)
+    elif k == "msg.in":
+        add(ev.get("text"), S.ROLE_MSG_IN)
+    elif k == "msg.out":
+        add(ev.get("text"), S.ROLE_MSG_OUT)
+    elif k == "tool.call":
+        strs: list[str] = []
+        _strings(ev.get("args"), strs)
+        for s in strs:
+            add(s, S.ROLE_TOOL_CALL)
+    elif k == "tool.result":
+        add(ev.get("stdout"), S.ROLE_TOOL_OUTPUT)
+        add(ev.get("stderr"), S.ROLE_TOOL_OUTPUT)
+    elif k == "span.link":
+        add(ev.get("note"), S.ROLE_MSG_OUT)
+    return out
+
+
+def _fts_text(ev: dict) -> str | None:
+    k = ev.get("k")
+    if k in ("msg.in", "msg.out"):
+        t = ev.get("text")
+    elif k == "tool.call":
+        args = ev.get("args")
+        t = args.get("description") if isinstance(args, dict) else None
+        t = t if isinstance(t, str) else None
+    elif ev.get("source") == "enrichment":
+        t = ev.get("text") or ev.get("note")
+    else:
+        t = None
+    if not isinstance(t, str) or not t.strip():
+        return None
+    return t[:MAX_FTS_CHARS]
+
+
+def _i64(a: np.ndarray) -> array.array:
+    out = array.array("q")
+    out.frombytes(np.ascontiguousarray(a, dtype=np.int64).tobytes())
+    return out
+
+
+@dataclasses.dataclass
+class SessionRecord:
+    """One session to index: a sealed tape (``path`` set) or a live one (``live=True``)."""
+
+    tape_id: str
+    events: list[dict]
+    path: str | None = None
+    live: bool = False
+    source_path: str | None = None
+    source_key: str | None = None
+
+
+class Batch:
+    """Collects sessions, then ``commit()`` writes them all in one transaction."""
+
+    def __init__(self, conn: apsw.Connection):
+        self.conn = conn
+        self.sessions: list[SessionRecord] = []
+        self.n_events = 0
+
+    def add(self, rec: SessionRecord) -> None:
+        self.sessions.append(rec)
+        self.n_events += len(rec.events)
+
+    def __len__(self) -> int:
+        return len(self.sessions)
+
+    def commit(self) -> dict:
+        if not self.sessions:
+            return {"tapes": 0, "events": 0, "blocks": 0, "fingerprints": 0}
+        conn = self.conn
+        stats = {"tapes": 0, "events": 0, "blocks": 0, "fingerprints": 0}
+        with conn:
+            block_ids: dict[bytes, int] = {}
+            new_blocks: list[tuple[bytes, str]] = []
+            next_block = (conn.execute("SELECT coalesce(max(id), 0) FROM blocks").fetchone()[0]) + 1
+            next_event = (conn.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()[0]) + 1
+            lookup = conn.cursor()
+            ref_rows: list[tuple[int, int, int, int]] = []
+            event_rows = []
+            fts_rows = []
+            live_rows = []
+            for rec in self.sessions:
+                if conn.execute("SELECT 1 FROM tapes WHERE tape_id=?", (rec.tape_id,)).fetchone():
+                    if rec.live:
+                        delete_tape(conn, rec.tape_id)
+                    else:
+                        continue  # a sealed tape is immutable: indexing it twice is a no-op
+                meta = rec.events[0]
+                times = [e.get("t") for e in rec.events if e.get("t")]
+                conn.execute(
+                    "INSERT INTO tapes(tape_id, path, live, harness, session, tier, model, cwd, label,"
+                    " first_t, last_t, n_events, source_path, source_key, continues, coverage, meta_json)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (rec.tape_id, rec.path, int(rec.live), meta.get("harness"), meta.get("session"),
+                     meta.get("tier") or "agent", meta.get("model"), meta.get("cwd"), meta.get("label"),
+                     min(times) if times else None, max(times) if times else None, len(rec.events),
+                     rec.source_path or meta.get("source_path"), rec.source_key, meta.get("continues"),
+                     json.dumps(meta.get("coverage"), sort_keys=True),
+                     orjson.dumps({k: v for k, v in meta.items() if k != "coverage"},
+                                  option=orjson.OPT_SORT_KEYS).decode()))
+                tape_row = conn.last_insert_rowid()
+                stats["tapes"] += 1
+                for ofs, ev in enumerate(rec.events):
+                    eid = next_event
+                    next_event += 1
+                    k = ev.get("k") or ""
+                    a = ev.get("after_range") if k == "code.edit" else ev.get("range")
+                    b = ev.get("before_range") if k == "code.edit" else None
+                    file = ev.get("file") if isinstance(ev.get("file"), str) else None
+                    rel = ev.get("rel") if isinstance(ev.get("rel"), str) else None
+                    event_rows.append((eid, tape_row, ofs, S.kind_code(k), ev.get("t"), file, rel,
+                                       _r(a, 0), _r(a, 1), _r(b, 0), _r(b, 1)))
+                    if rec.live:
+                        live_rows.append((eid, orjson.dumps(ev, option=orjson.OPT_SORT_KEYS)))
+                    ft = _fts_text(ev)
+                    if ft:
+                        fts_rows.append((eid, ft))
+                    for text, role, line0 in event_blocks(ev):
+                        text = text[:MAX_BLOCK_CHARS]
+                        h = xxhash.xxh3_128_digest(text.encode("utf-8", "surrogatepass"))
+                        bid = block_ids.get(h)
+                        if bid is None:
+                            row = lookup.execute("SELECT id FROM blocks WHERE hash=?", (h,)).fetchone()
+                            if row:
+                                bid = row[0]
+                            else:
+                                bid = next_block
+                                next_block += 1
+                                new_blocks.append((h, text))
+                            block_ids[h] = bid
+                        ref_rows.append((bid, eid, role, line0))
+                stats["events"] += len(rec.events)
+            conn.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?)", event_rows)
+            conn.executemany("INSERT OR IGNORE INTO refs VALUES (?,?,?,?)", ref_rows)
+            if live_rows:
+                conn.executemany("INSERT INTO live_events VALUES (?,?)", live_rows)
+            if fts_rows:
+                conn.executemany("INSERT INTO fts(rowid, text) VALUES (?,?)", fts_rows)
+            if new_blocks:
+                stats["fingerprints"] = self._insert_blocks(new_blocks, block_ids)
+                stats["blocks"] = len(new_blocks)
+        return stats
+
+    def _insert_blocks(self, new_blocks: list[tuple[bytes, str]], block_ids: dict[bytes, int]) -> int:
+        conn = self.conn
+        texts = [t for _, t in new_blocks]
+        fps = fingerprint.fingerprint_batch(texts)
+        brows = []
+        hs, bs, ls = [], [], []
+        for (h, text), fp in zip(new_blocks, fps):
+            bid = block_ids[h]
+            brows.append((bid, h, int(len(fp.hashes)), text.count("\n") + 1))
+            if len(fp.hashes):
+                hs.append(fp.hashes.astype(np.int64, copy=False))
+                bs.append(np.full(len(fp.hashes), bid, dtype=np.int64))
+                ls.append(fp.lines.astype(np.int64, copy=False))
+        conn.executemany("INSERT INTO blocks VALUES (?,?,?,?)", brows)
+        if not hs:
+            return 0
+        H, B, L = np.concatenate(hs), np.concatenate(bs), np.concatenate(ls)
+        order = np.lexsort((L, B, H))
+        H, B, L = H[order], B[order], L[order]
+        conn.executemany("INSERT OR IGNORE INTO fingerprints VALUES (?,?,?)",
+                         zip(H.tolist(), B.tolist(), L.tolist()))
+        self._update_boilerplate(np.unique(H))
+        return int(len(H))
+
+    def _update_boilerplate(self, hashes: np.ndarray) -> None:
+        conn = self.conn
+        for i in range(0, len(hashes), 5000):
+            chunk = _i64(hashes[i:i + 5000])
+            rows = list(conn.execute(
+                "SELECT hash, count(*) FROM fingerprints WHERE hash IN carray(?) GROUP BY hash"
+                " HAVING count(*) >= ?", (apsw.carray(chunk), BOILERPLATE_MIN)))
+            if rows:
+                conn.executemany("INSERT OR REPLACE INTO boilerplate VALUES (?,?)", rows)
+
+
+def _r(rng, i):
+    if isinstance(rng, (list, tuple)) and len(rng) == 2 and isinstance(rng[i], int):
+        return rng[i]
+    return None
+
+
+def delete_tape(conn: apsw.Connection, tape_id: str) -> None:
+    """Remove a tape's rows (used to replace provisional rows of a live session)."""
+    row = conn.execute("SELECT id FROM tapes WHERE tape_id=?", (tape_id,)).fetchone()
+    if not row:
+        return
+    tid = row[0]
+    conn.execute("DELETE FROM fts WHERE rowid IN (SELECT id FROM events WHERE tape=?)", (tid,))
+    conn.execute("DELETE FROM refs WHERE event IN (SELECT id FROM events WHERE tape=?)", (tid,))
+    conn.execute("DELETE FROM live_events WHERE event IN (SELECT id FROM events WHERE tape=?)", (tid,))
+    conn.execute("DELETE FROM edges WHERE from_event IN (SELECT id FROM events WHERE tape=?)"
+                 " OR to_event IN (SELECT id FROM events WHERE tape=?)", (tid, tid))
+    conn.execute("DELETE FROM tombstones WHERE event IN (SELECT id FROM events WHERE tape=?)", (tid,))
+    conn.execute("DELETE FROM continuations WHERE from_tape=? OR to_tape=?", (tid, tid))
+    conn.execute("DELETE FROM events WHERE tape=?", (tid,))
+    conn.execute("DELETE FROM tapes WHERE id=?", (tid,))

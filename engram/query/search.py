@@ -1,0 +1,80 @@
+"""``engram search``: full-text (SQLite FTS5) over reasoning text, merged with semantic neighbours
+when the embedding scorer is enabled and has vectors. Each result carries per-signal scores."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from engram.index import queries as Q
+from engram.index import schema as S
+from engram.query import window as W
+
+
+def fts_query(text: str) -> str | None:
+    """User text → a safe FTS5 query: every word quoted, implicitly AND-ed."""
+    words = re.findall(r"\w+", text, flags=re.UNICODE)
+    if not words:
+        return None
+    return " ".join('"' + w.replace('"', '""') + '"' for w in words[:32])
+
+
+def keyword_hits(conn, text: str, limit: int) -> list[tuple[int, float]]:
+    """``(event_id, score)`` best first; score in (0, 1], higher is better."""
+    q = fts_query(text)
+    if q is None:
+        return []
+    rows = list(conn.execute("SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY bm25(fts),"
+                             " rowid LIMIT ?", (q, limit * 5)))
+    if not rows and len(q.split()) > 1:  # fall back to OR when no event has every word
+        rows = list(conn.execute("SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY"
+                                 " bm25(fts), rowid LIMIT ?", (" OR ".join(q.split()), limit * 5)))
+    if not rows:
+        return []
+    best = min(r[1] for r in rows)  # bm25 is negative; more negative is better
+    return [(eid, round(s / best, 4) if best else 1.0) for eid, s in rows]
+
+
+def search(engine, text: str, *, limit: int = 20, before: int = 2, after: int = 2) -> dict:
+    t0 = time.perf_counter()
+    conn = engine.conn()
+    kw = keyword_hits(conn, text, limit)
+    sem: list[tuple[int, float]] = []
+    semantic_state = "off"
+    try:
+        from engram.embed import hybrid
+    except ImportError:
+        hybrid = None
+    if hybrid is not None and hasattr(hybrid, "semantic_event_hits"):
+        sem, semantic_state = hybrid.semantic_event_hits(engine, text, limit * 5)
+    scores: dict[int, dict] = {}
+    for eid, s in kw:
+        scores.setdefault(eid, {"keyword": None, "semantic": None})["keyword"] = s
+    for eid, s in sem:
+        scores.setdefault(eid, {"keyword": None, "semantic": None})["semantic"] = s
+    erows = Q.events(conn, scores.keys())
+    trows = Q.tapes(conn, {r.tape for r in erows.values()})
+    # one result per session (tape): its best event
+    per_tape: dict[int, tuple[float, int]] = {}
+    for eid, sig in scores.items():
+        r = erows.get(eid)
+        if r is None:
+            continue
+        combined = max(sig["keyword"] or 0.0, sig["semantic"] or 0.0)
+        cur = per_tape.get(r.tape)
+        if cur is None or (combined, -eid) > (cur[0], -cur[1]):
+            per_tape[r.tape] = (combined, eid)
+    ranked = sorted(per_tape.items(), key=lambda kv: (-kv[1][0], trows[kv[0]].tape_id))[:limit]
+    access = W.TapeAccess(conn)
+    results = []
+    for tid, (score, eid) in ranked:
+        t, r = trows[tid], erows[eid]
+        w = {"anchor": r.ofs, "kind": S.kind_name(r.kind)}
+        w.update(W.window(access, t, r.ofs, before, after))
+        results.append({"tape_id": t.tape_id, "harness": t.harness, "session": t.session,
+                        "tier": t.tier or "agent", "label": t.label, "model": t.model,
+                        "first_t": t.first_t, "last_t": t.last_t, "score": round(score, 4),
+                        "signals": scores[eid], "windows": [w]})
+    return {"query": text, "results": results, "semantic": semantic_state,
+            "stats": {"keyword_hits": len(kw), "semantic_hits": len(sem),
+                      "elapsed_ms": round((time.perf_counter() - t0) * 1000, 2)}}

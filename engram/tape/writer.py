@@ -1,0 +1,75 @@
+"""Write a tape: ``<xxh3_128(jsonl)>.jsonl.zst``, atomically, never overwriting.
+
+The JSONL bytes are canonical (keys sorted, compact separators, UTF-8), so the same events always
+give the same tape id. The file is written to a temp file in the target directory, fsynced, then
+renamed into place; if a tape with that name already exists nothing is written (its content is, by
+construction, the same).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from pathlib import Path
+
+import orjson
+import xxhash
+import zstandard
+
+SUFFIX = ".jsonl.zst"
+ZSTD_LEVEL = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class TapeRef:
+    tape_id: str
+    path: Path
+    created: bool
+    n_events: int
+    raw_bytes: int
+
+
+def encode_event(ev: dict) -> bytes:
+    return orjson.dumps(ev, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+
+
+def encode_events(events: list[dict]) -> bytes:
+    """Canonical JSONL bytes of a list of events (one line each, newline-terminated)."""
+    return b"".join(encode_event(ev) + b"\n" for ev in events)
+
+
+def write_tape(directory: Path, events: list[dict]) -> TapeRef:
+    if not events or events[0].get("k") != "meta":
+        raise ValueError("a tape's first event must be meta")
+    raw = encode_events(events)
+    tape_id = xxhash.xxh3_128_hexdigest(raw)
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    final = directory / f"{tape_id}{SUFFIX}"
+    if final.exists():
+        return TapeRef(tape_id, final, False, len(events), len(raw))
+    data = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(raw)
+    fd, tmp = tempfile.mkstemp(prefix=f".{tape_id}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if final.exists():  # a concurrent writer won the race with identical content
+            os.unlink(tmp)
+            return TapeRef(tape_id, final, False, len(events), len(raw))
+        os.replace(tmp, final)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    try:
+        dfd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass
+    return TapeRef(tape_id, final, True, len(events), len(raw))
