@@ -43,7 +43,8 @@ LABEL_MAX = 80
 _PROCESS_START = time.time()
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _PREFIX = re.compile(
-    r"^(?:(?P<who>user|human|you|assistant|ai|model|bot|system)\s*:\s?|(?P<quote>> ?))(?P<rest>.*)$",
+    r"^(?:(?P<who>user|human|you|assistant|ai|model|bot|system)\s*:\s?|(?P<quote>> ?))"
+    r"(?P<rest>.*)$",
     re.I)
 _OUT_ROLES = {"assistant", "ai", "model", "bot"}
 

@@ -44,7 +44,7 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 
 _ASSIGN = re.compile(
     r"(?im)(?P<name>\b[A-Z0-9_]*(?:API_?KEY|SECRET|TOKEN|PASSWORD|PASSWD|PRIVATE_KEY|ACCESS_KEY|"
-    r"CLIENT_SECRET|AUTH)[A-Z0-9_]*)(?P<sep>\s*[=:]\s*)(?P<q>[\"']?)(?P<v>[^\s\"'#,;)]{8,})(?P=q)"
+    r"CLIENT_SECRET|AUTH_?TOKEN)[A-Z0-9_]*)(?P<sep>\s*[=:]\s*)(?P<q>[\"']?)(?P<v>[^\s\"'#,;)]{8,})(?P=q)"
 )
 
 
@@ -73,6 +73,18 @@ def _looks_secret(value: str) -> bool:
     if not re.search(r"\d", value) and value.isalpha() and value.lower() == value:
         return False  # a plain word
     return _entropy(value) >= 3.0
+
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_$][A-Za-z_$-]*$")
+
+
+def _assigned_secret(value: str) -> bool:
+    """Extra bar for ``NAME=value`` assignments, whose names match code as often as secrets:
+    a value made only of letters, ``_`` and ``-`` is an identifier (``apiKeyValue``,
+    ``proxy-handled``, ``REDACTED_API_KEY``), not a secret, unless it is long and random-looking."""
+    if _IDENTIFIER.match(value):
+        return len(value) >= 24 and _entropy(value) >= 4.0 and not re.search(r"[a-z][A-Z]|_[A-Za-z]", value)
+    return True
 
 
 def redact_text(text: str) -> tuple[str, int]:
@@ -109,7 +121,7 @@ def redact_text(text: str) -> tuple[str, int]:
     def sub_assign(m: re.Match[str]) -> str:
         nonlocal count
         v = m.group("v")
-        if v.startswith("[REDACTED") or not _looks_secret(v):
+        if v.startswith("[REDACTED") or not _looks_secret(v) or not _assigned_secret(v):
             return m.group(0)
         count += 1
         return f"{m.group('name')}{m.group('sep')}{m.group('q')}[REDACTED:env-secret]{m.group('q')}"

@@ -29,7 +29,6 @@ prompts, the matching input-history entry. Model and version come from the banne
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 from engram.adapters.base import (Adapter, ParseOutput, SessionLog, VersionMatrix, ev_edit,
@@ -81,9 +80,6 @@ class AiderAdapter(Adapter):
     patterns = ("**/.aider.chat.history.md",)
     version = "1"
 
-    def discover(self, root: Path) -> Iterator[Path]:
-        yield from super().discover(root)
-
     def parse_source(self, path: Path, *, mode: str = "permissive") -> ParseOutput:
         path = Path(path)
         out = ParseOutput()
@@ -92,12 +88,10 @@ class AiderAdapter(Adapter):
         except OSError as e:
             out.errors.append(parse_error(path, None, f"cannot read: {e}"))
             return out
-        if b"\x00" in raw[:4096]:
-            msg = "binary data, not an Aider chat history"
-            if mode == "strict":
-                raise UnsupportedLog(msg, path=str(path))
-            out.errors.append(parse_error(path, None, msg))
-            return out
+        if b"\x00" in raw:  # binary junk: reported, dropped, the rest still parsed
+            out.errors.append(parse_error(path, raw[:raw.index(b"\x00")].count(b"\n") + 1,
+                                          "NUL bytes in a Markdown history (dropped)"))
+            raw = raw.replace(b"\x00", b"")
         text = raw.decode("utf-8", "replace")
         inputs = input_history(path.with_name(path.name.replace("chat.history.md",
                                                                  "input.history")))

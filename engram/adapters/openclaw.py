@@ -45,7 +45,8 @@ LABEL_MAX = 80
 
 _NAME = re.compile(r"^(?P<stem>.+)\.jsonl(?:\.(?P<variant>reset|deleted|bak)\.(?P<stamp>.+))?$")
 _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
-_PI_NOTE = re.compile(r"\n*\[(?:Showing lines \d+|\d+ more lines|Use offset=|Truncated)[^\]\n]*\]\s*$")
+_PI_NOTE = re.compile(
+    r"\n*\[(?:Showing lines \d+|\d+ more lines|Use offset=|Truncated)[^\]\n]*\]\s*$")
 _READ = ("read", "read_file")
 _WRITE = ("write", "write_file", "create_file")
 _EDIT = ("edit", "edit_file", "str_replace")

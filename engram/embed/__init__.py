@@ -43,7 +43,8 @@ API (the names below are re-exported here)::
     semantic_neighbours(store, embedder, query_text, top_k=20)
         -> [{"hash", "score", "refs": [{"tape_id", "offset"}]}]
     group_by_tape(hits) -> [{"tape_id", "score", "offsets"}]
-    merge_signals(keyword_hits, semantic_hits) -> [{"key", "score", "signals": {"keyword", "semantic"}}]
+    merge_signals(keyword_hits, semantic_hits)
+        -> [{"key", "score", "signals": {"keyword", "semantic"}}]
     calibrated_additions(candidates, threshold, *, exclude=()) -> [(key, score)]
     no_spread(scores) -> bool      query_vector(embedder, text) -> np.ndarray | None
 

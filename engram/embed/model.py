@@ -74,7 +74,8 @@ def available(model: str | None = None) -> tuple[bool, str]:
             return False, f"model directory {p} has no config.json"
         return True, f"{versions}; model {p}"
     if _hub_snapshot(model) is None:
-        return False, f"model {model!r} is neither a local directory nor in the local Hugging Face cache"
+        return False, (f"model {model!r} is neither a local directory nor in the local "
+                       "Hugging Face cache")
     return True, f"{versions}; model {model} (local Hugging Face cache)"
 
 

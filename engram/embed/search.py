@@ -84,8 +84,9 @@ def no_spread(scores: Sequence[float], eps: float = NO_SPREAD_EPS, min_candidate
     return float(max(scores)) - float(min(scores)) < eps
 
 
-def calibrated_additions(candidates: Sequence[tuple[Hashable, float]], threshold: float = DEFAULT_SEMANTIC_THRESHOLD,
-                         *, exclude: Iterable[Hashable] = (), eps: float = NO_SPREAD_EPS,
+def calibrated_additions(candidates: Sequence[tuple[Hashable, float]],
+                         threshold: float = DEFAULT_SEMANTIC_THRESHOLD, *,
+                         exclude: Iterable[Hashable] = (), eps: float = NO_SPREAD_EPS,
                          min_candidates: int = 2) -> list[tuple[Hashable, float]]:
     """Semantic additions: ``[(key, score), ...]`` with ``score >= threshold`` and key not in
     ``exclude``, best first (ties by key). ``candidates`` is the whole scored pool (keys found by

@@ -90,6 +90,9 @@ def _atomic_write(path: Path, data: bytes) -> None:
 class VectorStore:
     """``VectorStore(dir, model_id, *, device="auto")`` — see the module docstring.
 
+    ``device``: ``auto``; ``cpu`` (torch on CPU if already imported, else numpy); ``numpy``;
+    ``torch`` (torch on CPU, imported if needed); ``cuda`` / ``cuda:N``.
+
     Rows are unit vectors (the embedder's output), so ``search`` scores are cosine similarities.
     Several processes may read while one writes; writers serialise on a file lock.
     """
@@ -197,9 +200,9 @@ class VectorStore:
         missing = [h for h in uniq if h not in rows]
         if missing:
             raise KeyError(missing[0])
-        mm = self._matrix(len(self))
         if not hashes:
             return np.zeros((0, self.dim or 0), np.float32)
+        mm = self._matrix(len(self))
         return np.asarray(mm[[rows[h] for h in hashes]], dtype=np.float32)
 
     def tape_done(self, tape_id: str, chunker: str) -> bool:
@@ -314,6 +317,9 @@ class VectorStore:
             if not torch.cuda.is_available():
                 raise VectorStoreError("device 'cuda' requested but no CUDA GPU is available")
             return pref if ":" in pref else "cuda:0"
+        if pref == "torch":
+            import torch  # noqa: F811 - explicit request
+            return "cpu-torch"
         if pref == "auto" and torch is not None and torch.cuda.is_available():
             return "cuda:0"
         return "cpu-torch" if torch is not None and pref != "numpy" else "cpu-numpy"
@@ -332,7 +338,8 @@ class VectorStore:
         if dev.startswith("cuda"):
             import torch
 
-            if self._dev_mat is None or self._dev_rows > n or self._dev_mat.device != torch.device(dev):
+            stale = self._dev_mat is None or self._dev_rows > n
+            if stale or self._dev_mat.device != torch.device(dev):
                 self._dev_mat, self._dev_rows = torch.from_numpy(mm).to(dev), n
             elif self._dev_rows < n:
                 tail = torch.from_numpy(np.ascontiguousarray(mm[self._dev_rows:n])).to(dev)

@@ -30,17 +30,18 @@ __all__ = ["Tokens", "tokenize"]
 PAD = 16  # zero bytes after the text so 8-byte loads near the end stay in bounds
 
 # XXH3 constants (xxhash.h v0.8), seed 0
-_P32_1 = 0x9E3779B1
 _P64_1 = np.uint64(0x9E3779B185EBCA87)
 _P64_2 = np.uint64(0xC2B2AE3D27D4EB4F)
 _P64_3 = np.uint64(0x165667B19E3779F9)
 _MX1 = np.uint64(0x165667919E3779F9)
 _MX2 = np.uint64(0x9FB21C651E98DF25)
 _SECRET = bytes.fromhex(
-    "b8fe6c3923a44bbe7c01812cf721ad1cded46de9839097db7240a4a4b7b3671fcb79e64eccc0e578825ad07dccff7221"
-    "b8084674f743248ee03590e6813a264c3c2852bb91c300cb88d0658b1b532ea371644897a20df94e3819ef46a9deacd8"
-    "a8fa763fe39c343ff9dcbbc7c70b4f1d8a51e04bcdb45931c89f7ec9d9787364eac5ac8334d3ebc3c581a0fffa1363eb"
-    "170ddd51b7f0da49d316552629d4689e2b16be587d47a1fc8ff8b8d17ad031ce45cb3a8f95160428afd7fbcabb4b407e"
+    "b8fe6c3923a44bbe7c01812cf721ad1cded46de9839097db7240a4a4b7b3671f"
+    "cb79e64eccc0e578825ad07dccff7221b8084674f743248ee03590e6813a264c"
+    "3c2852bb91c300cb88d0658b1b532ea371644897a20df94e3819ef46a9deacd8"
+    "a8fa763fe39c343ff9dcbbc7c70b4f1d8a51e04bcdb45931c89f7ec9d9787364"
+    "eac5ac8334d3ebc3c581a0fffa1363eb170ddd51b7f0da49d316552629d4689e"
+    "2b16be587d47a1fc8ff8b8d17ad031ce45cb3a8f95160428afd7fbcabb4b407e"
 )
 
 
@@ -149,7 +150,8 @@ def hash_spans(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     s, n = starts[multi], length[multi].astype(np.uint64)
     u64 = _load64(buf)
     w0 = u64[s]  # first 8 bytes of each token (followed by whatever comes next: mask)
-    for lo, hi, fn in ((2, 3, _len2to3), (4, 8, _len4to8), (9, 16, _len9to16), (17, _LONG, _len17to128)):
+    groups = ((2, 3, _len2to3), (4, 8, _len4to8), (9, 16, _len9to16), (17, _LONG, _len17to128))
+    for lo, hi, fn in groups:
         sel = np.flatnonzero((n >= np.uint64(lo)) & (n <= np.uint64(hi)))
         if len(sel):
             out[multi[sel]] = fn(u64, w0[sel], s[sel], n[sel])
@@ -201,7 +203,8 @@ def _len2to3(u64: np.ndarray, w0: np.ndarray, s: np.ndarray, n: np.ndarray) -> n
 
 
 def _rrmxmx(h: np.ndarray, n: np.ndarray) -> np.ndarray:
-    h ^= ((h << np.uint64(49)) | (h >> np.uint64(15))) ^ ((h << np.uint64(24)) | (h >> np.uint64(40)))
+    rot49 = (h << np.uint64(49)) | (h >> np.uint64(15))
+    h ^= rot49 ^ ((h << np.uint64(24)) | (h >> np.uint64(40)))
     h *= _MX2
     h ^= (h >> np.uint64(35)) + n
     h *= _MX2

@@ -38,7 +38,7 @@ DEFAULT_K = 5
 DEFAULT_W = 8
 """k-grams per winnowing window (provisional, pending calibration)."""
 
-SUB_BATCH = 1 << 26
+SUB_BATCH = 1 << 18
 """Characters per internal sub-batch of ``fingerprint_batch`` (a speed knob; output unaffected)."""
 
 _M = np.uint64(0x9E3779B97F4A7C15)  # odd multiplier folding token hashes into a k-gram hash
@@ -71,7 +71,9 @@ def all_kgrams(text: str, k: int = DEFAULT_K) -> tuple[np.ndarray, np.ndarray]:
     return kg, line_of(buf, n, starts[: len(kg)])
 
 
-def fingerprint_batch(texts: list[str], k: int = DEFAULT_K, w: int = DEFAULT_W) -> list[Fingerprints]:
+def fingerprint_batch(
+    texts: list[str], k: int = DEFAULT_K, w: int = DEFAULT_W
+) -> list[Fingerprints]:
     """``[fingerprint(t, k, w) for t in texts]``, computed in one vectorised pass.
 
     The texts are joined with ``\\n`` and tokenised together; k-grams and windows never cross

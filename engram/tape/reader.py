@@ -33,8 +33,11 @@ def read_raw(path: Path, verify: bool = True) -> bytes:
     path = Path(path)
     try:
         with open(path, "rb") as f:
-            dctx = zstandard.ZstdDecompressor()
-            raw = dctx.stream_reader(f, read_across_frames=True).read()
+            data = f.read()
+        dobj = zstandard.ZstdDecompressor().decompressobj()
+        raw = dobj.decompress(data)
+        if not dobj.eof:
+            raise CorruptTape("truncated zstd data (the frame does not end)", path=str(path))
     except FileNotFoundError:
         raise CorruptTape("tape file vanished or does not exist", path=str(path)) from None
     except OSError as e:
