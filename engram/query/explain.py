@@ -99,7 +99,13 @@ def direct_evidence(conn: apsw.Connection, text: str) -> tuple[dict[int, Evidenc
 
 def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 3, after: int = 3,
                  min_confidence: float = 0.5, all: bool = False, expand_until: int | None = None,
-                 brief: bool = False, max_sessions: int | None = None) -> dict:
+                 brief: bool = False, max_sessions: int | None = None,
+                 semantic=None) -> dict:
+    """The explain result object of ``shared/DESIGN.md``.
+
+    ``semantic``: a callable ``(conn, text, sessions, before, after, brief) -> list[dict]`` that
+    returns extra ``via: "semantic"`` sessions (appended after all fingerprint evidence), or None.
+    """
     t0 = time.perf_counter()
     evidence, stats = direct_evidence(conn, text)
     floor = 0.0 if all else DIRECT_FLOOR
@@ -196,6 +202,12 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
         if v != "direct":
             entry["lineage"] = paths_by_event.get(items[0][0], [])
         out_sessions.append(entry)
+    if semantic is not None:
+        known = {s["tape_id"] for s in out_sessions}
+        extra = [s for s in semantic(conn, text, out_sessions, before, after, brief)
+                 if s["tape_id"] not in known]
+        out_sessions.extend(extra)
+        stats["semantic_added"] = len(extra)
     stats["elapsed_ms"] = round((time.perf_counter() - t0) * 1000, 2)
     return {"span": span, "sessions": out_sessions, "lineage": lineage_part,
             "tombstones": tombstones, "truncated": truncated, "stats": stats}
