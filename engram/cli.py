@@ -301,44 +301,29 @@ def cmd_status(args) -> int:
 
 
 def cmd_adapters(args) -> int:
-    from engram import adapters
-    from engram.config import load
-
-    cfg = load(Path(args.root) if args.root else None)
-    rows = []
-    for name in sorted(adapters.REGISTRY):
-        try:
-            ad = adapters.get(name)
-        except ImportError as e:
-            rows.append({"harness": name, "available": False, "reason": str(e)})
-            continue
-        locs = cfg.harness_paths(name, ad.default_paths())
-        found = [str(p) for p in locs if p.exists()]
-        info = ad.describe()
-        info.update({"harness": name, "available": True, "paths": [str(p) for p in locs],
-                     "found": bool(found)})
-        count = getattr(ad, "summarize", None)
-        if count is not None and found:
-            try:
-                info.update(count([Path(p) for p in found]))
-            except Exception as e:  # summarising is best-effort
-                info["summary_error"] = f"{type(e).__name__}: {e}"
-        rows.append(info)
+    eng = _engine(args)
+    try:
+        rows = eng.adapters_report()
+    finally:
+        eng.close()
     emit(rows, args.pretty, lambda rs: _table(
-        ["harness", "found", "sessions", "versions", "coverage", "paths"],
-        [[r["harness"], "yes" if r.get("found") else "no", str(r.get("sessions", "")),
-          r.get("versions_seen", "") if isinstance(r.get("versions_seen"), str) else
-          ",".join(r.get("versions_seen", []) or []), r.get("coverage", ""),
+        ["harness", "tier", "found", "sources", "sessions", "versions", "coverage", "paths"],
+        [[r["harness"], r.get("tier", ""), "yes" if r.get("found") else "no", str(r.get("sources", 0)),
+          str(r.get("sessions", 0)), _vrange(r.get("versions_seen") or []), r.get("coverage") or "-",
           ", ".join(r.get("paths", []))] for r in rs]))
     return 0
 
 
+def _vrange(vs: list[str]) -> str:
+    if not vs:
+        return "-"
+    return vs[0] if len(vs) == 1 else f"{vs[0]}…{vs[-1]}"
+
+
 def cmd_record(args) -> int:
-    from engram import record
+    from engram import paths, record
     from engram.engine import Engine
-    from engram.adapters.base import finish_session
     from engram.tape import writer
-    from engram import paths
 
     root = Path(args.root) if args.root else paths.find_root()
     if args.stdin:

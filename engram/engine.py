@@ -302,6 +302,59 @@ class Engine:
 
         return search_mod.search(self, query, limit=limit, before=before, after=after)
 
+    def adapters_report(self) -> list[dict]:
+        """Per harness: where its logs are, whether found, how many sources and sessions, the
+        versions seen and the coverage grade with reasons (from the index, when built)."""
+        import json
+
+        from engram import adapters
+        from engram.adapters.base import version_key
+
+        per: dict[str, dict] = {}
+        if self.index_path.exists():
+            for harness, meta_json, cov in self.conn().execute(
+                    "SELECT harness, meta_json, coverage FROM tapes"):
+                d = per.setdefault(harness or "?", {"sessions": set(), "versions": set(),
+                                                    "grades": set(), "reasons": set()})
+                meta = json.loads(meta_json or "{}")
+                d["sessions"].add(meta.get("session"))
+                if meta.get("harness_version"):
+                    d["versions"].add(str(meta["harness_version"]))
+                c = json.loads(cov) if cov else {}
+                d["grades"].add((c or {}).get("grade", "full"))
+                d["reasons"].update((c or {}).get("reasons", []))
+        ing = Ingestor(self.root, self.config, None)  # type: ignore[arg-type]
+        rows = []
+        for name in sorted(adapters.REGISTRY):
+            try:
+                ad = adapters.get(name)
+            except ImportError as e:
+                rows.append({"harness": name, "available": False, "reason": str(e)})
+                continue
+            locs = self.config.harness_paths(name, ad.default_paths() + ad.repo_paths(self.root))
+            n_sources = 0
+            for p in locs:
+                if p.exists():
+                    try:
+                        n_sources += sum(1 for s in ad.discover(p) if not self.config.is_excluded(s))
+                    except OSError:
+                        pass
+            d = per.get(name)
+            grade = None
+            if d:
+                grade = ("text-only" if d["grades"] == {"text-only"} else
+                         "degraded" if "degraded" in d["grades"] else "full")
+            info = ad.describe()
+            info.update({
+                "harness": name, "available": True, "paths": [str(p) for p in locs],
+                "found": any(p.exists() for p in locs), "sources": n_sources,
+                "sessions": len(d["sessions"]) if d else 0,
+                "versions_seen": sorted(d["versions"], key=lambda v: (version_key(v) or (), v)) if d else [],
+                "coverage": grade, "reasons": sorted(d["reasons"]) if d else []})
+            rows.append(info)
+        del ing
+        return rows
+
     # -- status ----------------------------------------------------------------------------------
     def status(self) -> dict:
         if not self.index_path.exists():

@@ -96,7 +96,7 @@ class Ingestor:
         out = []
         for name in adapters.available():
             ad = adapters.get(name)
-            for p in self.config.harness_paths(name, ad.default_paths()):
+            for p in self.config.harness_paths(name, ad.default_paths() + ad.repo_paths(self.root)):
                 out.append((ad, p))
         return out
 

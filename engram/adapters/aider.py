@@ -78,6 +78,10 @@ class AiderAdapter(Adapter):
     versions = VersionMatrix("0.86.0", "0.86")
     default_locations = ()
     patterns = ("**/.aider.chat.history.md",)
+
+    def repo_paths(self, root: Path) -> list[Path]:
+        """Aider writes its history next to the repo: read the repo root's file by default."""
+        return [Path(root) / ".aider.chat.history.md"]
     version = "1"
 
     def parse_source(self, path: Path, *, mode: str = "permissive") -> ParseOutput:

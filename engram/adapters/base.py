@@ -120,6 +120,10 @@ class Adapter:
             out.append(Path(expanded))
         return out
 
+    def repo_paths(self, root: Path) -> list[Path]:
+        """Default locations inside the repository itself (e.g. Aider's history file)."""
+        return []
+
     def discover(self, root: Path) -> Iterator[Path]:
         """Sources under ``root`` (a file given directly is its own source). Sorted."""
         root = Path(root)

@@ -114,3 +114,15 @@ CREATE TABLE errors(
 CREATE VIRTUAL TABLE fts USING fts5(text, content='', contentless_delete=1, tokenize='unicode61');
 """),
 ]
+
+# Lineage (issue 6): where each edge lands inside its target block, what kind of link it is, the
+# anchor event of a continuation in its earlier tape, and which tapes the lineage pass has seen.
+MIGRATIONS.append(("0002_lineage", """
+ALTER TABLE edges ADD COLUMN kind TEXT;
+ALTER TABLE edges ADD COLUMN to_start INTEGER;
+ALTER TABLE edges ADD COLUMN to_end INTEGER;
+ALTER TABLE continuations ADD COLUMN anchor INTEGER;
+CREATE TABLE lineage_done(tape_id TEXT PRIMARY KEY, sig TEXT NOT NULL);
+CREATE INDEX tombstones_event ON tombstones(event);
+CREATE INDEX continuations_to ON continuations(to_tape);
+"""))

@@ -174,13 +174,20 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
     out_sessions = []
     for tid, v, produced, conf, items in sessions:
         t = trows[tid]
-        items = sorted(items, key=lambda it: (-round(it[1], 4), -round(it[2], 4), erows[it[0]].ofs))
+        items = sorted(items, key=lambda it: (-round(it[1], 4), _kind_rank(erows[it[0]].kind),
+                                              -round(it[2], 4), erows[it[0]].ofs))
         windows = []
-        best = items[0][2]
+        best = max(c for _e, _p, c in items)
+        covered: list[tuple[int, int]] = []
         for eid, p, c in items:
-            if len(windows) >= MAX_WINDOWS or c < best * 0.5:
+            if len(windows) >= MAX_WINDOWS:
                 break
             r = erows[eid]
+            if c < best * 0.5 and windows:
+                continue
+            if any(lo <= r.ofs <= hi for lo, hi in covered):
+                continue  # already visible in an earlier window
+            covered.append((r.ofs - before, r.ofs + after))
             w = {"anchor": r.ofs, "kind": S.kind_name(r.kind), "confidence": round(c, ROUND),
                  "file": r.file}
             ev = evidence.get(eid)
@@ -211,6 +218,15 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
     stats["elapsed_ms"] = round((time.perf_counter() - t0) * 1000, 2)
     return {"span": span, "sessions": out_sessions, "lineage": lineage_part,
             "tombstones": tombstones, "truncated": truncated, "stats": stats}
+
+
+_KIND_RANK = {S.KIND_CODE["code.edit"]: 0, S.KIND_CODE["code.read"]: 1, S.KIND_CODE["msg.out"]: 2,
+              S.KIND_CODE["msg.in"]: 3, S.KIND_CODE["tool.call"]: 4, S.KIND_CODE["tool.result"]: 5}
+
+
+def _kind_rank(kind: int) -> int:
+    """Anchors people want to see first: the edit, then a read, then words, then tool traffic."""
+    return _KIND_RANK.get(kind, 6)
 
 
 def _neg_time(t: str | None) -> str:
