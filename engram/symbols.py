@@ -149,6 +149,14 @@ def _lines_of(node) -> tuple[int, int]:
     return start, max(start, end)
 
 
+def _trim_blank(lines: list[str], start: int, end: int) -> tuple[int, int]:
+    """Clamp to the text and drop trailing blank lines (a Markdown section ends before the next)."""
+    end = min(end, len(lines))
+    while end > start and not lines[end - 1].strip():
+        end -= 1
+    return start, end
+
+
 def _is_definition(node) -> bool:
     if node.type in _DEF_TYPES:
         return True
@@ -249,7 +257,10 @@ def _chunks(lines: list[str]) -> list[tuple[int, int]]:
 
 
 def _chunk_name(lines: list[str], start: int) -> str:
-    head = lines[start - 1].strip()
+    i = start - 1
+    while i + 1 < len(lines) and lines[i].lstrip().startswith("@"):  # decorators
+        i += 1
+    head = lines[i].strip()
     m = re.match(r"(?:(?:export|public|private|static|async|pub|def|fn|func|function|class|"
                  r"struct|impl|interface|module|local)\s+)+([A-Za-z_$][\w$]*)", head)
     if m:
@@ -286,7 +297,7 @@ def enclosing_block(text: str, path_or_lang: str | PurePath | None, line: int) -
             node = node.parent
         if best is not None:
             start, end = _lines_of(_outermost_wrapper(best))
-            return start, min(end, len(lines))
+            return _trim_blank(lines, start, end)
     return _fallback_block(lines, line)
 
 
@@ -309,7 +320,7 @@ def top_level_blocks(text: str, path: str | PurePath | None) -> list[tuple[int, 
         if nodes:
             out = []
             for node in nodes:
-                start, end = _lines_of(node)
-                out.append((start, min(end, len(lines)), _node_name(node)))
+                start, end = _trim_blank(lines, *_lines_of(node))
+                out.append((start, end, _node_name(node)))
             return out
     return [(s, e, _chunk_name(lines, s)) for s, e in _chunks(lines)]

@@ -23,8 +23,10 @@ BUSY_TIMEOUT_MS = 30_000
 
 
 def fingerprint_params() -> dict:
+    from engram.index.queries import INDEX_HASH_BITS
+
     return {"fp_version": fingerprint.FP_VERSION, "k": fingerprint.DEFAULT_K,
-            "w": fingerprint.DEFAULT_W}
+            "w": fingerprint.DEFAULT_W, "index_hash_bits": INDEX_HASH_BITS}
 
 
 def connect(path: Path, *, create: bool = True, readonly: bool = False) -> apsw.Connection:

@@ -219,7 +219,9 @@ class Batch:
         conn.executemany("INSERT INTO blocks VALUES (?,?,?,?)", brows)
         if not hs:
             return 0
-        H, B, L = np.concatenate(hs), np.concatenate(bs), np.concatenate(ls)
+        from engram.index.queries import index_keys
+
+        H, B, L = index_keys(np.concatenate(hs)), np.concatenate(bs), np.concatenate(ls)
         order = np.lexsort((L, B, H))
         H, B, L = H[order], B[order], L[order]
         conn.executemany("INSERT OR IGNORE INTO fingerprints VALUES (?,?,?)",

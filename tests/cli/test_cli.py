@@ -33,6 +33,8 @@ def repo(tmp_path, monkeypatch) -> Path:
     """A repo whose config points Claude Code at a copy of the real fixtures."""
     logs = tmp_path / "logs"
     shutil.copytree(DATA, logs, ignore=shutil.ignore_patterns("*.md"))
+    for p in logs.iterdir():
+        p.touch()  # just written, as by a running agent: live until sealed
     root = tmp_path / "repo"
     (root / ".git").mkdir(parents=True)
     (root / ".engram").mkdir()
