@@ -42,6 +42,18 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("url-credentials", re.compile(r"\b[a-z][a-z0-9+.\-]*://[^\s/:@\"']+:(?P<v>[^\s/@\"']{3,})@")),
 ]
 
+# Literal triggers per pattern kind: one case-insensitive scan finds which patterns can match at all,
+# so ordinary text (almost all of it) costs one regex pass instead of sixteen.
+_TRIGGERS: dict[str, tuple[str, ...]] = {
+    "private-key": ("private key",), "anthropic-key": ("sk-ant-",), "openai-key": ("sk-",),
+    "aws-access-key": ("akia", "asia"), "google-api-key": ("aiza",),
+    "github-token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"), "gitlab-token": ("glpat-",),
+    "slack-token": ("xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-"), "huggingface-token": ("hf_",),
+    "stripe-key": ("_live_",), "jwt": ("eyj",), "bearer-token": ("bearer",), "url-credentials": ("://",),
+    "env-secret": ("key", "secret", "token", "passw"),
+}
+_ALL_TRIGGERS = sorted({t for ts in _TRIGGERS.values() for t in ts})
+
 _ASSIGN = re.compile(
     r"(?im)(?P<name>\b[A-Z0-9_]*(?:API_?KEY|SECRET|TOKEN|PASSWORD|PASSWD|PRIVATE_KEY|ACCESS_KEY|"
     r"CLIENT_SECRET|AUTH_?TOKEN)[A-Z0-9_]*)(?P<sep>\s*[=:]\s*)(?P<q>[\"']?)(?P<v>[^\s\"'#,;)]{8,})(?P=q)"
@@ -113,10 +125,16 @@ def redact_text(text: str) -> tuple[str, int]:
             return f"[REDACTED:{kind}]"
         return repl
 
+    low = text.lower()
+    found = {t for t in _ALL_TRIGGERS if t in low}
+    if not found:
+        return text, 0
     for kind, rx in _TOKEN_PATTERNS:
-        if kind == "private-key" and "PRIVATE KEY" not in text:
+        if not any(t in found for t in _TRIGGERS[kind]):
             continue
         text = rx.sub(sub_token(kind), text)
+    if not any(t in found for t in _TRIGGERS["env-secret"]):
+        return text, count
 
     def sub_assign(m: re.Match[str]) -> str:
         nonlocal count
