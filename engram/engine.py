@@ -136,7 +136,7 @@ class Engine:
         end = min(end, max(n, 1))
         s, e = start, end
         span_text = "\n".join(lines[s - 1:e]) + "\n"
-        if len(fingerprint.fingerprint(span_text).hashes) < 2:
+        if len(fingerprint.all_kgrams(span_text, fingerprint.DEFAULT_K)[0]) == 0:
             s, e = self._enclosing(file, full, start, end)
             span_text = "\n".join(lines[s - 1:e]) + "\n"
         span = {"file": self._display_path(file), "start": s, "end": e, "requested": [start, end]}

@@ -174,3 +174,22 @@ def counts(conn: apsw.Connection) -> dict:
         "edges": one("SELECT count(*) FROM edges"),
         "errors": one("SELECT count(*) FROM errors"),
     }
+
+
+def edit_lines(conn: apsw.Connection, event_ids: Iterable[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """event → (after-text line hashes, before-text line hashes) for code.edit events."""
+    il = sorted(set(event_ids))
+    blocks: dict[int, dict[int, int]] = {}
+    for ch in _chunks(il):
+        for eid, b, role in conn.execute(
+                "SELECT event, block, role FROM refs WHERE event IN carray(?) AND role IN (0, 1)",
+                (apsw.carray(_i64(ch)),)):
+            blocks.setdefault(eid, {})[role] = b
+    bl = sorted({b for d in blocks.values() for b in d.values()})
+    blob: dict[int, np.ndarray] = {}
+    for ch in _chunks(bl):
+        for b, h in conn.execute("SELECT block, hashes FROM block_lines WHERE block IN carray(?)",
+                                 (apsw.carray(_i64(ch)),)):
+            blob[b] = np.frombuffer(h, dtype=np.int32)
+    empty = np.zeros(0, dtype=np.int32)
+    return {eid: (blob.get(d.get(0), empty), blob.get(d.get(1), empty)) for eid, d in blocks.items()}

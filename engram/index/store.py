@@ -76,6 +76,23 @@ def event_blocks(ev: dict) -> list[tuple[str, int, int]]:
     return out
 
 
+_WORDISH = __import__("re").compile(r"[A-Za-z0-9]")
+
+
+def line_hashes(text: str) -> np.ndarray:
+    """One int32 per line: xxh3_64 (top 32 bits) of the whitespace-stripped line; 0 for trivial
+    lines (fewer than 3 letters or digits: blank, ``)``, ``else:``) which identify nothing."""
+    out = np.zeros(text.count("\n") + 1, dtype=np.int32)
+    for i, ln in enumerate(text.split("\n")):
+        s = ln.strip()
+        if len(_WORDISH.findall(s)) >= 3:
+            h = xxhash.xxh3_64_intdigest(s.encode("utf-8", "surrogatepass")) >> 32
+            out[i] = (h - (1 << 32)) if h >= (1 << 31) else h
+            if out[i] == 0:
+                out[i] = 1
+    return out
+
+
 def _fts_text(ev: dict) -> str | None:
     k = ev.get("k")
     if k in ("msg.in", "msg.out"):
@@ -138,6 +155,8 @@ class Batch:
             next_event = (conn.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()[0]) + 1
             lookup = conn.cursor()
             ref_rows: list[tuple[int, int, int, int]] = []
+            line_rows: list[tuple[int, bytes]] = []
+            lined: set[int] = set()
             event_rows = []
             fts_rows = []
             live_rows = []
@@ -191,9 +210,13 @@ class Batch:
                                 new_blocks.append((h, text))
                             block_ids[h] = bid
                         ref_rows.append((bid, eid, role, line0))
+                        if role in (S.ROLE_EDIT_AFTER, S.ROLE_EDIT_BEFORE) and bid not in lined:
+                            lined.add(bid)
+                            line_rows.append((bid, line_hashes(text).tobytes()))
                 stats["events"] += len(rec.events)
             conn.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?)", event_rows)
             conn.executemany("INSERT OR IGNORE INTO refs VALUES (?,?,?,?)", ref_rows)
+            conn.executemany("INSERT OR IGNORE INTO block_lines VALUES (?,?)", line_rows)
             if live_rows:
                 conn.executemany("INSERT INTO live_events VALUES (?,?)", live_rows)
             if fts_rows:

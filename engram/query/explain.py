@@ -21,11 +21,13 @@ import numpy as np
 from engram import fingerprint
 from engram.index import queries as Q
 from engram.index import schema as S
+from engram.index import store
 from engram.query import window as W
 
 DIRECT_FLOOR = 0.25       # direct evidence below this is noise unless --all
 PRODUCED_FLOOR = 0.10     # edit-after containment below this does not count as producing
 MAX_WINDOWS = 3
+WINDOW_SESSIONS = 10      # sessions ranked below this get anchors without transcript windows
 ROUND = 4
 
 
@@ -37,7 +39,13 @@ def span_fingerprints(text: str) -> tuple[np.ndarray, np.ndarray, int]:
 
 
 class Evidence:
-    """Per-event evidence: best confidence per role, and the file lines matched."""
+    """Per-event evidence.
+
+    ``produced``: share of the span's fingerprints this event *owns* — found in its edit-after text
+    but not in its own edit-before text (carried-over context is not produced), and this event is
+    the latest to have produced them (line-level blame: the last writer wins). ``quoted``: the best
+    containment of the span in any of the event's texts (reads, messages, tool traffic, edits).
+    """
 
     __slots__ = ("event", "produced", "quoted", "lines", "roles")
 
@@ -53,8 +61,9 @@ class Evidence:
         return max(self.produced, self.quoted)
 
 
-def direct_evidence(conn: apsw.Connection, text: str) -> tuple[dict[int, Evidence], dict]:
-    qh, _qlines, n_win = span_fingerprints(text)
+def direct_evidence(conn: apsw.Connection, text: str,
+                    file: str | None = None) -> tuple[dict[int, Evidence], dict]:
+    qh, qlines, n_win = span_fingerprints(text)
     stats = {"fingerprints": n_win, "matched": 0}
     if len(qh) == 0 or n_win == 0:
         return {}, stats
@@ -70,31 +79,136 @@ def direct_evidence(conn: apsw.Connection, text: str) -> tuple[dict[int, Evidenc
     if n_win <= 0 or len(uq) == 0:
         return {}, stats
     rows = Q.postings(conn, uq)
-    by_block: dict[int, set[int]] = defaultdict(set)
-    block_lines: dict[int, list[int]] = defaultdict(list)
-    matched_any: set[int] = set()
+    by_block: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
     for h, b, ln in rows:
-        by_block[b].add(h)
-        block_lines[b].append(ln)
-        matched_any.add(h)
-    stats["matched"] = min(len(matched_any), n_win)
+        by_block[b][h].append(ln)
+    stats["matched"] = min(len({h for h, _b, _l in rows}), n_win)
+    span_lines: dict[int, list[int]] = defaultdict(list)
+    for h, ln in zip(qh.tolist(), np.asarray(qlines).tolist()):
+        span_lines[h].append(ln)
     ev: dict[int, Evidence] = {}
+    after: dict[int, tuple[set[int], int]] = {}      # event → (aligned hits, line0) of its after-text
+    before_hits: dict[int, set[int]] = {}
     for b, eid, role, line0 in Q.refs_for_blocks(conn, by_block.keys()):
-        conf = min(1.0, len(by_block[b]) / n_win)
+        hl = by_block[b]
+        conf = min(1.0, len(hl) / n_win)
         e = ev.get(eid)
         if e is None:
             e = ev[eid] = Evidence(eid)
         e.roles.add(role)
+        e.quoted = max(e.quoted, conf)
         if role == S.ROLE_EDIT_AFTER:
-            e.produced = max(e.produced, conf)
-            ls = block_lines[b]
-            e.lines = [line0 + min(ls), line0 + max(ls)]
+            aligned, lo, hi, off = _aligned(hl, span_lines)
+            after[eid] = (aligned, off)
+            e.lines = [line0 + lo, line0 + hi]
         else:
-            e.quoted = max(e.quoted, conf)
+            if role == S.ROLE_EDIT_BEFORE:
+                before_hits[eid] = set(hl)
             if not e.lines and role in (S.ROLE_READ, S.ROLE_EDIT_BEFORE):
-                ls = block_lines[b]
+                ls = [x for v in hl.values() for x in v]
                 e.lines = [line0 + min(ls), line0 + max(ls)]
+    if after:
+        _assign_ownership(conn, ev, after, before_hits, text, n_win, file)
     return ev, stats
+
+
+ALIGN_SLACK = 3           # lines of drift allowed inside one aligned copy of the span
+
+
+def _aligned(block_hits: dict[int, list[int]], span_lines: dict[int, list[int]]):
+    """The hits of one block that sit at a consistent offset from the span (one copy of it), with
+    the block-line range they cover. Common fragments matched at random places fall away."""
+    pairs = [(bl - sl, h, bl) for h, bls in block_hits.items() for bl in bls
+             for sl in span_lines.get(h, ())]
+    if not pairs:
+        return set(), 0, 0, 0
+    pairs.sort()
+    offs = [p[0] for p in pairs]
+    best_i, best_n, j = 0, 0, 0
+    for i in range(len(offs)):
+        while offs[i] - offs[j] > 2 * ALIGN_SLACK:
+            j += 1
+        if i - j + 1 > best_n:
+            best_n, best_i = i - j + 1, j
+    lo_off = offs[best_i]
+    sel = [p for p in pairs if lo_off <= p[0] <= lo_off + 2 * ALIGN_SLACK]
+    bls = [p[2] for p in sel]
+    center = sorted(p[0] for p in sel)[len(sel) // 2]
+    return {p[1] for p in sel}, min(bls), max(bls), center
+
+
+OWNER_MIN_HITS = 3        # an edit must reproduce this many of the span's fingerprints (aligned)
+OWNER_MIN_SHARE = 0.10    # ... and this share of them, to be a candidate producer
+
+
+def _same_file(query: str | None, rel: str | None, file: str | None) -> bool:
+    """Suffix match of paths (a session's repo-relative path against the queried path)."""
+    if not query:
+        return False
+    q = query.replace("\\", "/").lstrip("./")
+    for cand in (rel, file):
+        if not cand:
+            continue
+        c = cand.replace("\\", "/").lstrip("./")
+        if q == c or q.endswith("/" + c) or c.endswith("/" + q):
+            return True
+    return False
+
+
+def _assign_ownership(conn, ev: dict[int, Evidence], after: dict[int, tuple[set[int], int]],
+                      before_hits: dict[int, set[int]], span_text: str, n_win: int,
+                      file: str | None) -> None:
+    """Line-level blame among the edits the fingerprints found, as ``git blame`` does it.
+
+    Candidates are edits whose after-text reproduces an aligned part of the span (at least
+    ``OWNER_MIN_HITS`` fingerprints and ``OWNER_MIN_SHARE`` of them). Each non-trivial line of the
+    span belongs to the latest candidate that *produced* that line: present in its after-text,
+    absent from its before-text (carried-over context is not produced). ``produced`` = the share
+    of the span's attributed lines an event owns. When the queried file is known, edits to that
+    file win over edits that wrote the same text elsewhere."""
+    need = min(OWNER_MIN_HITS, n_win)
+    cands = [eid for eid, (aligned, _off) in after.items()
+             if len(aligned) >= need and len(aligned) / n_win >= OWNER_MIN_SHARE]
+    if not cands:
+        return
+    rows = Q.events(conn, cands)
+    if file:
+        local = [eid for eid in cands if _same_file(file, rows[eid].rel, rows[eid].file)]
+        if local:
+            cands = local
+    tapes = Q.tapes(conn, {rows[e].tape for e in cands})
+    lines = Q.edit_lines(conn, cands)
+    span = store.line_hashes(span_text)
+
+    def when(eid: int):
+        r = rows[eid]
+        t = tapes[r.tape]
+        return (r.t or t.first_t or "", t.tape_id, r.ofs)
+
+    # span line i is produced by edit e when e's after-text has that line at the aligned place
+    # (offset ± ALIGN_SLACK) and e's before-text does not have it (carried-over context)
+    span_l = span.tolist()
+    producers: list[list[int]] = [[] for _ in span_l]
+    for eid in cands:
+        a, b = lines.get(eid, (None, None))
+        if a is None or not len(a):
+            continue
+        off = after[eid][1]
+        before_set = set(b.tolist())
+        al = a.tolist()
+        for i, h in enumerate(span_l):
+            if h == 0 or h in before_set:
+                continue
+            lo, hi = max(0, i + off - ALIGN_SLACK), min(len(al), i + off + ALIGN_SLACK + 1)
+            if h in al[lo:hi]:
+                producers[i].append(eid)
+    owned: dict[int, int] = defaultdict(int)
+    for eids in producers:
+        if eids:
+            owned[max(eids, key=when) if len(eids) > 1 else eids[0]] += 1
+    covered = sum(owned.values())
+    for eid, n in owned.items():
+        ev[eid].produced = n / covered
 
 
 def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 3, after: int = 3,
@@ -107,7 +221,7 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
     returns extra ``via: "semantic"`` sessions (appended after all fingerprint evidence), or None.
     """
     t0 = time.perf_counter()
-    evidence, stats = direct_evidence(conn, text)
+    evidence, stats = direct_evidence(conn, text, span.get("file"))
     floor = 0.0 if all else DIRECT_FLOOR
     evidence = {k: v for k, v in evidence.items() if v.confidence > floor or (all and v.confidence > 0)}
     erows = Q.events(conn, evidence.keys())
@@ -150,7 +264,7 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
 
     sessions = []
     for tid, items in per_tape.items():
-        produced = max(p for _, p, _ in items)
+        produced = min(1.0, sum(p for _, p, _ in items))  # fingerprints owned by the session
         conf = max(c for _, _, c in items)
         sessions.append((tid, "direct", produced if produced >= PRODUCED_FLOOR else 0.0, conf, items))
     for tid, eids in lineage_tapes.items():
@@ -172,15 +286,16 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
         sessions = sessions[:max_sessions]
     access = W.TapeAccess(conn)
     out_sessions = []
-    for tid, v, produced, conf, items in sessions:
+    for rank, (tid, v, produced, conf, items) in enumerate(sessions):
         t = trows[tid]
+        light = rank >= WINDOW_SESSIONS  # beyond the top sessions: anchors only, no tape reads
         items = sorted(items, key=lambda it: (-round(it[1], 4), _kind_rank(erows[it[0]].kind),
                                               -round(it[2], 4), erows[it[0]].ofs))
         windows = []
         best = max(c for _e, _p, c in items)
         covered: list[tuple[int, int]] = []
         for eid, p, c in items:
-            if len(windows) >= MAX_WINDOWS:
+            if len(windows) >= (1 if light else MAX_WINDOWS):
                 break
             r = erows[eid]
             if c < best * 0.5 and windows:
@@ -195,7 +310,19 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
                 w["lines"] = ev.lines
             if ev is not None and ev.produced >= PRODUCED_FLOOR:
                 w["produced"] = round(ev.produced, ROUND)
-            w.update(W.window(access, t, r.ofs, before, after, expand_until, brief))
+            if r.ofs < 0:  # -- sidecar enrichment (issue 6): engram/index/sidecar.py --
+                from engram.index import sidecar
+
+                body = sidecar.body(conn, eid)
+                at = body.get("at") if isinstance(body.get("at"), int) else 1
+                at = max(1, min(at, max(t.n_events - 1, 1)))
+                w.update({"anchor": at, "kind": "sidecar", "source": "enrichment",
+                          "enrichment": body})
+                w.update(W.window(access, t, at, before, after, expand_until, brief))
+                windows.append(w)
+                continue  # -- end sidecar enrichment --
+            if not light:
+                w.update(W.window(access, t, r.ofs, before, after, expand_until, brief))
             windows.append(w)
         entry = {
             "tape_id": t.tape_id, "harness": t.harness, "session": t.session,
