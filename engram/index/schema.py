@@ -115,14 +115,25 @@ CREATE VIRTUAL TABLE fts USING fts5(text, content='', contentless_delete=1, toke
 """),
 ]
 
-# Lineage (issue 6): where each edge lands inside its target block, what kind of link it is, the
-# anchor event of a continuation in its earlier tape, and which tapes the lineage pass has seen.
+# Lineage (issue 6): what kind of link an edge is, where it lands inside its target block, which
+# side of its edit it explains (0 before-text, 1 after-text), the role of the target block and the
+# edit's own before→after similarity (``span_sim``, before-text edges only); the
+# anchor event of a continuation in its earlier tape; which tapes the lineage pass has seen.
 MIGRATIONS.append(("0002_lineage", """
 ALTER TABLE edges ADD COLUMN kind TEXT;
 ALTER TABLE edges ADD COLUMN to_start INTEGER;
 ALTER TABLE edges ADD COLUMN to_end INTEGER;
+ALTER TABLE edges ADD COLUMN from_side INTEGER;
+ALTER TABLE edges ADD COLUMN to_role INTEGER;
+ALTER TABLE edges ADD COLUMN span_sim REAL;
 ALTER TABLE continuations ADD COLUMN anchor INTEGER;
 CREATE TABLE lineage_done(tape_id TEXT PRIMARY KEY, sig TEXT NOT NULL);
 CREATE INDEX tombstones_event ON tombstones(event);
 CREATE INDEX continuations_to ON continuations(to_tape);
+"""))
+
+# Line hashes of edit texts (before and after sides): explain's line-level blame among the edits
+# that fingerprints found (``engram/query/explain.py``), as git blame does it for one file.
+MIGRATIONS.append(("0003_block_lines", """
+CREATE TABLE block_lines(block INTEGER PRIMARY KEY, hashes BLOB NOT NULL);
 """))
