@@ -59,6 +59,37 @@ def postings(conn: apsw.Connection, hashes: np.ndarray) -> list[tuple[int, int, 
         "SELECT hash, block, line FROM fingerprints WHERE hash IN carray(?)", (apsw.carray(keys),))]
 
 
+def block_hit_counts(conn: apsw.Connection, hashes: np.ndarray) -> dict[int, int]:
+    """block → number of the given hashes it contains (distinct), counted inside SQLite."""
+    if len(hashes) == 0:
+        return {}
+    keys, _back = _keyed(hashes)
+    return dict(conn.execute(
+        "SELECT block, count(DISTINCT hash) FROM fingerprints WHERE hash IN carray(?) GROUP BY block",
+        (apsw.carray(keys),)))
+
+
+def matched_count(conn: apsw.Connection, hashes: np.ndarray) -> int:
+    """How many of the given hashes occur in the index at all."""
+    if len(hashes) == 0:
+        return 0
+    keys, _back = _keyed(hashes)
+    return conn.execute("SELECT count(DISTINCT hash) FROM fingerprints WHERE hash IN carray(?)",
+                        (apsw.carray(keys),)).fetchone()[0]
+
+
+def postings_in_blocks(conn: apsw.Connection, hashes: np.ndarray,
+                       blocks: Iterable[int]) -> list[tuple[int, int, int]]:
+    """``(hash, block, line)`` for the given hashes, restricted to the given blocks."""
+    bl = sorted(set(blocks))
+    if len(hashes) == 0 or not bl:
+        return []
+    keys, back = _keyed(hashes)
+    return [(back[h], b, ln) for h, b, ln in conn.execute(
+        "SELECT hash, block, line FROM fingerprints WHERE hash IN carray(?) AND block IN carray(?)",
+        (apsw.carray(keys), apsw.carray(_i64(bl))))]
+
+
 def refs_for_blocks(conn: apsw.Connection, blocks: Iterable[int]) -> list[tuple[int, int, int, int]]:
     """``(block, event, role, line0)`` for the given blocks."""
     bl = sorted(set(blocks))

@@ -27,7 +27,8 @@ from engram.query import window as W
 DIRECT_FLOOR = 0.25       # direct evidence below this is noise unless --all
 PRODUCED_FLOOR = 0.10     # edit-after containment below this does not count as producing
 MAX_WINDOWS = 3
-WINDOW_SESSIONS = 10      # sessions ranked below this get anchors without transcript windows
+WINDOW_SESSIONS = 10
+MAX_SESSIONS = 50         # sessions returned (ranked); --all returns every one      # sessions ranked below this get anchors without transcript windows
 ROUND = 4
 
 
@@ -61,8 +62,13 @@ class Evidence:
         return max(self.produced, self.quoted)
 
 
-def direct_evidence(conn: apsw.Connection, text: str,
-                    file: str | None = None) -> tuple[dict[int, Evidence], dict]:
+def direct_evidence(conn: apsw.Connection, text: str, file: str | None = None,
+                    floor: float = 0.0) -> tuple[dict[int, Evidence], dict]:
+    """Evidence per event for the span ``text``.
+
+    Cost is kept in SQLite: one grouped query counts the span's fingerprints per block; only
+    blocks above ``floor`` (or able to make their edit a producer) are mapped to events, and only
+    edit after-texts fetch their individual postings (for alignment and line-level blame)."""
     qh, qlines, n_win = span_fingerprints(text)
     stats = {"fingerprints": n_win, "matched": 0}
     if len(qh) == 0 or n_win == 0:
@@ -70,45 +76,48 @@ def direct_evidence(conn: apsw.Connection, text: str,
     uq = np.unique(qh)
     bp = Q.boilerplate(conn, uq)
     if bp:
-        uq = uq[~np.isin(uq, np.fromiter(bp, dtype=np.int64, count=len(bp)))]
+        bparr = np.fromiter(bp, dtype=np.int64, count=len(bp))
+        uq = uq[~np.isin(uq, bparr)]
         # boilerplate fingerprints are removed from the denominator too
-        win = fingerprint.fingerprint(text)
-        wh = np.unique(win.hashes)
-        n_win = int(len(wh) - np.isin(wh, np.fromiter(bp, dtype=np.int64, count=len(bp))).sum())
+        wh = np.unique(fingerprint.fingerprint(text).hashes)
+        n_win = int(len(wh) - np.isin(wh, bparr).sum())
         stats["boilerplate"] = len(bp)
     if n_win <= 0 or len(uq) == 0:
         return {}, stats
-    rows = Q.postings(conn, uq)
-    by_block: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
-    for h, b, ln in rows:
-        by_block[b][h].append(ln)
-    stats["matched"] = min(len({h for h, _b, _l in rows}), n_win)
-    span_lines: dict[int, list[int]] = defaultdict(list)
-    for h, ln in zip(qh.tolist(), np.asarray(qlines).tolist()):
-        span_lines[h].append(ln)
+    counts = Q.block_hit_counts(conn, uq)
+    stats["matched"] = min(Q.matched_count(conn, uq), n_win)
+    need = min(OWNER_MIN_HITS, n_win)
+    keep_min = min(max(need, OWNER_MIN_SHARE * n_win), max(1.0, floor * n_win))
+    kept = {b: c for b, c in counts.items() if c >= keep_min}
+    if not kept:
+        return {}, stats
+    refs = Q.refs_for_blocks(conn, kept.keys())
     ev: dict[int, Evidence] = {}
-    after: dict[int, tuple[set[int], int]] = {}      # event → (aligned hits, line0) of its after-text
-    before_hits: dict[int, set[int]] = {}
-    for b, eid, role, line0 in Q.refs_for_blocks(conn, by_block.keys()):
-        hl = by_block[b]
-        conf = min(1.0, len(hl) / n_win)
+    after_blocks: dict[int, tuple[int, int]] = {}        # block → (event, line0)
+    for b, eid, role, line0 in refs:
+        conf = min(1.0, kept[b] / n_win)
+        if role == S.ROLE_EDIT_AFTER and kept[b] >= need and kept[b] / n_win >= OWNER_MIN_SHARE:
+            after_blocks[b] = (eid, line0)
+        elif conf <= floor:
+            continue
         e = ev.get(eid)
         if e is None:
             e = ev[eid] = Evidence(eid)
         e.roles.add(role)
         e.quoted = max(e.quoted, conf)
-        if role == S.ROLE_EDIT_AFTER:
-            aligned, lo, hi, off = _aligned(hl, span_lines)
+    after: dict[int, tuple[set[int], int]] = {}
+    if after_blocks:
+        span_lines: dict[int, list[int]] = defaultdict(list)
+        for h, ln in zip(qh.tolist(), np.asarray(qlines).tolist()):
+            span_lines[h].append(ln)
+        by_block: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+        for h, b, ln in Q.postings_in_blocks(conn, uq, after_blocks.keys()):
+            by_block[b][h].append(ln)
+        for b, (eid, line0) in after_blocks.items():
+            aligned, lo, hi, off = _aligned(by_block.get(b, {}), span_lines)
+            ev[eid].lines = [line0 + lo, line0 + hi]
             after[eid] = (aligned, off)
-            e.lines = [line0 + lo, line0 + hi]
-        else:
-            if role == S.ROLE_EDIT_BEFORE:
-                before_hits[eid] = set(hl)
-            if not e.lines and role in (S.ROLE_READ, S.ROLE_EDIT_BEFORE):
-                ls = [x for v in hl.values() for x in v]
-                e.lines = [line0 + min(ls), line0 + max(ls)]
-    if after:
-        _assign_ownership(conn, ev, after, before_hits, text, n_win, file)
+        _assign_ownership(conn, ev, after, text, n_win, file)
     return ev, stats
 
 
@@ -156,8 +165,7 @@ def _same_file(query: str | None, rel: str | None, file: str | None) -> bool:
 
 
 def _assign_ownership(conn, ev: dict[int, Evidence], after: dict[int, tuple[set[int], int]],
-                      before_hits: dict[int, set[int]], span_text: str, n_win: int,
-                      file: str | None) -> None:
+                      span_text: str, n_win: int, file: str | None) -> None:
     """Line-level blame among the edits the fingerprints found, as ``git blame`` does it.
 
     Candidates are edits whose after-text reproduces an aligned part of the span (at least
@@ -221,8 +229,8 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
     returns extra ``via: "semantic"`` sessions (appended after all fingerprint evidence), or None.
     """
     t0 = time.perf_counter()
-    evidence, stats = direct_evidence(conn, text, span.get("file"))
     floor = 0.0 if all else DIRECT_FLOOR
+    evidence, stats = direct_evidence(conn, text, span.get("file"), floor)
     evidence = {k: v for k, v in evidence.items() if v.confidence > floor or (all and v.confidence > 0)}
     erows = Q.events(conn, evidence.keys())
     lineage_part: list[dict] = []
@@ -278,12 +286,15 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
     def key(s):
         tid, v, produced, conf, _ = s
         t = trows[tid]
-        return (0 if v == "direct" else 1, -round(produced, 2), -round(conf, 2),
-                _neg_time(t.last_t), t.tape_id)
+        return (0 if v == "direct" else 1, -round(produced, 2), -round(conf, 2), t.tape_id)
 
+    # most recent first among equals: a stable sort by time, then by the main key
+    sessions.sort(key=lambda s: trows[s[0]].last_t or "", reverse=True)
     sessions.sort(key=key)
-    if max_sessions is not None:
-        sessions = sessions[:max_sessions]
+    stats["sessions_total"] = len(sessions)
+    limit = max_sessions if max_sessions is not None else (None if all else MAX_SESSIONS)
+    if limit is not None:
+        sessions = sessions[:limit]
     access = W.TapeAccess(conn)
     out_sessions = []
     for rank, (tid, v, produced, conf, items) in enumerate(sessions):

@@ -17,8 +17,8 @@ continuations"): computed at ingest by ``after_ingest``, walked at query time by
 ``location_delta``: ``same`` (same file, overlapping lines), ``adjacent`` (same file, within
 ``ADJACENT_LINES``), ``moved`` (another file, or further away), ``absent`` (a side has no file).
 ``cardinality``: ``N:1`` when X's before-text is assembled from several earlier spans (no single
-one holds ``MERGE_COVER`` of it), ``1:N`` when one earlier span was continued by several later
-edits over different lines of it (a split), else ``1:1``. ``span.link`` events give ``agent_link``
+one holds ``MERGE_COVER`` of it), ``1:N`` when one earlier span was continued by several edits of
+one later session over different lines of it (a split), else ``1:1``. ``span.link`` events give ``agent_link``
 edges (the edit that produced the link's ``to`` span → the event that held its ``from`` span),
 traversed whatever their confidence.
 
@@ -28,9 +28,10 @@ replacement by unrelated text) records the removed block, file, range and time.
 **Continuations** (table ``continuations``, ``from_tape`` earlier → ``to_tape`` later): a tape's
 head is compared with the tails of the tapes of the same harness that started before it. Hashes
 that say nothing about *this* session are excluded: events the adapter marked ``boilerplate`` or
-``meta`` (injected context), everything the earlier tape said before its first reply (its preamble:
-system prompt, AGENTS.md/CLAUDE.md, environment), hashes found in the heads of
-``BOILERPLATE_TAPES`` or more tapes of the harness, and the index's global boilerplate. The share of
+``meta`` (injected context), the input the earlier tape was given before it first acted (its
+preamble: system prompt, AGENTS.md/CLAUDE.md, environment, the first request), hashes of the
+input at the head of ``BOILERPLATE_TAPES`` or more tapes of the harness, and the index's global
+boilerplate. The share of
 the head found in the tail is the base score; harness markers add to it (a compaction summary or
 "This session is being continued…" in the head, the same session id, ``meta.continues``). An
 orchestrator-tier tape whose text holds an agent tape's first request gets a ``dispatch`` row.
@@ -68,6 +69,7 @@ MERGE_COVER = 0.8
 ADJACENT_LINES = 20
 MAX_LOCATION_CANDIDATES = 3
 MAX_EDIT_CANDIDATES_PER_TAPE = 3
+MAX_RELINK = 2000          # already-linked later edits re-linked per ingest (out-of-order tapes)
 POPULAR_POSTINGS = 2000     # a hash in more blocks than this is ignored for linking
 
 MAX_DEPTH = 10
@@ -77,13 +79,15 @@ MAX_EDGES = 500
 HEAD_EVENTS = 12
 TAIL_EVENTS = 60
 BOILERPLATE_TAPES = 4
-CONT_MIN_MATCH = 8
+CONT_MIN_MATCH = 6
 CONT_MIN_BASE = 0.2
 CONT_THRESHOLD = 0.5
-MAX_PREDECESSORS = 5
+MAX_SUCCESSORS = 5          # later tapes re-scored when an earlier tape arrives late
+MAX_PREDECESSORS = 30       # latest earlier tapes of the same harness and cwd compared
 MARKER_BOOST = {"summary": 0.3, "resumed": 0.4}
 CONTINUED_TEXT = "This session is being continued from a previous conversation"
 DISPATCH_THRESHOLD = 0.6
+DISPATCH_MAX_HOURS = 24     # an orchestrator dispatches shortly before the agent starts
 
 _EDIT = S.kind_code("code.edit")
 _LINK = S.kind_code("span.link")
@@ -152,11 +156,12 @@ def location_delta(p1: str | None, r1, p2: str | None, r2) -> str:
 class _Node:
     """A code.edit being linked (its texts come from the tape)."""
 
-    __slots__ = ("eid", "tape", "tape_id", "ofs", "t", "file", "rel", "before", "after",
-                 "b_range", "a_range", "qa", "qb", "tomb")
+    __slots__ = ("eid", "tape", "tape_id", "session", "ofs", "t", "file", "rel", "before", "after",
+                 "b_range", "a_range", "qa", "qb", "tomb", "cont")
 
     def __init__(self, eid, tape: Q.TapeRow, ofs: int, ev: dict):
         self.eid, self.tape, self.tape_id, self.ofs = eid, tape.id, tape.tape_id, ofs
+        self.session = tape.session
         self.t = ev.get("t")
         self.file = ev.get("file") if isinstance(ev.get("file"), str) else None
         self.rel = ev.get("rel") if isinstance(ev.get("rel"), str) else None
@@ -166,10 +171,58 @@ class _Node:
         self.a_range = ev.get("after_range")
         self.qa = self.qb = None
         self.tomb = False
+        self.cont = None
 
     @property
     def key(self):
         return _order(self.t, self.tape_id, self.ofs)
+
+
+class _Postings:
+    """The index postings of a set of hashes as sorted arrays, matched per query vectorised."""
+
+    def __init__(self, conn: apsw.Connection, hashes: np.ndarray, skip: set[int]):
+        rows = []
+        for ch in _chunks(hashes.tolist(), 20000):
+            rows.extend(Q.postings(conn, np.asarray(ch, dtype=np.int64)))
+        arr = np.asarray(rows, dtype=np.int64).reshape(-1, 3)
+        o = np.lexsort((arr[:, 1], arr[:, 0]))
+        H, B, L = arr[o, 0], arr[o, 1], arr[o, 2]
+        if len(H):
+            uh, start, cnt = np.unique(H, return_index=True, return_counts=True)
+            drop = uh[cnt > POPULAR_POSTINGS]
+            if skip:
+                drop = np.union1d(drop, np.fromiter(skip, np.int64, len(skip)))
+            keep = ~np.isin(H, drop)
+            H, B, L = H[keep], B[keep], L[keep]
+        self.H, self.B, self.L = H, B, L
+
+    def match(self, q: np.ndarray, qn: int) -> dict[int, list]:
+        """{block: [hashes matched (only when the block may link), min line, max line, count]}."""
+        H = self.H
+        lo = np.searchsorted(H, q, "left")
+        hi = np.searchsorted(H, q, "right")
+        lens = hi - lo
+        tot = int(lens.sum())
+        if tot == 0:
+            return {}
+        idx = np.repeat(lo - (np.cumsum(lens) - lens), lens) + np.arange(tot)
+        b, h, ln = self.B[idx], H[idx], self.L[idx]
+        o = np.lexsort((h, b))
+        b, h, ln = b[o], h[o], ln[o]
+        new = np.ones(len(b), dtype=bool)
+        new[1:] = (b[1:] != b[:-1]) | (h[1:] != h[:-1])
+        ub, bstart = np.unique(b, return_index=True)
+        counts = np.add.reduceat(new.astype(np.int64), bstart)
+        lmin = np.minimum.reduceat(ln, bstart)
+        lmax = np.maximum.reduceat(ln, bstart)
+        bend = np.append(bstart[1:], len(b))
+        out = {}
+        for i, blk in enumerate(ub.tolist()):
+            c = int(counts[i])
+            hs = set(h[bstart[i]:bend[i]].tolist()) if c / qn >= LINK_THRESHOLD else None
+            out[blk] = [hs, int(lmin[i]), int(lmax[i]), c]
+        return out
 
 
 class _Linker:
@@ -229,13 +282,10 @@ class _Linker:
         conn = self.conn
         new_ids = {t.id for t in new_tapes}
         first = min((t.first_t or "") for t in new_tapes)
-        rows = [r for r in conn.execute(
-            "SELECT e.id, e.tape, e.ofs FROM events e JOIN lineage_done d ON 1=1 AND 0"
-            " WHERE 0")]  # placeholder to keep the statement cache warm; replaced below
         rows = list(conn.execute(
             "SELECT e.id, e.tape, e.ofs FROM events e JOIN tapes t ON t.id=e.tape"
-            " WHERE e.kind=? AND e.t > ? AND t.tape_id IN (SELECT tape_id FROM lineage_done)",
-            (_EDIT, first)))
+            " WHERE e.kind=? AND e.t > ? AND t.tape_id IN (SELECT tape_id FROM lineage_done)"
+            " ORDER BY e.t, e.id LIMIT ?", (_EDIT, first, MAX_RELINK)))
         rows = [r for r in rows if r[1] not in new_ids and r[0] not in have]
         if not rows:
             return []
@@ -260,57 +310,40 @@ class _Linker:
         if not nodes:
             return
         conn = self.conn
-        texts, slots = [], []
-        for i, n in enumerate(nodes):
+        texts = []
+        for n in nodes:
             texts.append(n.before)
             texts.append(n.after)
         fps = fingerprint.fingerprint_batch(texts)
         allh = []
         for i, n in enumerate(nodes):
-            bh = np.unique(fps[2 * i].hashes)
-            ah = np.unique(fps[2 * i + 1].hashes)
-            if len(bh):
-                n.qa = bh
-                inter = len(np.intersect1d(bh, ah, assume_unique=True))
-                n.tomb = inter / len(bh) < LINK_THRESHOLD
-            if len(ah):
-                contained = len(np.intersect1d(ah, bh, assume_unique=True)) / len(ah)
-                if contained < NEW_TEXT_MAX:
-                    n.qb = ah
+            bw = np.unique(fps[2 * i].hashes)
+            aw = np.unique(fps[2 * i + 1].hashes)
+            bk = _allk(n.before) if len(bw) else bw
+            ak = _allk(n.after) if len(aw) else aw
+            if len(bw):
+                n.qa = (bk, len(bw))
+                n.cont = round(float(np.isin(bw, ak).sum() / len(bw)), ROUND)
+                n.tomb = n.cont < LINK_THRESHOLD
+            if len(aw) and np.isin(aw, bk).sum() / len(aw) < NEW_TEXT_MAX:
+                n.qb = (ak, len(aw))
             for q in (n.qa, n.qb):
                 if q is not None:
-                    allh.append(q)
+                    allh.append(q[0])
         if allh:
             uh = np.unique(np.concatenate(allh))
             bp = Q.boilerplate(conn, uh)
         else:
             uh, bp = np.zeros(0, np.int64), set()
-        post: dict[int, list[tuple[int, int]]] = defaultdict(list)
-        for ch in _chunks(uh.tolist(), 20000):
-            for h, b, ln in Q.postings(conn, np.asarray(ch, dtype=np.int64)):
-                post[h].append((b, ln))
-        for h in [h for h, v in post.items() if len(v) > POPULAR_POSTINGS or h in bp]:
-            del post[h]
-        # per query: block → (matched hashes, min line, max line)
+        post = _Postings(conn, uh, bp)
+        # per query: block → [matched hashes (when it may link), min line, max line, count]
         per_node: list[tuple[dict, dict]] = []
         cand_blocks: set[int] = set()
         for n in nodes:
             res = []
             for q in (n.qa, n.qb):
-                m: dict[int, list] = {}
-                if q is not None:
-                    for h in q.tolist():
-                        for b, ln in post.get(h, ()):
-                            e = m.get(b)
-                            if e is None:
-                                m[b] = [{h}, ln, ln]
-                            else:
-                                e[0].add(h)
-                                e[1] = min(e[1], ln)
-                                e[2] = max(e[2], ln)
-                    for b, e in m.items():
-                        if len(e[0]) / len(q) >= LINK_THRESHOLD:
-                            cand_blocks.add(b)
+                m = post.match(q[0], q[1]) if q is not None else {}
+                cand_blocks.update(b for b, e in m.items() if e[0] is not None)
                 res.append(m)
             per_node.append((res[0], res[1]))
         refs = defaultdict(list)
@@ -320,27 +353,30 @@ class _Linker:
         erows = Q.events(conn, {eid for v in refs.values() for eid, _, _ in v})
         trows = Q.tapes(conn, {r.tape for r in erows.values()})
         tomb_rows, edge_rows = [], []
-        for n, (ma, mb) in zip(nodes, per_node):
-            edges = self._candidates(n, ma, mb, refs, erows, trows)
-            linked = {e[1] for e in edges}
-            edges.extend(self._location_only(n, ma, mb, linked))
-            for e in edges:
-                touched_to.add(e[1])
-                edge_rows.append(e)
-                self.stats["location_only" if e[6] else "edges"] += 1
+        for n in nodes:
             if n.tomb:
                 blk = conn.execute("SELECT block FROM refs WHERE event=? AND role=?",
                                    (n.eid, S.ROLE_EDIT_BEFORE)).fetchone()
                 br = n.b_range or [None, None]
                 tomb_rows.append((n.eid, blk[0] if blk else None, n.file, n.rel, _int(br[0]),
                                   _int(br[1] if len(br) > 1 else None), n.t))
-        conn.executemany(
-            "INSERT INTO edges(from_event, to_event, confidence, location_delta, cardinality,"
-            " agent_link, location_only, kind, to_start, to_end) VALUES (?,?,?,?,'1:1',0,?,?,?,?)",
-            [(e[0], e[1], e[2], e[3], e[6], e[4], e[5][0], e[5][1]) for e in edge_rows])
         conn.executemany("INSERT INTO tombstones(event, block, file, rel, start, end, t)"
                          " VALUES (?,?,?,?,?,?,?)", tomb_rows)
         self.stats["tombstones"] += len(tomb_rows)
+        for n, (ma, mb) in zip(nodes, per_node):
+            edges = self._candidates(n, ma, mb, refs, erows, trows)
+            linked = {e[1] for e in edges}
+            edges.extend(self._location_only(n, ma, mb, linked))
+            for e in edges:
+                touched_to.add(e[1])
+                edge_rows.append(e + ((n.cont if e[7] == 0 else None),))
+                self.stats["location_only" if e[6] else "edges"] += 1
+        conn.executemany(
+            "INSERT INTO edges(from_event, to_event, confidence, location_delta, cardinality,"
+            " agent_link, location_only, kind, to_start, to_end, from_side, to_role, span_sim)"
+            " VALUES (?,?,?,?,'1:1',0,?,?,?,?,?,?,?)",
+            [(e[0], e[1], e[2], e[3], e[6], e[4], e[5][0], e[5][1], e[7], e[8], e[9])
+             for e in edge_rows])
 
     def _candidates(self, n: _Node, ma: dict, mb: dict, refs, erows, trows) -> list[tuple]:
         """Linking edges of one edit: (from, to, conf, delta, kind, (to_start, to_end), 0)."""
@@ -349,10 +385,10 @@ class _Linker:
             if q is None:
                 continue
             my_range = n.b_range if qi == 0 else n.a_range
-            for b, (hs, lo, hi) in m.items():
-                sim = len(hs) / len(q)
-                if sim < LINK_THRESHOLD:
+            for b, (hs, lo, hi, cnt) in m.items():
+                if hs is None:
                     continue
+                sim = min(1.0, cnt / q[1])
                 for eid, role, line0 in refs.get(b, ()):
                     if eid == n.eid:
                         continue
@@ -362,6 +398,8 @@ class _Linker:
                     t = trows[r.tape]
                     if _order(r.t, t.tape_id, r.ofs) >= n.key:
                         continue
+                    if t.session == n.session and r.ofs == n.ofs and r.t == n.t:
+                        continue  # the same event in another copy of the session (live/sealed)
                     if qi == 1 and role == S.ROLE_READ:
                         continue
                     span = (line0 + lo, line0 + hi)
@@ -378,7 +416,7 @@ class _Linker:
                         kind = "read" if role == S.ROLE_READ else "edit"
                     key = (eid, qi)
                     cur = found.get(key)
-                    cand = [n.eid, eid, round(sim, ROUND), delta, kind, span, 0, hs, r, t, role]
+                    cand = [n.eid, eid, round(sim, ROUND), delta, kind, span, 0, hs, r, t, role, qi]
                     if cur is None or sim > cur[2]:
                         found[key] = cand
         # per earlier tape: the latest read, and edits that add coverage (best first)
@@ -409,7 +447,7 @@ class _Linker:
         for c in out:
             if c[1] not in best or c[2] > best[c[1]][2]:
                 best[c[1]] = c
-        return [tuple(c[:7]) for c in sorted(best.values(), key=lambda c: c[1])]
+        return [tuple(c[:7]) + (c[11], c[10]) for c in sorted(best.values(), key=lambda c: c[1])]
 
     def _location_only(self, n: _Node, ma: dict, mb: dict, linked: set[int]) -> list[tuple]:
         """Earlier edits / tombstones at the same place whose text does not match."""
@@ -426,7 +464,7 @@ class _Linker:
                 f" JOIN tapes t ON t.id=e.tape WHERE e.{col}=? AND e.kind=? AND e.id<>?"
                 f" AND e.a_start<=? AND max(e.a_start, e.a_end)>=? ORDER BY e.t DESC, e.id DESC",
                 (place, _EDIT, n.eid, b1, b0)))
-            out += self._loc_rows(n, rows, ma, n.qa, S.ROLE_EDIT_AFTER, linked)
+            out += self._loc_rows(n, rows, ma, n.qa, S.ROLE_EDIT_AFTER, linked, 0)
         if n.qb is not None and n.a_range and n.a_range[0] is not None:
             a0, a1 = n.a_range[0], max(n.a_range[0], n.a_range[1])
             rows = list(conn.execute(
@@ -434,10 +472,10 @@ class _Linker:
                 f" JOIN events e ON e.id=s.event JOIN tapes t ON t.id=e.tape"
                 f" WHERE s.{col}=? AND s.event<>? AND s.start<=? AND max(s.start, s.end)>=?"
                 f" ORDER BY s.t DESC, s.event DESC", (place, n.eid, a1, a0)))
-            out += self._loc_rows(n, rows, mb, n.qb, S.ROLE_EDIT_BEFORE, linked)
+            out += self._loc_rows(n, rows, mb, n.qb, S.ROLE_EDIT_BEFORE, linked, 1)
         return out
 
-    def _loc_rows(self, n, rows, m, q, role, linked) -> list[tuple]:
+    def _loc_rows(self, n, rows, m, q, role, linked, side) -> list[tuple]:
         out = []
         for eid, t, s, e, tape_id, ofs in rows:
             if eid in linked or _order(t, tape_id, ofs) >= n.key:
@@ -447,8 +485,8 @@ class _Linker:
                 for (blk,) in self.conn.execute("SELECT block FROM refs WHERE event=? AND role=?",
                                                 (eid, role)):
                     if blk in m:
-                        sim = max(sim, len(m[blk][0]) / len(q))
-            out.append((n.eid, eid, round(sim, ROUND), "same", "location", (s, e), 1))
+                        sim = max(sim, min(1.0, m[blk][3] / q[1]))
+            out.append((n.eid, eid, round(sim, ROUND), "same", "location", (s, e), 1, side, role))
             linked.add(eid)
             if len(out) >= MAX_LOCATION_CANDIDATES:
                 break
@@ -490,8 +528,10 @@ class _Linker:
                      (src[0], dst[0]))
         conn.execute(
             "INSERT INTO edges(from_event, to_event, confidence, location_delta, cardinality,"
-            " agent_link, location_only, kind, to_start, to_end) VALUES (?,?,?,?,'1:1',1,0,'agent',?,?)",
-            (src[0], dst[0], round(sim, ROUND), delta, dst[2], dst[3]))
+            " agent_link, location_only, kind, to_start, to_end, from_side, to_role)"
+            " VALUES (?,?,?,?,'1:1',1,0,'agent',?,?,1,?)",
+            (src[0], dst[0], round(sim, ROUND), delta, dst[2], dst[3],
+             S.ROLE_EDIT_AFTER if dst[1] == _EDIT else S.ROLE_READ))
         touched_from.add(src[0])
         touched_to.add(dst[0])
         self.stats["agent_links"] += 1
@@ -511,15 +551,16 @@ class _Linker:
         texts = [tx for tx, rl, _ in event_blocks(evs[0][1]) if rl == role]
         if not texts:
             return 0.0
-        q = np.unique(fingerprint.fingerprint(texts[0]).hashes)
-        if not len(q):
+        nq = len(np.unique(fingerprint.fingerprint(texts[0]).hashes))
+        if not nq:
             return 0.0
+        q = _allk(texts[0])
         blocks = {b for (b,) in conn.execute("SELECT block FROM refs WHERE event=?", (other,))}
         hit: dict[int, set] = defaultdict(set)
         for h, b, _ln in Q.postings(conn, q):
             if b in blocks:
                 hit[b].add(h)
-        return max((len(v) / len(q) for v in hit.values()), default=0.0)
+        return max((min(1.0, len(v) / nq) for v in hit.values()), default=0.0)
 
     # -- cardinality ---------------------------------------------------------------------------
     def _cardinality(self, touched_from: set[int], touched_to: set[int]) -> None:
@@ -541,6 +582,8 @@ class _Linker:
                                       " AND location_only=0 AND kind IN ('edit','move','reinsert')",
                                       (apsw.carray(Q._i64(ch)),)):
                     dst[r[1] if col == "from_event" else r[2]].append(r)
+        tape_of = {e.id: e.tape for e in Q.events(
+            conn, {i[1] for v in in_e.values() for i in v} | {r[1] for r in rows.values()}).values()}
         updates = []
         for r in rows.values():
             card = "1:1"
@@ -548,8 +591,10 @@ class _Linker:
             if len(outs) > 1 and max(o[3] for o in outs) < MERGE_COVER:
                 card = "N:1"
             else:
+                # a split: other edits of the same session continued other lines of the same span
                 ins = in_e.get(r[2], [])
-                spans = {(i[4], i[5]) for i in ins if i[1] != r[1]}
+                spans = {(i[4], i[5]) for i in ins
+                         if i[1] != r[1] and tape_of.get(i[1]) == tape_of.get(r[1])}
                 mine = (r[4], r[5])
                 if any(not _overlap(s, mine) for s in spans):
                     card = "1:N"
@@ -573,35 +618,43 @@ def _hashes(texts: list[str]) -> np.ndarray:
     return np.unique(np.concatenate(hs)) if hs else np.zeros(0, np.int64)
 
 
+def _allk(text: str) -> np.ndarray:
+    """Every k-gram hash of ``text`` (unique): the query side of a containment, whose
+    denominator is the text's winnowed count (as ``explain`` does)."""
+    k, _ = fingerprint.all_kgrams(text, fingerprint.DEFAULT_K)
+    return np.unique(np.asarray(k, dtype=np.int64))
+
+
+def _allk_many(texts: list[str]) -> np.ndarray:
+    parts = [_allk(t) for t in texts]
+    parts = [p for p in parts if len(p)]
+    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+
+
 def _texts(evs: list[tuple[int, dict]]) -> list[str]:
     return [tx for _o, ev in evs for tx, _r, _l in event_blocks(ev)]
 
 
 class _TapeText:
-    """Head, tail and preamble hashes of tapes (read back from the tapes, cached per run)."""
+    """What a tape was given at its start (head input, harness markers, first request), read back
+    from the tape's first events and cached per run. Tails are looked up in the index instead."""
 
     def __init__(self, access: W.TapeAccess):
         self.access = access
         self.cache: dict[int, dict] = {}
+        self.bp: dict = {}
 
     def get(self, t: Q.TapeRow) -> dict:
         c = self.cache.get(t.id)
         if c is not None:
             return c
-        n = t.n_events
         try:
-            head = self.access.read(t, range(0, min(n, HEAD_EVENTS + 1)))
-            tail = self.access.read(t, range(max(1, n - TAIL_EVENTS), n))
+            head = self.access.read(t, range(0, min(t.n_events, HEAD_EVENTS + 1)))
         except Exception:
-            head, tail = [], []
-        pre = []
-        for o, ev in head:
-            if ev.get("k") == "msg.out":
-                break
-            pre.append((o, ev))
+            head = []
         markers = set()
         task = None
-        for o, ev in head:
+        for _o, ev in head:
             if ev.get("k") != "msg.in":
                 continue
             text = ev.get("text") if isinstance(ev.get("text"), str) else ""
@@ -609,19 +662,27 @@ class _TapeText:
                 markers.add("summary")
             elif task is None and not _flagged(ev) and text.strip():
                 task = text
-        c = {"head": _hashes(_texts([(o, e) for o, e in head if o > 0 and not _flagged(e)])),
-             "tail_evs": [(o, e) for o, e in tail if not _flagged(e)],
-             "pre": _hashes(_texts(pre) + _texts([(o, e) for o, e in head if _flagged(e)])),
-             "markers": markers, "task": task}
-        c["tail"] = _hashes(_texts(c["tail_evs"]))
+        given = [(o, e) for o, e in head if o > 0 and not _flagged(e) and e.get("k") == "msg.in"]
+        texts = _texts(given or [(o, e) for o, e in head if o > 0 and not _flagged(e)])
+        c = {"head": _hashes(texts), "head_k": _allk_many(texts), "markers": markers, "task": task}
         self.cache[t.id] = c
         return c
 
 
-def _head_boilerplate(conn: apsw.Connection, harness: str | None, hashes: np.ndarray) -> set[int]:
-    """Hashes of ``hashes`` that occur in the heads of ≥ ``BOILERPLATE_TAPES`` tapes of a harness."""
+def _head_boilerplate(conn: apsw.Connection, harness: str | None, hashes: np.ndarray,
+                      cache: dict | None = None) -> set[int]:
+    """Hashes of ``hashes`` found in the user/harness input (``msg.in``) at the head of ≥
+    ``BOILERPLATE_TAPES`` tapes of a harness: system prompts, AGENTS.md, environment preambles.
+    Code read early in many sessions is not boilerplate, only what is *given* to every session."""
     if not len(hashes):
         return set()
+    if cache is not None:  # decisions are per run: hashes at the head of many tapes repeat a lot
+        known = cache.setdefault(harness, {})
+        todo = np.asarray([h for h in hashes.tolist() if h not in known], dtype=np.int64)
+        fresh = _head_boilerplate(conn, harness, todo) if len(todo) else set()
+        for h in todo.tolist():
+            known[h] = h in fresh
+        return {h for h in hashes.tolist() if known[h]}
     by_block: dict[int, set[int]] = defaultdict(set)
     popular = set()
     counts: dict[int, int] = defaultdict(int)
@@ -633,9 +694,10 @@ def _head_boilerplate(conn: apsw.Connection, harness: str | None, hashes: np.nda
     refs = Q.refs_for_blocks(conn, by_block)
     ev = Q.events(conn, {r[1] for r in refs})
     trows = Q.tapes(conn, {e.tape for e in ev.values()})
-    for b, eid, _role, _l in refs:
+    for b, eid, role, _l in refs:
         e = ev.get(eid)
-        if e is None or e.ofs > HEAD_EVENTS or trows[e.tape].harness != harness:
+        if (e is None or role != S.ROLE_MSG_IN or e.ofs > HEAD_EVENTS
+                or trows[e.tape].harness != harness):
             continue
         for h in by_block[b]:
             tapes_of[h].add(e.tape)
@@ -649,8 +711,9 @@ def _continuations(conn: apsw.Connection, new_tapes: list[Q.TapeRow], access: W.
     # a new tape may be the predecessor of tapes that started after it
     for t in new_tapes:
         for r in conn.execute(f"SELECT {Q.TAPE_COLS} FROM tapes WHERE harness IS ? AND first_t > ?"
-                              " AND id<>? ORDER BY first_t, tape_id LIMIT ?",
-                              (t.harness, t.first_t or "", t.id, MAX_PREDECESSORS)):
+                              " AND id<>? AND (cwd IS ? OR ? IS NULL) ORDER BY first_t, tape_id"
+                              " LIMIT ?", (t.harness, t.first_t or "", t.id, t.cwd, t.cwd,
+                                           MAX_SUCCESSORS)):
             todo.setdefault(r[0], Q.TapeRow(*r))
     for b in sorted(todo.values(), key=lambda t: (t.first_t or "", t.tape_id)):
         _continuation_of(conn, b, text, stats)
@@ -671,8 +734,9 @@ def _continuation_of(conn: apsw.Connection, b: Q.TapeRow, text: _TapeText, stats
                  " '%dispatch%'", (b.id,))
     preds: dict[int, Q.TapeRow] = {}
     for r in conn.execute(f"SELECT {Q.TAPE_COLS} FROM tapes WHERE harness IS ? AND id<>?"
-                          " AND first_t < ? ORDER BY last_t DESC, tape_id LIMIT ?",
-                          (b.harness, b.id, b.first_t or "", MAX_PREDECESSORS)):
+                          " AND first_t < ? AND (cwd IS ? OR ? IS NULL)"
+                          " ORDER BY last_t DESC, tape_id LIMIT ?",
+                          (b.harness, b.id, b.first_t or "", b.cwd, b.cwd, MAX_PREDECESSORS)):
         preds[r[0]] = Q.TapeRow(*r)
     if b.session:
         for r in conn.execute(f"SELECT {Q.TAPE_COLS} FROM tapes WHERE session=? AND id<>?"
@@ -682,23 +746,22 @@ def _continuation_of(conn: apsw.Connection, b: Q.TapeRow, text: _TapeText, stats
         r = Q.tape_by_id(conn, b.continues)
         if r is not None and r.id != b.id:
             preds.setdefault(r.id, r)
+    preds = {k: v for k, v in preds.items()
+             if not (v.first_t and b.first_t and v.first_t > b.first_t)}
     if not preds:
         return
     hb = text.get(b)
-    head = hb["head"]
-    bp = _head_boilerplate(conn, b.harness, head) | Q.boilerplate(conn, head)
+    head, head_k = hb["head"], hb["head_k"]
+    bp = _head_boilerplate(conn, b.harness, head_k, text.bp) | Q.boilerplate(conn, head_k)
     if bp:
-        head = head[~np.isin(head, np.fromiter(bp, np.int64, len(bp)))]
+        bpa = np.fromiter(bp, np.int64, len(bp))
+        head, head_k = head[~np.isin(head, bpa)], head_k[~np.isin(head_k, bpa)]
+    found = _tail_hits(conn, preds, head_k) if len(head) else {}
     best = None
     for a in preds.values():
-        if a.first_t and b.first_t and a.first_t > b.first_t:
-            continue
-        ha = text.get(a)
-        tail = ha["tail"]
-        if len(ha["pre"]):
-            tail = tail[~np.isin(tail, ha["pre"])]
-        matched = np.intersect1d(head, tail, assume_unique=True) if len(head) else head
-        base = len(matched) / len(head) if len(head) else 0.0
+        hits = found.get(a.id, {})
+        matched = set().union(*hits.values()) if hits else set()
+        base = min(1.0, len(matched) / len(head)) if len(head) else 0.0
         if len(matched) < CONT_MIN_MATCH:
             base = 0.0
         markers = sorted(hb["markers"])
@@ -712,31 +775,57 @@ def _continuation_of(conn: apsw.Connection, b: Q.TapeRow, text: _TapeText, stats
             continue
         if score < CONT_THRESHOLD:
             continue
-        cand = (round(score, ROUND), a.last_t or "", a.tape_id, a, markers, matched)
-        if best is None or cand[:3] > best[:3]:
+        cand = (round(score, ROUND), round(base, ROUND), a.last_t or "", a.tape_id, a, markers, hits)
+        if best is None or cand[:4] > best[:4]:
             best = cand
     if best is None:
         return
-    score, _, _, a, markers, matched = best
-    anchor = _anchor(conn, a, text.get(a)["tail_evs"], matched)
+    score, _base, _, _, a, markers, hits = best
+    if hits:
+        anchor = max(hits, key=lambda e: (len(hits[e]), e))
+    else:
+        r = conn.execute("SELECT id FROM events WHERE tape=? ORDER BY ofs DESC LIMIT 1",
+                         (a.id,)).fetchone()
+        anchor = r[0] if r else None
     conn.execute("INSERT OR REPLACE INTO continuations(from_tape, to_tape, score, markers, anchor)"
                  " VALUES (?,?,?,?,?)", (a.id, b.id, score, json.dumps(markers), anchor))
     stats["continuations"] += 1
 
 
-def _anchor(conn: apsw.Connection, a: Q.TapeRow, evs: list[tuple[int, dict]],
-            matched: np.ndarray) -> int | None:
-    """The event of ``a``'s tail holding most of the matched hashes (else its last event)."""
-    best, best_n = None, 0
-    if len(matched):
-        for o, ev in evs:
-            h = _hashes([tx for tx, _r, _l in event_blocks(ev)])
-            n = int(np.isin(h, matched).sum()) if len(h) else 0
-            if n > best_n:
-                best, best_n = o, n
-    ofs = best if best is not None else max(0, a.n_events - 1)
-    r = conn.execute("SELECT id FROM events WHERE tape=? AND ofs=?", (a.id, ofs)).fetchone()
-    return r[0] if r else None
+def _tail_hits(conn: apsw.Connection, preds: dict[int, Q.TapeRow],
+               hashes: np.ndarray) -> dict[int, dict[int, set[int]]]:
+    """{tape: {event: head hashes found}} over the tails of ``preds`` (the last ``TAIL_EVENTS``
+    events), leaving out each tape's preamble (the input before it first acted)."""
+    by_block: dict[int, set[int]] = defaultdict(set)
+    counts: dict[int, int] = defaultdict(int)
+    rows = Q.postings(conn, hashes)
+    for h, _b, _ln in rows:
+        counts[h] += 1
+    for h, blk, _ln in rows:
+        if counts[h] <= POPULAR_POSTINGS:
+            by_block[blk].add(h)
+    if not by_block:
+        return {}
+    refs = Q.refs_for_blocks(conn, by_block)
+    ev = Q.events(conn, {r[1] for r in refs})
+    acted: dict[int, int] = {}
+    out: dict[int, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
+    for blk, eid, role, _l in refs:
+        e = ev.get(eid)
+        if e is None or e.tape not in preds:
+            continue
+        a = preds[e.tape]
+        if e.ofs < a.n_events - TAIL_EVENTS:
+            continue
+        if role == S.ROLE_MSG_IN:
+            if e.tape not in acted:
+                r = conn.execute("SELECT min(ofs) FROM events WHERE tape=? AND kind IN (?,?)",
+                                 (e.tape, S.kind_code("msg.out"), S.kind_code("tool.call"))).fetchone()
+                acted[e.tape] = r[0] if r and r[0] is not None else 1 << 30
+            if e.ofs < acted[e.tape]:
+                continue
+        out[e.tape][eid] |= by_block[blk]
+    return out
 
 
 def _dispatch_of(conn: apsw.Connection, a: Q.TapeRow, text: _TapeText, stats: dict) -> None:
@@ -744,16 +833,19 @@ def _dispatch_of(conn: apsw.Connection, a: Q.TapeRow, text: _TapeText, stats: di
     task = text.get(a)["task"]
     if not task:
         return
-    q = np.unique(fingerprint.fingerprint(task).hashes)
+    win = np.unique(fingerprint.fingerprint(task).hashes)
+    q = _allk(task)
     bp = Q.boilerplate(conn, q)
     if bp:
-        q = q[~np.isin(q, np.fromiter(bp, np.int64, len(bp)))]
-    if len(q) < 4:
+        bpa = np.fromiter(bp, np.int64, len(bp))
+        q, win = q[~np.isin(q, bpa)], win[~np.isin(win, bpa)]
+    nq = len(win)
+    if nq < 2:
         return
     by_block: dict[int, set] = defaultdict(set)
     for h, b, _ln in Q.postings(conn, q):
         by_block[b].add(h)
-    blocks = [b for b, hs in by_block.items() if len(hs) / len(q) >= DISPATCH_THRESHOLD]
+    blocks = [b for b, hs in by_block.items() if len(hs) / nq >= DISPATCH_THRESHOLD]
     if not blocks:
         return
     refs = Q.refs_for_blocks(conn, blocks)
@@ -767,9 +859,9 @@ def _dispatch_of(conn: apsw.Connection, a: Q.TapeRow, text: _TapeText, stats: di
         o = trows[e.tape]
         if o.tier != "orchestrator" or role not in (S.ROLE_MSG_OUT, S.ROLE_TOOL_CALL, S.ROLE_MSG_IN):
             continue
-        if a.first_t and e.t and e.t > a.first_t:
+        if a.first_t and e.t and (e.t > a.first_t or _hours(e.t, a.first_t) > DISPATCH_MAX_HOURS):
             continue
-        sim = round(len(by_block[b]) / len(q), ROUND)
+        sim = round(min(1.0, len(by_block[b]) / nq), ROUND)
         cand = (sim, e.t or "", -eid, o, eid)
         if best is None or cand[:3] > best[:3]:
             best = cand
@@ -823,22 +915,27 @@ def walk(conn: apsw.Connection, seeds: dict[int, float], *, min_confidence: floa
             tape_cache.update(Q.tapes(conn, [t for t in tids if t not in tape_cache]))
 
     state: dict[int, tuple[float, list, bool]] = {e: (c, [], False) for e, c in seeds.items()}
-    frontier = sorted(seeds, key=lambda e: (-seeds[e], e))
-    load(frontier)
+    load(seeds)
+    tomb = _tomb_events(conn, seeds)
+    # which text of a seed edit matched: its after-text, unless it deleted outright (empty after)
+    frontier = sorted(((e, _AFTER if not (e in tomb and _empty_after(ev_cache.get(e))) else _BEFORE)
+                       for e in seeds), key=lambda n: (-seeds[n[0]], n[0]))
+    visited = set(frontier)
     depth = 0
     budget_hit = False
     while frontier and depth < max_depth and not budget_hit:
         depth += 1
         out: dict[int, list] = defaultdict(list)
-        for ch in _chunks(frontier):
+        for ch in _chunks(sorted({n[0] for n in frontier})):
             for r in conn.execute(
                     "SELECT from_event, to_event, confidence, location_delta, cardinality, agent_link,"
-                    " location_only, kind FROM edges WHERE from_event IN carray(?)",
-                    (apsw.carray(Q._i64(ch)),)):
+                    " location_only, kind, coalesce(from_side, 0), to_role, span_sim FROM edges"
+                    " WHERE from_event IN carray(?)", (apsw.carray(Q._i64(ch)),)):
                 out[r[0]].append(r)
+        tomb |= _tomb_events(conn, [n[0] for n in frontier if n[0] not in tomb])
         nxt = []
-        for node in frontier:
-            edges = out.get(node, [])
+        for node, side in frontier:
+            edges = [_effective(e, side) for e in out.get(node, []) if _follows(e, side, node in tomb)]
             ok = [e for e in edges if all or e[5] or (not e[6] and e[2] >= min_confidence)]
             ok.sort(key=lambda e: (-e[5], -e[2], e[1]))
             if len(ok) > max_fanout:
@@ -854,16 +951,21 @@ def walk(conn: apsw.Connection, seeds: dict[int, float], *, min_confidence: floa
                 if e[1] not in ev_cache:
                     continue
                 d = {"from": ref(e[0]), "to": ref(e[1]), "confidence": round(e[2], ROUND),
-                     "location_delta": e[3], "cardinality": e[4], "agent_link": bool(e[5])}
+                     "location_delta": e[3], "cardinality": e[4], "agent_link": bool(e[5]),
+                     "kind": e[7]}
                 if e[6]:
                     d["location_only"] = True
                 lineage.append(d)
+                land = (e[1], _BEFORE if e[9] == S.ROLE_EDIT_BEFORE else _AFTER)
+                if land in visited:
+                    continue
+                visited.add(land)
+                nxt.append(land)
                 if e[1] in state:
                     continue
-                c = min(conf, e[2]) if not e[5] else max(min(conf, e[2]), 0.0)
+                c = min(conf, e[2])
                 state[e[1]] = (c, path + [d], agent or bool(e[5]))
                 reached[e[1]] = {"via": "lineage", "confidence": round(c, ROUND), "path": path + [d]}
-                nxt.append(e[1])
             if budget_hit:
                 break
         frontier = nxt
@@ -873,6 +975,40 @@ def walk(conn: apsw.Connection, seeds: dict[int, float], *, min_confidence: floa
                  tape_cache, max_edges)
     tombs = _tombstones(conn, set(state), ev_cache, tape_cache, load)
     return {"lineage": lineage, "tombstones": tombs, "truncated": truncated, "reached": reached}
+
+
+_AFTER, _BEFORE = 1, 0
+
+
+def _follows(e, side: int, is_tomb: bool) -> bool:
+    """Does edge ``e`` explain the ``side`` of its edit? The before-text's edges explain the
+    before-text; they explain the after-text too unless the edit replaced its text by unrelated
+    text (a tombstone), whose after-text is explained only by its own (move/re-insertion) edges."""
+    if e[5]:
+        return side == _AFTER
+    if side == _BEFORE:
+        return e[8] == 0
+    return e[8] == 1 or not is_tomb
+
+
+def _effective(e, side: int):
+    """Crossing an edit from its after-text to its before-text's history costs its own
+    before→after similarity: the edge's confidence is the lower of the two."""
+    if side == _AFTER and e[8] == 0 and e[10] is not None and not e[5]:
+        return e[:2] + (min(e[2], e[10]),) + e[3:]
+    return e
+
+
+def _empty_after(r: Q.EventRow | None) -> bool:
+    return r is not None and r.a_start is not None and r.a_end is not None and r.a_end < r.a_start
+
+
+def _tomb_events(conn: apsw.Connection, ids) -> set[int]:
+    out: set[int] = set()
+    for ch in _chunks(sorted(set(ids))):
+        out.update(r[0] for r in conn.execute("SELECT event FROM tombstones WHERE event IN carray(?)",
+                                              (apsw.carray(Q._i64(ch)),)))
+    return out
 
 
 def _cross_tapes(conn, state, reached, lineage, truncated, min_confidence, all, load, ev_cache,
@@ -968,6 +1104,17 @@ def _overlap(a, b) -> bool:
     a1 = a[1] if a[1] is not None else a[0]
     b1 = b[1] if b[1] is not None else b[0]
     return a[0] <= max(b1, b[0]) and b[0] <= max(a1, a[0])
+
+
+def _hours(t0: str, t1: str) -> float:
+    from datetime import datetime
+
+    try:
+        a = datetime.fromisoformat(t0.replace("Z", "+00:00"))
+        b = datetime.fromisoformat(t1.replace("Z", "+00:00"))
+    except ValueError:
+        return 0.0
+    return abs((b - a).total_seconds()) / 3600
 
 
 def _neg(t: str | None) -> str:

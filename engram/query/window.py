@@ -111,6 +111,31 @@ class TapeAccess:
     def length(self, tape: Q.TapeRow) -> int:
         return tape.n_events
 
+    def last_request(self, tape: Q.TapeRow, anchor: int, lookback: int) -> tuple[int, dict] | None:
+        """The nearest user request at or before ``anchor``: tapes are canonical JSON, so a line
+        is only parsed when its bytes say it is a ``msg.in`` (cheap on long tapes)."""
+        lo = max(1, anchor - lookback)
+        if tape.live:
+            evs = self.read(tape, range(lo, anchor + 1))
+            for ofs, ev in reversed(evs):
+                if _is_request(ev):
+                    return ofs, ev
+            return None
+        lines = reader.raw_lines_cached(Path(tape.path))
+        for ofs in range(min(anchor, len(lines) - 1), lo - 1, -1):
+            raw = lines[ofs]
+            if b'"k":"msg.in"' not in raw:
+                continue
+            ev = orjson.loads(raw)
+            if _is_request(ev):
+                return ofs, ev
+        return None
+
+
+def _is_request(ev: dict) -> bool:
+    return (ev.get("k") == "msg.in" and not ev.get("compaction") and not ev.get("meta")
+            and not ev.get("boilerplate") and isinstance(ev.get("text"), str))
+
 
 def window(access: TapeAccess, tape: Q.TapeRow, anchor: int, before: int, after: int,
            expand_until: int | None = None, brief: bool = False) -> dict:
@@ -140,10 +165,9 @@ def window(access: TapeAccess, tape: Q.TapeRow, anchor: int, before: int, after:
 
 def request_before(access: TapeAccess, tape: Q.TapeRow, anchor: int) -> dict | None:
     """The nearest user request (``msg.in``, not a compaction summary) at or before ``anchor``."""
-    lo = max(1, anchor - MAX_REQUEST_LOOKBACK)
-    evs = access.read(tape, range(lo, anchor + 1))
-    for ofs, ev in reversed(evs):
-        if ev.get("k") == "msg.in" and not ev.get("compaction") and isinstance(ev.get("text"), str):
-            text, _ = _trim(ev["text"], 600)
-            return {"offset": ofs, "t": ev.get("t"), "text": text}
-    return None
+    found = access.last_request(tape, anchor, MAX_REQUEST_LOOKBACK)
+    if found is None:
+        return None
+    ofs, ev = found
+    text, _ = _trim(ev["text"], 600)
+    return {"offset": ofs, "t": ev.get("t"), "text": text}

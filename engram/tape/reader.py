@@ -98,6 +98,12 @@ def read_events_cached(path: Path, offsets: range | list[int]) -> list[tuple[int
     return out
 
 
+def raw_lines_cached(path: Path) -> tuple[bytes, ...]:
+    """The tape's JSONL lines (unparsed), from the same verified LRU."""
+    st = os.stat(path)
+    return _cached(str(path), st.st_mtime_ns, st.st_size)
+
+
 def tape_length(path: Path) -> int:
     st = os.stat(path)
     lines = _cached(str(path), st.st_mtime_ns, st.st_size)

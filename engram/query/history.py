@@ -1,0 +1,380 @@
+"""``engram trace FILE`` and ``engram blame FILE``.
+
+**trace**: every session that touched the file, oldest first, with what it did (reads and edits
+with their line ranges). A session counts when one of its code events names the file (the same
+repo-relative path or absolute path: ``match: "path"``; only the same base name: ``"basename"``)
+or when one of its edit/read texts is mostly present in the file's current content
+(``"content"``: found by fingerprint wherever the session thought the file lived — a move, another
+checkout).
+
+**blame**: per line of the file, the session that most likely produced it. Every k-gram of the
+file is looked up once; for each line the k-grams starting within ``BLAME_CONTEXT`` lines of it are
+scored per session (winnowed fingerprints on both sides) — the share found in that session's edit-after texts (what it wrote), else in
+its other texts (what it read or quoted). The best producer wins (ties: the latest session), and
+lines without fingerprints (blank lines, lone braces) take their neighbours' answer
+(``inferred: true``). ``produced`` says whether the session wrote the line or only read/quoted it. Sessions whose edits produced an *earlier* version of an attributed line are
+listed per session under ``earlier`` when the lineage walk reaches them (``via: "lineage"``).
+One fingerprint pass and one index lookup for the whole file: fast on thousands of lines.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from engram import fingerprint
+from engram.errors import BadSpan
+from engram.index import queries as Q
+from engram.index import schema as S
+
+CONTENT_MIN = 0.6          # share of an event's text found in today's file to count for trace
+BLAME_CONTEXT = 2          # lines on each side whose k-grams score a line
+BLAME_MIN = 0.3            # below this a line has no session
+MAX_TRACE_SESSIONS = 500
+ROUND = 4
+
+_CODE_KINDS = (S.kind_code("code.edit"), S.kind_code("code.read"))
+
+
+def _read(engine, file: str) -> tuple[Path, str | None]:
+    p = Path(file)
+    if not p.is_absolute():
+        p = Path.cwd() / p
+    if p.is_dir():
+        raise BadSpan("is a directory, not a file", path=file)
+    try:
+        return p, p.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return p, None
+    except OSError as e:
+        raise BadSpan(f"cannot read: {e.strerror}", path=file) from None
+
+
+def _rel(engine, p: Path) -> str:
+    try:
+        return str(p.resolve().relative_to(engine.root))
+    except ValueError:
+        return str(p)
+
+
+# ---------------------------------------------------------------------------------------------
+# trace
+
+
+def trace(engine, file: str) -> dict:
+    conn = engine.conn()
+    p, text = _read(engine, file)
+    rel = _rel(engine, p)
+    base = os.path.basename(rel)
+    hits: dict[int, str] = {}
+    for eid, efile, erel in conn.execute(
+            "SELECT id, file, rel FROM events WHERE kind IN (?,?) AND (rel=? OR file=? OR rel=?"
+            " OR file LIKE ? ESCAPE '\\' OR rel LIKE ? ESCAPE '\\')",
+            (*_CODE_KINDS, rel, str(p), base, "%/" + _esc(base), "%/" + _esc(base))):
+        exact = erel == rel or efile == str(p) or (efile or "").endswith("/" + rel)
+        hits[eid] = "path" if exact else "basename"
+    if text is not None:
+        for eid in _content_events(conn, text):
+            hits.setdefault(eid, "content")
+    if text is None and not hits:
+        raise BadSpan("no such file, and no session touched a file of that name", path=file)
+    erows = Q.events(conn, hits)
+    trows = Q.tapes(conn, {r.tape for r in erows.values()})
+    per_tape: dict[int, list] = defaultdict(list)
+    for eid, r in erows.items():
+        per_tape[r.tape].append(r)
+    sessions = []
+    for tid, rows in per_tape.items():
+        t = trows[tid]
+        rows.sort(key=lambda r: r.ofs)
+        actions = [_action(r, hits[r.id]) for r in rows]
+        sessions.append({
+            "tape_id": t.tape_id, "harness": t.harness, "session": t.session,
+            "tier": t.tier or "agent", "label": t.label, "model": t.model, "live": bool(t.live),
+            "first_t": t.first_t, "last_t": t.last_t,
+            "reads": sum(1 for a in actions if a["k"] == "code.read"),
+            "edits": sum(1 for a in actions if a["k"] == "code.edit"),
+            "match": sorted({a["match"] for a in actions}),
+            "actions": actions})
+    sessions.sort(key=lambda s: (s["first_t"] or "", s["tape_id"]))
+    truncated = len(sessions) > MAX_TRACE_SESSIONS
+    return {"file": rel, "exists": text is not None, "sessions": sessions[:MAX_TRACE_SESSIONS],
+            "truncated": truncated}
+
+
+def _esc(s: str) -> str:
+    return s.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _action(r: Q.EventRow, match: str) -> dict:
+    a = {"offset": r.ofs, "t": r.t, "k": S.kind_name(r.kind), "file": r.file, "match": match}
+    if r.kind == S.kind_code("code.edit"):
+        a["before_range"] = [r.b_start, r.b_end]
+        a["after_range"] = [r.a_start, r.a_end]
+        if r.b_start is not None and r.b_end is not None and r.b_end < r.b_start:
+            a["did"] = "insert"
+        elif r.a_start is not None and r.a_end is not None and r.a_end < r.a_start:
+            a["did"] = "delete"
+        else:
+            a["did"] = "replace"
+    else:
+        a["range"] = [r.a_start, r.a_end]
+        a["did"] = "read"
+    return a
+
+
+def _content_events(conn, text: str) -> list[int]:
+    """Code events whose text is mostly (≥ CONTENT_MIN of its fingerprints) in ``text``."""
+    allk, _ = fingerprint.all_kgrams(text, fingerprint.DEFAULT_K)
+    uq = np.unique(np.asarray(allk, dtype=np.int64))
+    if not len(uq):
+        return []
+    bp = Q.boilerplate(conn, uq)
+    if bp:
+        uq = uq[~np.isin(uq, np.fromiter(bp, np.int64, len(bp)))]
+    per_block: dict[int, int] = defaultdict(int)
+    for _h, b, _ln in Q.postings(conn, uq):
+        per_block[b] += 1
+    if not per_block:
+        return []
+    nfp = {}
+    blocks = sorted(per_block)
+    for i in range(0, len(blocks), 20000):
+        import apsw
+
+        ch = blocks[i:i + 20000]
+        for bid, n in conn.execute("SELECT id, n_fp FROM blocks WHERE id IN carray(?)",
+                                   (apsw.carray(Q._i64(ch)),)):
+            nfp[bid] = n
+    good = {b for b, c in per_block.items() if nfp.get(b) and c / nfp[b] >= CONTENT_MIN}
+    out = []
+    for _b, eid, role, _l in Q.refs_for_blocks(conn, good):
+        if role in (S.ROLE_EDIT_AFTER, S.ROLE_EDIT_BEFORE, S.ROLE_READ):
+            out.append(eid)
+    return sorted(set(out))
+
+
+def render_trace(r: dict) -> str:
+    out = [f"{r['file']}: {len(r['sessions'])} session(s)"
+           + ("" if r.get("exists", True) else " (file no longer exists)")]
+    for i, s in enumerate(r["sessions"], 1):
+        out.append(f"{i}. {s['first_t'] or '?'}  {s['harness']} · {s.get('model') or '?'}  "
+                   f"[{s['tier']}]  tape {s['tape_id'][:12]}  {s['edits']} edit(s), "
+                   f"{s['reads']} read(s)  ({'/'.join(s['match'])})")
+        if s.get("label"):
+            out.append(f"   “{_short(s['label'], 100)}”")
+        for a in s["actions"][:20]:
+            if a["k"] == "code.edit":
+                rng = f"{_r(a['before_range'])} → {_r(a['after_range'])}"
+            else:
+                rng = _r(a.get("range"))
+            out.append(f"   #{a['offset']:<5} {a['did']:<8} {rng}  {a['file'] or ''}")
+        if len(s["actions"]) > 20:
+            out.append(f"   … {len(s['actions']) - 20} more")
+    if r.get("truncated"):
+        out.append(f"(only the first {MAX_TRACE_SESSIONS} sessions shown)")
+    return "\n".join(out) + "\n"
+
+
+def _r(rng) -> str:
+    if not rng or rng[0] is None:
+        return "?"
+    if rng[1] is not None and rng[1] < rng[0]:
+        return f"@{rng[0]}"
+    return f"{rng[0]}-{rng[1]}"
+
+
+def _short(s, n):
+    s = " ".join(str(s).split())
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+# ---------------------------------------------------------------------------------------------
+# blame
+
+
+def blame(engine, file: str) -> dict:
+    conn = engine.conn()
+    p, text = _read(engine, file)
+    if text is None:
+        raise BadSpan("no such file", path=file)
+    rel = _rel(engine, p)
+    lines = text.split("\n")
+    n_lines = len(lines) - (1 if lines and lines[-1] == "" else 0)
+    # the file's winnowed fingerprints against the index's (same selection on both sides, so a
+    # shared run of text shares its fingerprints except near the edges of a block)
+    win = fingerprint.fingerprint(text)
+    allk = np.asarray(win.hashes, dtype=np.int64)
+    klines = np.asarray(win.lines, dtype=np.int64)
+    result = {"file": rel, "path": str(p), "lines": [], "sessions": {}, "runs": []}
+    if n_lines == 0:
+        return result
+    uq, inv = np.unique(allk, return_inverse=True)
+    bp = Q.boilerplate(conn, uq)
+    keep = ~np.isin(uq, np.fromiter(bp, np.int64, len(bp))) if bp else np.ones(len(uq), bool)
+    # hash → tapes that wrote it (edit-after) / that hold it otherwise
+    rows = Q.postings(conn, uq[keep])
+    hash_blocks: dict[int, list[int]] = defaultdict(list)
+    for h, b, _ln in rows:
+        hash_blocks[h].append(b)
+    refs = Q.refs_for_blocks(conn, {b for _h, b, _l in rows})
+    erows = Q.events(conn, {eid for _b, eid, _r, _l in refs})
+    block_prod: dict[int, set[int]] = defaultdict(set)
+    block_other: dict[int, set[int]] = defaultdict(set)
+    for b, eid, role, _l in refs:
+        r = erows.get(eid)
+        if r is None:
+            continue
+        (block_prod if role == S.ROLE_EDIT_AFTER else block_other)[b].add(r.tape)
+    col = {h: i for i, h in enumerate(uq.tolist())}
+    tape_list = sorted({t for s in list(block_prod.values()) + list(block_other.values()) for t in s})
+    tindex = {t: i for i, t in enumerate(tape_list)}
+    n_t = len(tape_list)
+    prod = np.zeros((max(n_t, 1), len(uq)), dtype=bool)
+    other = np.zeros((max(n_t, 1), len(uq)), dtype=bool)
+    for h, bl in hash_blocks.items():
+        c = col[h]
+        for b in bl:
+            for t in block_prod.get(b, ()):
+                prod[tindex[t], c] = True
+            for t in block_other.get(b, ()):
+                other[tindex[t], c] = True
+    # per line: counts of k-grams starting in [L - ctx, L + ctx], and how many each tape holds
+    L = n_lines
+    kl = np.clip(klines, 0, L - 1)
+    per_line_total = np.bincount(kl, minlength=L).astype(np.float64)
+    win = np.ones(2 * BLAME_CONTEXT + 1)
+    total = np.convolve(per_line_total, win, mode="same")
+    trows = Q.tapes(conn, tape_list)
+    best_tape = np.full(L, -1, dtype=np.int64)
+    best_conf = np.zeros(L)
+    best_prod = np.zeros(L, dtype=bool)
+    if n_t:
+        recency = [_time_rank(trows[t]) for t in tape_list]
+        order = sorted(range(n_t), key=lambda i: recency[i], reverse=True)  # latest first
+        for pass_prod in (True, False):
+            mat = prod if pass_prod else (prod | other)
+            for i in order:
+                hitk = mat[i][inv]
+                if not hitk.any():
+                    continue
+                found = np.convolve(np.bincount(kl[hitk], minlength=L).astype(np.float64), win,
+                                    mode="same")
+                conf = np.divide(found, total, out=np.zeros(L), where=total > 0)
+                if pass_prod:
+                    better = conf > best_conf + 1e-9
+                else:
+                    better = (~best_prod) & (conf > best_conf + 1e-9)
+                best_conf = np.where(better, conf, best_conf)
+                best_tape = np.where(better, tape_list[i], best_tape)
+                if pass_prod:
+                    best_prod |= better & (conf >= BLAME_MIN)
+    own = per_line_total > 0
+    out_lines = []
+    for i in range(L):
+        t = int(best_tape[i])
+        c = float(best_conf[i])
+        if t < 0 or c < BLAME_MIN:
+            out_lines.append({"line": i + 1, "tape_id": None, "confidence": round(c, ROUND),
+                              "via": None})
+            continue
+        entry = {"line": i + 1, "tape_id": trows[t].tape_id, "confidence": round(c, ROUND),
+                 "via": "direct", "produced": bool(best_prod[i])}
+        if not own[i]:
+            entry["inferred"] = True   # no fingerprint starts on this line: its neighbours decide
+        out_lines.append(entry)
+    result["lines"] = out_lines
+    used = {trows[int(t)].tape_id: trows[int(t)] for t in set(best_tape.tolist()) if t >= 0}
+    for tid, t in sorted(used.items()):
+        n = sum(1 for ln in out_lines if ln["tape_id"] == tid)
+        if n == 0:
+            continue
+        result["sessions"][tid] = {"harness": t.harness, "session": t.session,
+                                   "tier": t.tier or "agent", "label": t.label, "model": t.model,
+                                   "first_t": t.first_t, "last_t": t.last_t, "lines": n}
+    result["runs"] = _runs(out_lines)
+    _earlier(conn, result, erows, trows)
+    return result
+
+
+def _time_rank(t: Q.TapeRow) -> tuple:
+    return (t.last_t or "", t.tape_id)
+
+
+def _runs(lines: list[dict]) -> list[dict]:
+    runs: list[dict] = []
+    for ln in lines:
+        if runs and runs[-1]["tape_id"] == ln["tape_id"]:
+            runs[-1]["end"] = ln["line"]
+            runs[-1]["confidence"] = max(runs[-1]["confidence"], ln["confidence"])
+        else:
+            runs.append({"start": ln["line"], "end": ln["line"], "tape_id": ln["tape_id"],
+                         "confidence": ln["confidence"]})
+    return runs
+
+
+def _earlier(conn, result, erows, trows) -> None:
+    """Sessions reached by the lineage walk from each attributed session's producing edits."""
+    try:
+        from engram.query import lineage
+    except ImportError:
+        return
+    by_tape_id = {t.tape_id: t.id for t in trows.values()}
+    seeds: dict[int, float] = {}
+    attributed = {by_tape_id[tid] for tid in result["sessions"] if tid in by_tape_id}
+    # the producing edit events of the attributed sessions
+    for eid, r in erows.items():
+        if r.tape in attributed and r.kind == S.kind_code("code.edit"):
+            seeds[eid] = 1.0
+    if not seeds:
+        return
+    w = lineage.walk(conn, seeds, min_confidence=0.5)
+    earlier: dict[str, dict] = {}
+    ev = Q.events(conn, w["reached"])
+    tr = Q.tapes(conn, {r.tape for r in ev.values()})
+    for eid, info in w["reached"].items():
+        r = ev.get(eid)
+        if r is None:
+            continue
+        t = tr[r.tape]
+        if t.tape_id in result["sessions"] or t.tape_id in earlier:
+            continue
+        earlier[t.tape_id] = {"harness": t.harness, "session": t.session, "tier": t.tier or "agent",
+                              "label": t.label, "last_t": t.last_t, "via": info["via"],
+                              "confidence": info["confidence"]}
+    result["earlier"] = dict(sorted(earlier.items(), key=lambda kv: (kv[1]["last_t"] or "", kv[0])))
+    result["truncated"] = w["truncated"]
+
+
+def render_blame(r: dict) -> str:
+    out = []
+    sess = r["sessions"]
+    width = len(str(len(r["lines"])))
+    for ln in r["lines"]:
+        tid = ln["tape_id"]
+        if tid:
+            s = sess[tid]
+            how = "wrote" if ln.get("produced") else "quoted"
+            who = f"{tid[:10]} {(s.get('last_t') or '')[:10]} {ln['confidence']:.2f} {how:<6}"
+        else:
+            who = " " * 34
+        out.append(f"{who} {ln['line']:>{width}}")
+    text_lines = []
+    try:
+        text_lines = Path(r.get("path") or r["file"]).read_text(encoding="utf-8", errors="replace").split("\n")
+    except OSError:
+        pass
+    if text_lines:
+        out = [f"{o} │ {text_lines[i] if i < len(text_lines) else ''}" for i, o in enumerate(out)]
+    out.append("")
+    out.append(f"{len(sess)} session(s):")
+    for tid, s in sess.items():
+        out.append(f"  {tid[:10]}  {s['harness']} · {s.get('model') or '?'} · {s.get('last_t') or ''}"
+                   f"  {s['lines']} line(s)  “{_short(s.get('label') or '', 70)}”")
+    for tid, s in (r.get("earlier") or {}).items():
+        out.append(f"  earlier {tid[:10]}  {s['harness']} · {s.get('last_t') or ''}  via {s['via']}"
+                   f" {s['confidence']:.2f}  “{_short(s.get('label') or '', 60)}”")
+    return "\n".join(out) + "\n"
