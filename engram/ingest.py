@@ -158,6 +158,7 @@ class Ingestor:
         done_bytes = 0
         batch = store.Batch(self.conn)
         pending_cursors: list[tuple] = []
+        self.stager = writer.TapeStager()
         for s, sk in todo:
             if progress:
                 progress(done_bytes, total_bytes, str(s.path))
@@ -219,7 +220,7 @@ class Ingestor:
             lid = live_tape_id(src, sess.key)
             if quiet:
                 tape_dir = self._tape_dir_for(events[0])
-                ref = writer.write_tape(tape_dir, events)
+                ref = self.stager.stage(tape_dir, events)
                 summary["tapes_written"] += int(ref.created)
                 summary["sealed"] += 1
                 store.delete_tape(self.conn, lid)
@@ -249,6 +250,9 @@ class Ingestor:
                             (src, err.get("line"), err.get("code"), err.get("message"))))
 
     def _commit(self, batch: store.Batch, pending_cursors: list, summary: dict) -> None:
+        stager = getattr(self, "stager", None)
+        if stager is not None:
+            stager.flush()  # tapes are durable before any index row points at them
         stats = batch.commit()
         with self.conn:
             for sql, args in pending_cursors:
@@ -290,6 +294,18 @@ class Ingestor:
                     self._commit(batch, pending, summary)
                     batch, pending = store.Batch(self.conn), []
         self._commit(batch, pending, summary)
+        self._index_sidecars(summary)
+
+    # -- sidecars (issue 6) ------------------------------------------------------------------
+    def _index_sidecars(self, summary: dict) -> None:
+        """``<tape_id>.sidecar.jsonl`` enrichment beside tapes (``engram/index/sidecar.py``)."""
+        from engram.index import sidecar
+
+        dirs = [d for d in self.tape_dirs() if d.is_dir() and not self.config.is_excluded(d)]
+        n = sidecar.index_sidecars(self.conn, dirs)
+        if n:
+            summary["sidecars"] = n
+    # -- end sidecars --------------------------------------------------------------------------
 
 
 def _matches(src: Path, only: set[str]) -> bool:

@@ -54,9 +54,11 @@ _TRIGGERS: dict[str, tuple[str, ...]] = {
 }
 _ALL_TRIGGERS = sorted({t for ts in _TRIGGERS.values() for t in ts})
 
+# Anchored on the keyword itself (no leading name class to backtrack over at every word start):
+# the part of the name before the keyword is never replaced, so it need not be matched.
 _ASSIGN = re.compile(
-    r"(?im)(?P<name>\b[A-Z0-9_]*(?:API_?KEY|SECRET|TOKEN|PASSWORD|PASSWD|PRIVATE_KEY|ACCESS_KEY|"
-    r"CLIENT_SECRET|AUTH_?TOKEN)[A-Z0-9_]*)(?P<sep>\s*[=:]\s*)(?P<q>[\"']?)(?P<v>[^\s\"'#,;)]{8,})(?P=q)"
+    r"(?i)(?P<name>(?:API_?KEY|SECRET|TOKEN|PASSWORD|PASSWD|PRIVATE_KEY|ACCESS_KEY)[A-Z0-9_]*)"
+    r"(?P<sep>\s*[=:]\s*)(?P<q>[\"']?)(?P<v>[^\s\"'#,;)]{8,})(?P=q)"
 )
 
 
