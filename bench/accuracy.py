@@ -77,8 +77,102 @@ def setup_home(corpus: Path, out: Path, wipe: bool = True) -> Path:
     return home
 
 
+def origins(x: dict) -> set[str]:
+    """Sessions that own the most lines of the span (several when tied: any of them produced
+    "most of the span's lines", so ranking any of them first is correct)."""
+    own = x.get("line_sessions") or {}
+    if not own:
+        return {x["origin_session"]}
+    best = max(own.values())
+    return {s for s, n in own.items() if n == best}
+
+
 def session_ids(res: dict) -> list[str]:
     return [s.get("session") or s.get("tape_id") for s in res.get("sessions", [])]
+
+
+def semantic_split(xs: list[dict]) -> tuple[list[dict], list[dict]]:
+    """Scenario (e) spans → (calibration half, report half): sorted by xxh3 of ``file:symbol``,
+    alternating, so the split is deterministic and does not follow corpus order."""
+    import xxhash
+
+    order = sorted(xs, key=lambda x: (xxhash.xxh3_64_intdigest(f"{x['file']}:{x['symbol']}".encode()),
+                                      x["file"], x["start"]))
+    return order[0::2], order[1::2]
+
+
+def semantic_metrics(eng, xs: list[dict], explain, texts: dict, repo: Path) -> dict:
+    """Scenario (e): calibrate the semantic threshold on one half, report found / wrong additions on
+    the other (held out). Found = the prose session is among the explain sessions; a wrong
+    addition = a ``via: semantic`` session outside ``related_sessions`` (sessions that edited, read
+    or discussed the span)."""
+    from engram.embed import hybrid
+    from engram.embed.search import calibrated_additions
+
+    cal, rep = semantic_split(xs)
+    conn = eng.conn()
+    sess_of = dict(conn.execute("SELECT tape_id, coalesce(session, tape_id) FROM tapes"))
+    shipped = hybrid.THRESHOLD
+
+    # calibration: the scored pool of every calibration span, then a threshold sweep
+    pools = []
+    hybrid.THRESHOLD = 2.0  # explain without additions: the fingerprint sessions only
+    try:
+        for x in cal:
+            res = explain(x)[0]
+            fp = [s for s in res.get("sessions", []) if s.get("via") != "semantic"]
+            lines = texts[x["file"]].split("\n")
+            sp = res.get("span") or {"start": x["start"], "end": x["end"]}
+            span_text = "\n".join(lines[sp["start"] - 1:sp["end"]]) + "\n"
+            pool = hybrid.candidates(eng, conn, span_text, fp)
+            pools.append((x, {s.get("tape_id") for s in fp}, {s.get("session") for s in fp}, pool))
+    finally:
+        hybrid.THRESHOLD = shipped
+    sweep = []
+    for i in range(20, 91):
+        th = i / 100
+        found = adds = wrong = 0
+        for x, known, known_sess, pool in pools:
+            picked = calibrated_additions([(c["tape_id"], c["score"]) for c in pool], th,
+                                          exclude=known)[:hybrid.MAX_ADDITIONS]
+            got = known_sess | {sess_of.get(t, t) for t, _s in picked}
+            found += x["prose_session"] in got
+            adds += len(picked)
+            wrong += sum(sess_of.get(t, t) not in set(x["related_sessions"]) for t, _s in picked)
+        sweep.append({"threshold": th, "found": round(found / max(len(pools), 1), 4),
+                      "additions": adds, "wrong": round(wrong / adds, 4) if adds else 0.0})
+    ok = [r for r in sweep if r["wrong"] <= 0.1] or sweep
+    best = max(ok, key=lambda r: (r["found"], r["threshold"]))
+    calibrated = best["threshold"]
+
+    def report(threshold: float) -> dict:
+        hybrid.THRESHOLD = threshold
+        try:
+            found = adds = wrong = 0
+            for x in rep:
+                res = explain(x)[0]
+                found += x["prose_session"] in session_ids(res)
+                for s in res.get("sessions", []):
+                    if s.get("via") == "semantic":
+                        adds += 1
+                        wrong += (s.get("session") or s.get("tape_id")) not in set(x["related_sessions"])
+        finally:
+            hybrid.THRESHOLD = shipped
+        return {"found": round(found / max(len(rep), 1), 4), "additions": adds,
+                "wrong": round(wrong / adds, 4) if adds else None}
+
+    held = report(calibrated)
+    at_shipped = held if calibrated == shipped else report(shipped)
+    return {
+        "semantic_found": {"value": held["found"], "n": len(rep), "target": ">= 0.8",
+                           "threshold": calibrated, "held_out": True},
+        "semantic_wrong_additions": {"value": held["wrong"], "additions": held["additions"],
+                                     "target": "<= 0.1"},
+        "semantic_calibration": {"value": calibrated, "target": "threshold, calibration half",
+                                 "n": len(cal), "threshold": calibrated, "shipped_threshold": shipped,
+                                 "at_threshold": best, "at_shipped": at_shipped,
+                                 "sweep": [r for r in sweep if round(r["threshold"] * 100) % 5 == 0]},
+    }
 
 
 def main(argv=None) -> int:
@@ -91,7 +185,12 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=0, help="explain at most N base truth spans (0 = all)")
     ap.add_argument("--cli-sample", type=int, default=10)
     ap.add_argument("--embed", action="store_true", help="run the embedding pass (semantic metrics)")
+    ap.add_argument("--embed-sample", type=int, default=0, metavar="N",
+                    help="with --embed: embed only the scenario-(e) related sessions plus N other "
+                         "sessions drawn with a fixed seed (0 = every session)")
     ap.add_argument("--out", type=Path, default=HERE / "out")
+    ap.add_argument("--no-lineage", action="store_true",
+                    help="direct fingerprint evidence only (no lineage/continuation pass)")
     a = ap.parse_args(argv)
 
     corpus = a.corpus.resolve()
@@ -109,6 +208,8 @@ def main(argv=None) -> int:
     repo = corpus / "repo"
 
     home = setup_home(corpus, a.out, wipe=not a.no_ingest)
+    if a.no_lineage:
+        sys.modules["engram.query.lineage"] = None  # type: ignore[assignment]
     sys.path.insert(0, str(REPO))
     result: dict = {"corpus": str(corpus), "corpus_meta": meta, "machine": {
         "platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()}}
@@ -137,7 +238,17 @@ def main(argv=None) -> int:
         try:
             from engram.embed import run as embed_run
             t0 = time.perf_counter()
-            emb = embed_run.embed_index(eng)
+            todo = None
+            if a.embed_sample:  # the scenario-(e) sessions + a fixed random sample of the rest
+                import random
+                want = {s for x in scen.get("semantic", []) for s in x["related_sessions"]}
+                rows = embed_run.sealed_tapes(eng.conn())
+                sess = dict(eng.conn().execute("SELECT tape_id, coalesce(session, tape_id) FROM tapes"))
+                keep = [r for r in rows if sess.get(r[0]) in want]
+                rest = [r for r in rows if sess.get(r[0]) not in want]
+                keep += random.Random(7).sample(rest, min(a.embed_sample, len(rest)))
+                todo = sorted(keep)
+            emb = embed_run.embed_index(eng, tapes=todo)
             result["embed"] = {"seconds": round(time.perf_counter() - t0, 1),
                                "summary": emb if isinstance(emb, dict) else str(emb)}
         except Exception as e:
@@ -168,7 +279,7 @@ def main(argv=None) -> int:
         res, ms = explain(x)
         lat.append(ms)
         ids = session_ids(res)
-        ok = bool(ids) and ids[0] == x["origin_session"]
+        ok = bool(ids) and ids[0] in origins(x)
         hits += ok
         k = by_kind.setdefault(x["origin_kind"], [0, 0])
         k[0] += ok
@@ -235,17 +346,12 @@ def main(argv=None) -> int:
         sm["false_lineage_rate"] = {"value": round(bad / max(len(xs), 1), 4), "n": len(xs), "target": "0"}
     if "semantic" in scen:
         xs = scen["semantic"]
-        found = adds = wrong = 0
-        for x in xs:
-            res = explain(x)[0]
-            found += x["prose_session"] in session_ids(res)
-            for s in res.get("sessions", []):
-                if s.get("via") == "semantic":
-                    adds += 1
-                    wrong += (s.get("session") or s.get("tape_id")) not in set(x["related_sessions"])
-        sm["semantic_found"] = {"value": round(found / max(len(xs), 1), 4), "n": len(xs), "target": ">= 0.8"}
-        sm["semantic_wrong_additions"] = {"value": round(wrong / adds, 4) if adds else None, "additions": adds,
-                                          "target": "<= 0.1"}
+        if a.embed and "error" not in result.get("embed", {}):
+            sm.update(semantic_metrics(eng, xs, explain, texts, repo))
+        else:  # fingerprints alone: prose-only sessions are not expected to be found
+            found = sum(x["prose_session"] in session_ids(explain(x)[0]) for x in xs)
+            sm["semantic_found"] = {"value": round(found / max(len(xs), 1), 4), "n": len(xs),
+                                    "target": ">= 0.8", "note": "no --embed: fingerprints only"}
     result["scenarios"] = sm
     result["explain_errors"] = {"n": len(errors), "sample": errors[:10]}
     eng.close()

@@ -12,6 +12,7 @@ Calibrated against false positives seen in real logs: source code that *builds* 
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
@@ -26,20 +27,20 @@ _PLACEHOLDER = re.compile(
 _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("private-key", re.compile(
         r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----")),
-    ("anthropic-key", re.compile(r"\bsk-ant-(?:api|admin)\d{2}-[A-Za-z0-9_\-]{80,}")),
-    ("openai-key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}T3BlbkFJ[A-Za-z0-9_\-]{20,}")),
-    ("openai-key", re.compile(r"\bsk-(?:proj|svcacct|admin)-[A-Za-z0-9_\-]{40,}")),
-    ("aws-access-key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("google-api-key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
-    ("github-token", re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,}\b")),
-    ("github-token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{60,}\b")),
-    ("gitlab-token", re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}\b")),
-    ("slack-token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b")),
-    ("huggingface-token", re.compile(r"\bhf_[A-Za-z0-9]{34,}\b")),
-    ("stripe-key", re.compile(r"\b(?:sk|rk)_live_[A-Za-z0-9]{20,}\b")),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}")),
-    ("bearer-token", re.compile(r"(?i)\b(?:authorization\s*[:=]\s*)?bearer\s+(?P<v>[A-Za-z0-9._~+/\-]{20,}=*)")),
-    ("url-credentials", re.compile(r"\b[a-z][a-z0-9+.\-]*://[^\s/:@\"']+:(?P<v>[^\s/@\"']{3,})@")),
+    ("anthropic-key", re.compile(r"sk-ant-(?:api|admin)\d{2}-[A-Za-z0-9_\-]{80,}")),
+    ("openai-key", re.compile(r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}T3BlbkFJ[A-Za-z0-9_\-]{20,}")),
+    ("openai-key", re.compile(r"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_\-]{40,}")),
+    ("aws-access-key", re.compile(r"(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("google-api-key", re.compile(r"AIza[0-9A-Za-z_\-]{35}\b")),
+    ("github-token", re.compile(r"(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,}\b")),
+    ("github-token", re.compile(r"github_pat_[A-Za-z0-9_]{60,}\b")),
+    ("gitlab-token", re.compile(r"glpat-[A-Za-z0-9_\-]{20,}\b")),
+    ("slack-token", re.compile(r"xox[abposr]-[A-Za-z0-9-]{10,}\b")),
+    ("huggingface-token", re.compile(r"hf_[A-Za-z0-9]{34,}\b")),
+    ("stripe-key", re.compile(r"(?:sk|rk)_live_[A-Za-z0-9]{20,}\b")),
+    ("jwt", re.compile(r"eyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}")),
+    ("bearer-token", re.compile(r"(?i)bearer\s+(?P<v>[A-Za-z0-9._~+/\-]{20,}=*)")),
+    ("url-credentials", re.compile(r"://[^\s/:@\"']+:(?P<v>[^\s/@\"']{3,})@")),
 ]
 
 # Literal triggers per pattern kind: one case-insensitive scan finds which patterns can match at all,
@@ -60,6 +61,17 @@ _ASSIGN = re.compile(
     r"(?i)(?P<name>(?:API_?KEY|SECRET|TOKEN|PASSWORD|PASSWD|PRIVATE_KEY|ACCESS_KEY)[A-Z0-9_]*)"
     r"(?P<sep>\s*[=:]\s*)(?P<q>[\"']?)(?P<v>[^\s\"'#,;)]{8,})(?P=q)"
 )
+
+
+_ASSIGN_KEYWORDS = ("api_key", "apikey", "secret", "token", "password", "passwd", "private_key",
+                    "access_key")
+
+
+def _find_all(haystack: str, needle: str):
+    i = haystack.find(needle)
+    while i >= 0:
+        yield i
+        i = haystack.find(needle, i + 1)
 
 
 def _entropy(s: str) -> float:
@@ -102,14 +114,30 @@ def _assigned_secret(value: str) -> bool:
 
 
 def redact_text(text: str) -> tuple[str, int]:
-    """Return ``(redacted_text, count)``."""
+    """Return ``(redacted_text, count)``. Harness logs repeat the same texts (whole files re-read,
+    tool output echoed): results for long texts are memoised."""
     if not text or len(text) < 8:
         return text, 0
+    if len(text) >= 256:
+        return _redact_cached(text)
+    return _redact(text)
+
+
+@functools.lru_cache(maxsize=2048)
+def _redact_cached(text: str) -> tuple[str, int]:
+    return _redact(text)
+
+
+def _redact(text: str) -> tuple[str, int]:
     count = 0
 
     def sub_token(kind: str):
         def repl(m: re.Match[str]) -> str:
             nonlocal count
+            st = m.start()
+            if kind not in ("url-credentials", "private-key") and st > 0 and (
+                    m.string[st - 1].isalnum() or m.string[st - 1] == "_"):
+                return m.group(0)  # inside a longer word: not a token boundary
             if "v" in m.groupdict() and m.group("v") is not None:
                 v = m.group("v")
                 if not _looks_secret(v):
@@ -146,8 +174,23 @@ def redact_text(text: str) -> tuple[str, int]:
         count += 1
         return f"{m.group('name')}{m.group('sep')}{m.group('q')}[REDACTED:env-secret]{m.group('q')}"
 
-    text = _ASSIGN.sub(sub_assign, text)
-    return text, count
+    # only try the assignment pattern where a keyword actually starts
+    low = text.lower()
+    starts = sorted({i for kw in _ASSIGN_KEYWORDS for i in _find_all(low, kw)})
+    if not starts:
+        return text, count
+    out, last = [], 0
+    for i in starts:
+        if i < last:
+            continue
+        m = _ASSIGN.match(text, i)
+        if m is None:
+            continue
+        out.append(text[last:i])
+        out.append(sub_assign(m))
+        last = m.end()
+    out.append(text[last:])
+    return "".join(out), count
 
 
 def redact_value(value):

@@ -162,28 +162,34 @@ def iter_jsonl(path: Path, start: int = 0) -> Iterator[tuple[int, int, dict | No
 
     with open(path, "rb") as f:
         f.seek(start)
-        offset = start
-        line_no = 0
-        for raw in f:
-            if not raw.endswith(b"\n"):
-                break
-            line_no += 1
-            offset += len(raw)
-            s = raw.strip()
-            if not s:
-                continue
+        data = f.read()
+    offset = start
+    line_no = 0
+    pos = 0
+    n = len(data)
+    while pos < n:
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            break  # an unterminated last line may still be being written
+        raw = data[pos:nl]
+        pos = nl + 1
+        line_no += 1
+        offset += len(raw) + 1
+        s = raw.strip()
+        if not s:
+            continue
+        try:
+            rec = orjson.loads(s)
+        except orjson.JSONDecodeError:
             try:
-                rec = orjson.loads(s)
-            except orjson.JSONDecodeError:
-                try:
-                    rec = orjson.loads(s.decode("utf-8", "replace"))
-                except orjson.JSONDecodeError as e:
-                    yield line_no, offset, None, f"malformed JSON: {e}"
-                    continue
-            if not isinstance(rec, dict):
-                yield line_no, offset, None, f"expected a JSON object, got {type(rec).__name__}"
+                rec = orjson.loads(s.decode("utf-8", "replace"))
+            except orjson.JSONDecodeError as e:
+                yield line_no, offset, None, f"malformed JSON: {e}"
                 continue
-            yield line_no, offset, rec, None
+        if not isinstance(rec, dict):
+            yield line_no, offset, None, f"expected a JSON object, got {type(rec).__name__}"
+            continue
+        yield line_no, offset, rec, None
 
 
 # --------------------------------------------------------------------------------------------
@@ -274,7 +280,7 @@ def lines_of(text: str) -> list[str]:
 
 
 def join_lines(lines: list[str]) -> str:
-    return "".join(ln + "\n" for ln in lines)
+    return "\n".join(lines) + "\n" if lines else ""
 
 
 # --------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ Each fingerprint carries the 0-based line of its k-gram's first token.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,10 +34,12 @@ __all__ = ["FP_VERSION", "DEFAULT_K", "DEFAULT_W", "Fingerprints", "fingerprint"
 
 FP_VERSION = 1
 """Bump whenever any output of this package changes (tokens, hashes, selection, lines)."""
-DEFAULT_K = 5
-"""Tokens per k-gram (provisional, pending calibration by the accuracy benchmark)."""
-DEFAULT_W = 8
-"""k-grams per winnowing window (provisional, pending calibration)."""
+DEFAULT_K = int(os.environ.get("ENGRAM_CALIBRATE_K") or 5)
+"""Tokens per k-gram, chosen by the accuracy benchmark (docs/benchmarks.md). The environment
+variable exists only for calibration runs (bench/calibrate.py); the index records k and w and
+refuses to mix them."""
+DEFAULT_W = int(os.environ.get("ENGRAM_CALIBRATE_W") or 8)
+"""k-grams per winnowing window, chosen by the accuracy benchmark (see DEFAULT_K)."""
 
 SUB_BATCH = 1 << 18
 """Characters per internal sub-batch of ``fingerprint_batch`` (a speed knob; output unaffected)."""

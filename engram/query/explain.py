@@ -210,10 +210,18 @@ def _assign_ownership(conn, ev: dict[int, Evidence], after: dict[int, tuple[set[
             lo, hi = max(0, i + off - ALIGN_SLACK), min(len(al), i + off + ALIGN_SLACK + 1)
             if h in al[lo:hi]:
                 producers[i].append(eid)
+    # a trivial line (blank, ``"""``, ``)``) goes with the line above it: it came in the same
+    # hunk far more often than not, and blame counts it
     owned: dict[int, int] = defaultdict(int)
-    for eids in producers:
-        if eids:
-            owned[max(eids, key=when) if len(eids) > 1 else eids[0]] += 1
+    prev: int | None = None
+    for h, eids in zip(span_l, producers):
+        if h == 0:
+            owner = prev
+        else:
+            owner = (max(eids, key=when) if len(eids) > 1 else eids[0]) if eids else None
+            prev = owner
+        if owner is not None:
+            owned[owner] += 1
     covered = sum(owned.values())
     for eid, n in owned.items():
         ev[eid].produced = n / covered

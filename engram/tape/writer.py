@@ -50,6 +50,7 @@ class TapeStager:
 
     def __init__(self):
         self.pending: list[tuple[str, Path]] = []
+        self._names: set[Path] = set()
 
     def stage(self, directory: Path, events: list[dict]) -> TapeRef:
         if not events or events[0].get("k") != "meta":
@@ -59,12 +60,13 @@ class TapeStager:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         final = directory / f"{tape_id}{SUFFIX}"
-        if final.exists() or any(str(final) == str(f) for _t, f in self.pending):
+        if final in self._names or final.exists():
             return TapeRef(tape_id, final, False, len(events), len(raw))
         fd, tmp = tempfile.mkstemp(prefix=f".{tape_id}.", suffix=".tmp", dir=directory)
         with os.fdopen(fd, "wb") as f:
             f.write(zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(raw))
         self.pending.append((tmp, final))
+        self._names.add(final)
         return TapeRef(tape_id, final, True, len(events), len(raw))
 
     def flush(self) -> int:
@@ -82,6 +84,7 @@ class TapeStager:
             _fsync_dir(d)
         n = len(self.pending)
         self.pending = []
+        self._names.clear()
         return n
 
     def discard(self) -> None:
@@ -89,6 +92,7 @@ class TapeStager:
             if os.path.exists(tmp):
                 os.unlink(tmp)
         self.pending = []
+        self._names.clear()
 
 
 def _fsync_dir(directory: Path) -> None:
