@@ -291,13 +291,17 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
         items = [(e, 0.0, extra_conf[e]) for e in eids]
         sessions.append((tid, via[eids[0]], 0.0, conf, items))
 
+    recency = {t: i for i, t in enumerate(sorted({trows[s[0]].last_t or "" for s in sessions},
+                                                  reverse=True))}
+
     def key(s):
+        """Direct evidence first; then the share of the span the session produced; then overall
+        confidence; then the most recent; then stable, path-independent fields."""
         tid, v, produced, conf, _ = s
         t = trows[tid]
-        return (0 if v == "direct" else 1, -round(produced, 2), -round(conf, 2), t.tape_id)
+        return (0 if v == "direct" else 1, -round(produced, 2), -round(conf, 2),
+                recency[t.last_t or ""], t.first_t or "", t.session or "", t.tape_id)
 
-    # most recent first among equals: a stable sort by time, then by the main key
-    sessions.sort(key=lambda s: trows[s[0]].last_t or "", reverse=True)
     sessions.sort(key=key)
     stats["sessions_total"] = len(sessions)
     limit = max_sessions if max_sessions is not None else (None if all else MAX_SESSIONS)
