@@ -24,7 +24,9 @@ import json
 import logging
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import apsw
@@ -40,6 +42,7 @@ from engram.tape import reader, writer
 log = logging.getLogger(__name__)
 
 BATCH_EVENTS = 50_000
+PARSE_AHEAD = 4
 Progress = Callable[[int, int, str], None]
 
 
@@ -159,12 +162,28 @@ class Ingestor:
         batch = store.Batch(self.conn)
         pending_cursors: list[tuple] = []
         self.stager = writer.TapeStager()
-        for s, sk in todo:
+        # Parsing (pure Python) runs one source ahead in a thread while SQLite commits (which
+        # releases the GIL) proceed here; results are consumed strictly in source order.
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-parse")
+        ahead: deque = deque()
+        queue = iter(todo)
+
+        def refill() -> None:
+            while len(ahead) < PARSE_AHEAD:
+                nxt = next(queue, None)
+                if nxt is None:
+                    return
+                ahead.append((nxt, pool.submit(self._parse, nxt[0])))
+
+        refill()
+        while ahead:
+            (s, sk), fut = ahead.popleft()
+            refill()
             if progress:
                 progress(done_bytes, total_bytes, str(s.path))
             try:
                 self._ingest_source(s, sk, cursors.get(str(s.path)), seal, now, batch,
-                                    pending_cursors, summary)
+                                    pending_cursors, summary, parsed=fut.result())
             except EngramError as e:
                 self._record_errors(str(s.path), [e.to_dict()], summary, pending_cursors)
             except Exception as e:  # an adapter bug must not stop the other sources
@@ -179,6 +198,7 @@ class Ingestor:
                 self._commit(batch, pending_cursors, summary)
                 batch = store.Batch(self.conn)
                 pending_cursors = []
+        pool.shutdown(wait=True)
         self._commit(batch, pending_cursors, summary)
         self._index_tape_dirs(summary, progress)
         self._post_index(summary)
@@ -199,9 +219,12 @@ class Ingestor:
         if hook is not None:
             summary["lineage"] = hook(self.conn)
 
+    def _parse(self, s: Source) -> ParseOutput:
+        return s.adapter.parse_source(s.path, mode=self.config.mode)
+
     def _ingest_source(self, s: Source, sk, cur, seal: bool, now: float, batch: store.Batch,
-                       pending_cursors: list, summary: dict) -> None:
-        out: ParseOutput = s.adapter.parse_source(s.path, mode=self.config.mode)
+                       pending_cursors: list, summary: dict, parsed: ParseOutput | None = None) -> None:
+        out: ParseOutput = parsed if parsed is not None else self._parse(s)
         src = str(s.path)
         state = json.loads(cur[5]) if cur is not None else {}
         quiet = seal or (now - sk[1] / 1e9) >= self.config.seal_after
