@@ -145,7 +145,7 @@ class Engine:
             before=self.config.window_before if before is None else before,
             after=self.config.window_after if after is None else after,
             min_confidence=self.config.min_confidence if min_confidence is None else min_confidence,
-            all=all, expand_until=expand_until, brief=brief)
+            all=all, expand_until=expand_until, brief=brief, semantic=self._semantic())
 
     def explain_text(self, text: str, **kw) -> dict:
         """Explain raw text (no file): e.g. ``engram explain --stdin``."""
@@ -154,7 +154,26 @@ class Engine:
         kw.setdefault("before", self.config.window_before)
         kw.setdefault("after", self.config.window_after)
         kw.setdefault("min_confidence", self.config.min_confidence)
+        kw.setdefault("semantic", self._semantic())
         return X.explain_text(self.conn(), text, span=span, **kw)
+
+    def _semantic(self):
+        """The hybrid-explain callable when embedding is enabled and vectors exist, else None
+        (cheap checks only: no torch import, no model load when there are no vectors). Without
+        it explain is the fingerprint-only result, byte for byte."""
+        try:
+            from engram.embed import hybrid
+        except ImportError:
+            return None
+        try:
+            if not hybrid.active(self):
+                return None
+        except Exception:  # the semantic signal is optional; never fail explain over it
+            log.debug("embedding state check failed", exc_info=True)
+            return None
+        import functools
+
+        return functools.partial(hybrid.semantic_sessions, self)
 
     def _enclosing(self, file: str, text: str, start: int, end: int) -> tuple[int, int]:
         try:
@@ -383,18 +402,25 @@ def _file_size(p: Path) -> int:
 
 
 def embedding_state(cfg: config_mod.Config) -> dict:
+    """The embedding scorer as ``engram status`` / ``engram/status`` report it: ``enabled``,
+    ``available`` + ``reason``, ``model`` (configured) and ``model_id``, ``device`` (configured),
+    ``device_in_use`` (when loaded in this process), ``vectors`` (stored for this model),
+    ``store``, ``last_run`` (of ``engram embed``) and ``state`` (``on (...)`` / ``off: ...`` /
+    ``no vectors yet: ...``). Cheap: no torch import, no model load."""
     state = {"enabled": cfg.embedding.get("enabled", "auto"), "device": cfg.embedding.get("device"),
              "model": cfg.embedding.get("model")}
     try:
-        from engram import embed
+        from engram.embed import run as embed_run
     except ImportError:
-        state.update({"available": False, "reason": "engram.embed not installed"})
+        state.update({"available": False, "reason": "engram.embed not installed",
+                      "state": "off: engram.embed not installed", "vectors": 0})
         return state
-    avail = getattr(embed, "available", None)
-    if avail is not None:
-        ok, reason = avail()
-        state.update({"available": ok, "reason": reason})
-    return state
+    try:
+        return embed_run.state(cfg)
+    except Exception as e:  # status never fails over the optional scorer
+        log.debug("embedding state failed", exc_info=True)
+        state.update({"available": False, "reason": str(e), "state": f"off: {e}", "vectors": 0})
+        return state
 
 
 def parse_span(spec: str) -> tuple[str, int, int]:

@@ -10,10 +10,10 @@ grammar for the file's language, and from a plain-text fallback otherwise:
 * ``top_level_blocks(text, path) -> [(start, end, name)]``: the file's top-level definitions, in
   order; a file with none (or no grammar) gets its top-level chunks.
 
-Lines are 1-based and inclusive, like everywhere in ``engram/``. A *chunk* (the fallback) is a run of
-non-blank lines, continued across blank lines while the next non-blank line is indented or closes a
-bracket (``}``, ``)``, ``]``, ``end``): a Python/C/Ruby function without a grammar is one chunk, a
-Markdown or text file splits into paragraphs.
+Lines are 1-based and inclusive, like everywhere in ``engram/``. A *chunk* (the fallback) is a
+run of non-blank lines, continued across blank lines while the next non-blank line is indented or
+closes a bracket (``}``, ``)``, ``]``, ``end``): a Python/C/Ruby function without a grammar is one
+chunk, a Markdown or text file splits into paragraphs.
 
 Parsers are created once per language and the last few parse trees are cached by text, so a hover
 after a code lens on the same buffer does not parse again. Nothing here imports LSP code.
@@ -31,60 +31,131 @@ log = logging.getLogger(__name__)
 
 # file suffix (lower case) -> tree-sitter-language-pack language name
 _SUFFIX_LANG = {
-    ".py": "python", ".pyi": "python", ".pyw": "python",
-    ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".jsx": "javascript",
-    ".ts": "typescript", ".mts": "typescript", ".cts": "typescript", ".tsx": "tsx",
-    ".go": "go", ".rs": "rust", ".java": "java", ".kt": "kotlin", ".kts": "kotlin",
-    ".scala": "scala", ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp",
-    ".hpp": "cpp", ".hh": "cpp", ".hxx": "cpp", ".cs": "csharp", ".rb": "ruby", ".php": "php",
-    ".swift": "swift", ".lua": "lua", ".sh": "bash", ".bash": "bash", ".zsh": "bash",
-    ".css": "css", ".scss": "scss", ".md": "markdown", ".markdown": "markdown",
-    ".ex": "elixir", ".exs": "elixir", ".hs": "haskell", ".ml": "ocaml", ".jl": "julia",
-    ".r": "r", ".dart": "dart", ".zig": "zig", ".sql": "sql",
+    ".py": "python",
+    ".pyi": "python",
+    ".pyw": "python",
+    ".js": "javascript",
+    ".mjs": "javascript",
+    ".cjs": "javascript",
+    ".jsx": "javascript",
+    ".ts": "typescript",
+    ".mts": "typescript",
+    ".cts": "typescript",
+    ".tsx": "tsx",
+    ".go": "go",
+    ".rs": "rust",
+    ".java": "java",
+    ".kt": "kotlin",
+    ".kts": "kotlin",
+    ".scala": "scala",
+    ".c": "c",
+    ".h": "c",
+    ".cc": "cpp",
+    ".cpp": "cpp",
+    ".cxx": "cpp",
+    ".hpp": "cpp",
+    ".hh": "cpp",
+    ".hxx": "cpp",
+    ".cs": "csharp",
+    ".rb": "ruby",
+    ".php": "php",
+    ".swift": "swift",
+    ".lua": "lua",
+    ".sh": "bash",
+    ".bash": "bash",
+    ".zsh": "bash",
+    ".css": "css",
+    ".scss": "scss",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".ex": "elixir",
+    ".exs": "elixir",
+    ".hs": "haskell",
+    ".ml": "ocaml",
+    ".jl": "julia",
+    ".r": "r",
+    ".dart": "dart",
+    ".zig": "zig",
+    ".sql": "sql",
 }
 _NAME_LANG = {"Makefile": "make", "Dockerfile": "dockerfile", "CMakeLists.txt": "cmake"}
 
 # node types that are definitions worth explaining on their own
-_DEF_TYPES = frozenset({
-    # python
-    "function_definition", "class_definition", "decorated_definition",
-    # javascript / typescript
-    "function_declaration", "generator_function_declaration", "class_declaration",
-    "abstract_class_declaration", "method_definition", "interface_declaration",
-    "type_alias_declaration", "enum_declaration", "module", "internal_module",
-    # go
-    "method_declaration", "type_declaration",
-    # rust
-    "function_item", "impl_item", "struct_item", "enum_item", "trait_item", "mod_item",
-    "macro_definition", "union_item",
-    # java / c# / kotlin / scala
-    "constructor_declaration", "record_declaration", "annotation_type_declaration",
-    "struct_declaration", "namespace_declaration", "object_declaration", "class_definition",
-    "object_definition", "trait_definition",
-    # c / c++
-    "class_specifier", "struct_specifier", "enum_specifier", "namespace_definition",
-    "template_declaration",
-    # ruby
-    "method", "singleton_method", "class", "singleton_class",
-    # php / lua / bash / elixir / misc
-    "function_statement", "local_function_statement", "trait_declaration",
-    "method_declaration",
-    # css / markdown
-    "rule_set", "media_statement", "section",
-})
+_DEF_TYPES = frozenset(
+    {
+        # python
+        "function_definition",
+        "class_definition",
+        "decorated_definition",
+        # javascript / typescript
+        "function_declaration",
+        "generator_function_declaration",
+        "class_declaration",
+        "abstract_class_declaration",
+        "method_definition",
+        "interface_declaration",
+        "type_alias_declaration",
+        "enum_declaration",
+        "module",
+        "internal_module",
+        # go
+        "method_declaration",
+        "type_declaration",
+        # rust
+        "function_item",
+        "impl_item",
+        "struct_item",
+        "enum_item",
+        "trait_item",
+        "mod_item",
+        "macro_definition",
+        "union_item",
+        # java / c# / kotlin / scala
+        "constructor_declaration",
+        "record_declaration",
+        "annotation_type_declaration",
+        "struct_declaration",
+        "namespace_declaration",
+        "object_declaration",
+        "object_definition",
+        "trait_definition",
+        # c / c++
+        "class_specifier",
+        "struct_specifier",
+        "enum_specifier",
+        "namespace_definition",
+        "template_declaration",
+        # ruby
+        "method",
+        "singleton_method",
+        "class",
+        "singleton_class",
+        # php / lua / bash / elixir / misc
+        "function_statement",
+        "local_function_statement",
+        "trait_declaration",
+        # css / markdown
+        "rule_set",
+        "media_statement",
+        "section",
+    }
+)
 # wrappers that make a top-level definition out of what they wrap
 _WRAPPER_TYPES = frozenset({"export_statement", "decorated_definition", "template_declaration"})
 # `const f = () => {}` and friends
 _VALUE_DECL_TYPES = frozenset({"lexical_declaration", "variable_declaration"})
-_FUNCTION_VALUE_TYPES = frozenset({"arrow_function", "function_expression", "function",
-                                   "class", "generator_function"})
+_FUNCTION_VALUE_TYPES = frozenset(
+    {"arrow_function", "function_expression", "function", "class", "generator_function"}
+)
 
 _MAX_PARSE_BYTES = 8 * 1024 * 1024
-_TREE_CACHE_SIZE = 8
+_TREE_CACHE_SIZE = 32
 
 _lock = threading.Lock()
 _parsers: dict[str, object | None] = {}
 _trees: OrderedDict[tuple[str, str], object] = OrderedDict()
+_recent: OrderedDict[tuple[str, str], tuple[bytes, object]] = OrderedDict()  # last tree per doc
+_parse_locks: dict[str, threading.Lock] = {}
 
 
 def language_for(path_or_lang: str | PurePath | None) -> str | None:
@@ -96,6 +167,14 @@ def language_for(path_or_lang: str | PurePath | None) -> str | None:
         return s.lower() or None
     p = PurePath(s)
     return _NAME_LANG.get(p.name) or _SUFFIX_LANG.get(p.suffix.lower())
+
+
+def _doc_key(path_or_lang) -> str | None:
+    """The document a text belongs to (a path), or None for a bare language name."""
+    if path_or_lang is None:
+        return None
+    s = str(path_or_lang)
+    return s if ("/" in s or "\\" in s or "." in s) else None
 
 
 def _parser(lang: str):
@@ -116,8 +195,45 @@ def _parser(lang: str):
     return parser
 
 
-def _tree(text: str, lang: str | None):
-    """A (cached) parse tree of ``text``, or None when the fallback must be used."""
+def _common_prefix(a: bytes, b: bytes) -> int:
+    """Length of the common prefix (binary search over slice comparisons: memcmp speed)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _point(src: bytes, i: int) -> tuple[int, int]:
+    return src.count(b"\n", 0, i), i - (src.rfind(b"\n", 0, i) + 1)
+
+
+def _edited(tree, old: bytes, new: bytes):
+    """A copy of ``tree`` told about the one edit turning ``old`` into ``new`` (for reparsing)."""
+    start = _common_prefix(old, new)
+    tail = _common_prefix(old[start:][::-1], new[start:][::-1])
+    old_end, new_end = len(old) - tail, len(new) - tail
+    edited = tree.copy()
+    edited.edit(
+        start_byte=start,
+        old_end_byte=old_end,
+        new_end_byte=new_end,
+        start_point=_point(old, start),
+        old_end_point=_point(old, old_end),
+        new_end_point=_point(new, new_end),
+    )
+    return edited
+
+
+def _tree(text: str, lang: str | None, doc: str | None = None):
+    """A (cached) parse tree of ``text``, or None when the fallback must be used.
+
+    ``doc`` names the document (its path): the previous tree of the same document is reused for
+    an incremental reparse, so re-parsing a big file after an edit costs about a millisecond.
+    """
     if not lang or len(text) > _MAX_PARSE_BYTES:
         return None
     key = (lang, text)
@@ -126,11 +242,17 @@ def _tree(text: str, lang: str | None):
         if tree is not None:
             _trees.move_to_end(key)
             return tree
+        previous = _recent.get((lang, doc)) if doc else None
     parser = _parser(lang)
     if parser is None:
         return None
+    src = text.encode("utf-8", "surrogatepass")
     try:
-        tree = parser.parse(text.encode("utf-8", "surrogatepass"))
+        with _parse_locks.setdefault(lang, threading.Lock()):  # a Parser is not thread-safe
+            if previous is not None and previous[0] != src:
+                tree = parser.parse(src, _edited(previous[1], previous[0], src))
+            else:
+                tree = parser.parse(src)
     except Exception as exc:  # a grammar crash must never break a hover
         log.debug("tree-sitter parse failed (%s): %s", lang, exc)
         return None
@@ -138,6 +260,11 @@ def _tree(text: str, lang: str | None):
         _trees[key] = tree
         while len(_trees) > _TREE_CACHE_SIZE:
             _trees.popitem(last=False)
+        if doc:
+            _recent[(lang, doc)] = (src, tree)
+            _recent.move_to_end((lang, doc))
+            while len(_recent) > _TREE_CACHE_SIZE:
+                _recent.popitem(last=False)
     return tree
 
 
@@ -179,7 +306,8 @@ def _node_name(node) -> str:
     name = node.child_by_field_name("name")
     if name is None and node.type in _VALUE_DECL_TYPES:
         decl = _function_value_declarator(node) or next(
-            (c for c in node.named_children if c.type == "variable_declarator"), None)
+            (c for c in node.named_children if c.type == "variable_declarator"), None
+        )
         if decl is not None:
             name = decl.child_by_field_name("name")
     if name is None and node.type in _WRAPPER_TYPES:
@@ -261,8 +389,11 @@ def _chunk_name(lines: list[str], start: int) -> str:
     while i + 1 < len(lines) and lines[i].lstrip().startswith("@"):  # decorators
         i += 1
     head = lines[i].strip()
-    m = re.match(r"(?:(?:export|public|private|static|async|pub|def|fn|func|function|class|"
-                 r"struct|impl|interface|module|local)\s+)+([A-Za-z_$][\w$]*)", head)
+    m = re.match(
+        r"(?:(?:export|public|private|static|async|pub|def|fn|func|function|class|"
+        r"struct|impl|interface|module|local)\s+)+([A-Za-z_$][\w$]*)",
+        head,
+    )
     if m:
         return m.group(1)
     return head.lstrip("#").strip()[:40]
@@ -284,11 +415,13 @@ def enclosing_block(text: str, path_or_lang: str | PurePath | None, line: int) -
     if not lines:
         return (1, 1)
     line = min(max(1, int(line)), len(lines))
-    tree = _tree(text, language_for(path_or_lang))
+    tree = _tree(text, language_for(path_or_lang), _doc_key(path_or_lang))
     if tree is not None:
         row = line - 1
         col = _indent(lines[row])
-        node = tree.root_node.descendant_for_point_range((row, col), (row, max(col, len(lines[row]))))
+        node = tree.root_node.descendant_for_point_range(
+            (row, col), (row, max(col, len(lines[row])))
+        )
         best = None
         while node is not None:
             if _is_definition(node) and node.parent is not None:
@@ -307,7 +440,7 @@ def top_level_blocks(text: str, path: str | PurePath | None) -> list[tuple[int, 
     if not lines:
         return []
     lang = language_for(path)
-    tree = _tree(text, lang)
+    tree = _tree(text, lang, _doc_key(path))
     if tree is not None:
         root = tree.root_node
         nodes = _definition_children(root)

@@ -28,7 +28,9 @@ DIRECT_FLOOR = 0.25       # direct evidence below this is noise unless --all
 PRODUCED_FLOOR = 0.10     # edit-after containment below this does not count as producing
 MAX_WINDOWS = 3
 WINDOW_SESSIONS = 10
-MAX_SESSIONS = 50         # sessions returned (ranked); --all returns every one      # sessions ranked below this get anchors without transcript windows
+MAX_SESSIONS = 50         # readers/quoters returned (ranked); --all returns every one
+WROTE_MIN = 0.5           # an edit whose after-text holds this much of the span wrote it
+HISTORY_EDGE_KINDS = {"edit", "move", "reinsert", "continuation", "dispatch"}      # sessions ranked below this get anchors without transcript windows
 ROUND = 4
 
 
@@ -293,20 +295,42 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
 
     recency = {t: i for i, t in enumerate(sorted({trows[s[0]].last_t or "" for s in sessions},
                                                   reverse=True))}
+    producer_tapes = {trows[s[0]].tape_id for s in sessions if s[1] == "direct" and s[2] > 0}
+
+    def group(s) -> int:
+        """0 producers · 1 the history behind them (earlier writers reached through edit, move,
+        re-insert or agent edges, and the continuations/dispatches of producing sessions) ·
+        2 sessions that read or quoted the span · 3 the rest of the walk."""
+        tid, v, produced, _conf, items = s
+        if v == "direct":
+            if produced > 0:
+                return 0
+            wrote = any(S.ROLE_EDIT_AFTER in evidence[e].roles and evidence[e].quoted >= WROTE_MIN
+                        for e, _p, _c in items if e in evidence)
+            return 1 if wrote else 2  # wrote this text (in another file, or before) vs quoted it
+        path = paths_by_event.get(items[0][0], [])
+        history = not any(e.get("kind") not in HISTORY_EDGE_KINDS and not e.get("agent_link")
+                          for e in path)  # (``all`` is shadowed by the option of that name)
+        if path and history and path[0].get("from", {}).get("tape_id") in producer_tapes:
+            return 1
+        return 3
 
     def key(s):
-        """Direct evidence first; then the share of the span the session produced; then overall
-        confidence; then the most recent; then stable, path-independent fields."""
+        """Group; then the share of the span the session produced; then overall confidence;
+        then the most recent; then stable, path-independent fields."""
         tid, v, produced, conf, _ = s
         t = trows[tid]
-        return (0 if v == "direct" else 1, -round(produced, 2), -round(conf, 2),
+        return (group(s), -round(produced, 2), -round(conf, 2),
                 recency[t.last_t or ""], t.first_t or "", t.session or "", t.tape_id)
 
     sessions.sort(key=key)
     stats["sessions_total"] = len(sessions)
     limit = max_sessions if max_sessions is not None else (None if all else MAX_SESSIONS)
     if limit is not None:
-        sessions = sessions[:limit]
+        # the cap trims readers and quoters, never the producers or the history behind them
+        readers = [s for s in sessions if group(s) == 2]
+        drop = {id(s) for s in readers[limit:]}
+        sessions = [s for s in sessions if id(s) not in drop]
     access = W.TapeAccess(conn)
     out_sessions = []
     for rank, (tid, v, produced, conf, items) in enumerate(sessions):

@@ -7,13 +7,14 @@ or when one of its edit/read texts is mostly present in the file's current conte
 (``"content"``: found by fingerprint wherever the session thought the file lived — a move, another
 checkout).
 
-**blame**: per line of the file, the session that most likely produced it. Every k-gram of the
-file is looked up once; for each line the k-grams starting within ``BLAME_CONTEXT`` lines of it are
-scored per session (winnowed fingerprints on both sides) — the share found in that session's edit-after texts (what it wrote), else in
-its other texts (what it read or quoted). The best producer wins (ties: the latest session), and
-lines without fingerprints (blank lines, lone braces) take their neighbours' answer
-(``inferred: true``). ``produced`` says whether the session wrote the line or only read/quoted it. Sessions whose edits produced an *earlier* version of an attributed line are
-listed per session under ``earlier`` when the lineage walk reaches them (``via: "lineage"``).
+**blame**: per line of the file, the session that most likely produced it. The file's winnowed
+fingerprints are looked up once; for each line the fingerprints starting within ``BLAME_CONTEXT``
+lines of it are scored per session: the share found in that session's edit-after texts (what it
+wrote — not lines its edit only carried over as context), else in its other texts (what it read or
+quoted). The best producer wins (ties: the latest session), then the best reader; lines without
+fingerprints (blank lines, lone braces) take their neighbours' answer (``inferred: true``).
+``produced`` says whether the session wrote the line. Sessions whose edits produced an *earlier*
+version of the attributed code are listed under ``earlier`` when the lineage walk reaches them.
 One fingerprint pass and one index lookup for the whole file: fast on thousands of lines.
 """
 
@@ -222,24 +223,37 @@ def blame(engine, file: str) -> dict:
         hash_blocks[h].append(b)
     refs = Q.refs_for_blocks(conn, {b for _h, b, _l in rows})
     erows = Q.events(conn, {eid for _b, eid, _r, _l in refs})
-    block_prod: dict[int, set[int]] = defaultdict(set)
+    # an edit produced a hash when it is in its after-text but not in its before-text (lines
+    # carried over as context were there before the edit: they belong to whoever wrote them)
+    after_events: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    before_of: dict[int, int] = {}
     block_other: dict[int, set[int]] = defaultdict(set)
     for b, eid, role, _l in refs:
         r = erows.get(eid)
         if r is None:
             continue
-        (block_prod if role == S.ROLE_EDIT_AFTER else block_other)[b].add(r.tape)
+        if role == S.ROLE_EDIT_AFTER:
+            after_events[b].append((eid, r.tape))
+        else:
+            block_other[b].add(r.tape)
+            if role == S.ROLE_EDIT_BEFORE:
+                before_of[eid] = b
     col = {h: i for i, h in enumerate(uq.tolist())}
-    tape_list = sorted({t for s in list(block_prod.values()) + list(block_other.values()) for t in s})
+    tape_list = sorted({t for v in after_events.values() for _e, t in v}
+                       | {t for v in block_other.values() for t in v})
     tindex = {t: i for i, t in enumerate(tape_list)}
     n_t = len(tape_list)
     prod = np.zeros((max(n_t, 1), len(uq)), dtype=bool)
     other = np.zeros((max(n_t, 1), len(uq)), dtype=bool)
     for h, bl in hash_blocks.items():
         c = col[h]
+        bset = set(bl)
         for b in bl:
-            for t in block_prod.get(b, ()):
-                prod[tindex[t], c] = True
+            for eid, t in after_events.get(b, ()):
+                if before_of.get(eid) in bset:
+                    other[tindex[t], c] = True
+                else:
+                    prod[tindex[t], c] = True
             for t in block_other.get(b, ()):
                 other[tindex[t], c] = True
     # per line: counts of k-grams starting in [L - ctx, L + ctx], and how many each tape holds

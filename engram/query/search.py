@@ -36,6 +36,12 @@ def keyword_hits(conn, text: str, limit: int) -> list[tuple[int, float]]:
 
 
 def search(engine, text: str, *, limit: int = 20, before: int = 2, after: int = 2) -> dict:
+    """Hybrid search: one result per session (its best event), each with per-signal scores.
+
+    Without semantic hits (scorer off, no vectors, or a semantic pool with no spread) results are
+    ranked by keyword score alone and ``score`` is that score. With them, keyword and semantic
+    event rankings are fused by Reciprocal Rank Fusion (``engram.embed.search.merge_signals``) and
+    ``score`` is the fused score. Ties break by event id, then tape id: the order is total."""
     t0 = time.perf_counter()
     conn = engine.conn()
     kw = keyword_hits(conn, text, limit)
@@ -47,6 +53,15 @@ def search(engine, text: str, *, limit: int = 20, before: int = 2, after: int = 
         hybrid = None
     if hybrid is not None and hasattr(hybrid, "semantic_event_hits"):
         sem, semantic_state = hybrid.semantic_event_hits(engine, text, limit * 5)
+    fused: dict[int, float] | None = None
+    if sem:
+        from engram.embed.search import merge_signals
+
+        merged = merge_signals(kw, sem)
+        if any(m["signals"]["semantic"] is not None for m in merged):
+            fused = {m["key"]: m["score"] for m in merged}
+        else:  # no spread: the semantic signal counts for nothing
+            sem = []
     scores: dict[int, dict] = {}
     for eid, s in kw:
         scores.setdefault(eid, {"keyword": None, "semantic": None})["keyword"] = s
@@ -60,7 +75,8 @@ def search(engine, text: str, *, limit: int = 20, before: int = 2, after: int = 
         r = erows.get(eid)
         if r is None:
             continue
-        combined = max(sig["keyword"] or 0.0, sig["semantic"] or 0.0)
+        combined = fused[eid] if fused is not None else max(sig["keyword"] or 0.0,
+                                                             sig["semantic"] or 0.0)
         cur = per_tape.get(r.tape)
         if cur is None or (combined, -eid) > (cur[0], -cur[1]):
             per_tape[r.tape] = (combined, eid)
@@ -73,7 +89,8 @@ def search(engine, text: str, *, limit: int = 20, before: int = 2, after: int = 
         w.update(W.window(access, t, r.ofs, before, after))
         results.append({"tape_id": t.tape_id, "harness": t.harness, "session": t.session,
                         "tier": t.tier or "agent", "label": t.label, "model": t.model,
-                        "first_t": t.first_t, "last_t": t.last_t, "score": round(score, 4),
+                        "first_t": t.first_t, "last_t": t.last_t,
+                        "score": round(score, 6 if fused is not None else 4),
                         "signals": scores[eid], "windows": [w]})
     return {"query": text, "results": results, "semantic": semantic_state,
             "stats": {"keyword_hits": len(kw), "semantic_hits": len(sem),

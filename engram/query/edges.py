@@ -1,0 +1,526 @@
+"""Lineage edges at ingest (``engram/query/lineage.py`` explains the rules): every new
+``code.edit`` is fingerprinted again from its tape, its before-text (and any new text of its
+after-text) looked up among earlier edit/read blocks in one vectorised pass over the postings,
+location-only edges and tombstones recorded, ``span.link`` events turned into agent links, and the
+cardinality of every touched edge recomputed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+
+import apsw
+import numpy as np
+
+from engram import fingerprint
+from engram.adapters.base import rel_path
+from engram.errors import CorruptTape
+from engram.index import queries as Q
+from engram.index import schema as S
+from engram.index.store import event_blocks
+from engram.query import window as W
+from engram.query.lineage import (
+    _EDIT,
+    _LINK,
+    LINK_THRESHOLD,
+    MAX_EDIT_CANDIDATES_PER_TAPE,
+    MAX_LOCATION_CANDIDATES,
+    MAX_RELINK,
+    MERGE_COVER,
+    NEW_TEXT_MAX,
+    POPULAR_POSTINGS,
+    REINSERT_THRESHOLD,
+    ROUND,
+    _allk,
+    _chunks,
+    _int,
+    _neg,
+    _order,
+    _overlap,
+    _place,
+    _rng,
+    location_delta,
+)
+
+log = logging.getLogger(__name__)
+
+
+class Node:
+    """A code.edit being linked (its texts come from the tape)."""
+
+    __slots__ = (
+        "a_range",
+        "after",
+        "b_range",
+        "before",
+        "cont",
+        "eid",
+        "file",
+        "ofs",
+        "qa",
+        "qb",
+        "rel",
+        "session",
+        "t",
+        "tape",
+        "tape_id",
+        "tomb",
+    )
+
+    def __init__(self, eid, tape: Q.TapeRow, ofs: int, ev: dict):
+        self.eid, self.tape, self.tape_id, self.ofs = eid, tape.id, tape.tape_id, ofs
+        self.session = tape.session
+        self.t = ev.get("t")
+        self.file = ev.get("file") if isinstance(ev.get("file"), str) else None
+        self.rel = ev.get("rel") if isinstance(ev.get("rel"), str) else None
+        self.before = ev.get("before_text") if isinstance(ev.get("before_text"), str) else ""
+        self.after = ev.get("after_text") if isinstance(ev.get("after_text"), str) else ""
+        self.b_range = ev.get("before_range")
+        self.a_range = ev.get("after_range")
+        self.qa = self.qb = None
+        self.tomb = False
+        self.cont = None
+
+    @property
+    def key(self):
+        return _order(self.t, self.tape_id, self.ofs)
+
+
+class Postings:
+    """The index postings of a set of hashes as sorted arrays, matched per query vectorised."""
+
+    def __init__(self, conn: apsw.Connection, hashes: np.ndarray, skip: set[int]):
+        rows = []
+        for ch in _chunks(hashes.tolist(), 20000):
+            rows.extend(Q.postings(conn, np.asarray(ch, dtype=np.int64)))
+        arr = np.asarray(rows, dtype=np.int64).reshape(-1, 3)
+        o = np.lexsort((arr[:, 1], arr[:, 0]))
+        H, B, L = arr[o, 0], arr[o, 1], arr[o, 2]
+        if len(H):
+            uh, cnt = np.unique(H, return_counts=True)
+            drop = uh[cnt > POPULAR_POSTINGS]
+            if skip:
+                drop = np.union1d(drop, np.fromiter(skip, np.int64, len(skip)))
+            keep = ~np.isin(H, drop)
+            H, B, L = H[keep], B[keep], L[keep]
+        self.H, self.B, self.L = H, B, L
+
+    def match(self, q: np.ndarray, qn: int) -> dict[int, list]:
+        """{block: [hashes matched (only when the block may link), min line, max line, count]}."""
+        H = self.H
+        lo = np.searchsorted(H, q, "left")
+        hi = np.searchsorted(H, q, "right")
+        lens = hi - lo
+        tot = int(lens.sum())
+        if tot == 0:
+            return {}
+        idx = np.repeat(lo - (np.cumsum(lens) - lens), lens) + np.arange(tot)
+        b, h, ln = self.B[idx], H[idx], self.L[idx]
+        o = np.lexsort((h, b))
+        b, h, ln = b[o], h[o], ln[o]
+        new = np.ones(len(b), dtype=bool)
+        new[1:] = (b[1:] != b[:-1]) | (h[1:] != h[:-1])
+        ub, bstart = np.unique(b, return_index=True)
+        counts = np.add.reduceat(new.astype(np.int64), bstart)
+        lmin = np.minimum.reduceat(ln, bstart)
+        lmax = np.maximum.reduceat(ln, bstart)
+        bend = np.append(bstart[1:], len(b))
+        out = {}
+        for i, blk in enumerate(ub.tolist()):
+            c = int(counts[i])
+            hs = set(h[bstart[i]:bend[i]].tolist()) if c / qn >= LINK_THRESHOLD else None
+            out[blk] = [hs, int(lmin[i]), int(lmax[i]), c]
+        return out
+
+
+class Linker:
+    def __init__(self, conn: apsw.Connection, stats: dict):
+        self.conn = conn
+        self.stats = stats
+        self.access = W.TapeAccess(conn)
+        self.tape_cache: dict[int, Q.TapeRow] = {}
+
+    # -- reading -------------------------------------------------------------------------------
+    def _events_of(self, tape: Q.TapeRow) -> list[tuple[int, dict]]:
+        try:
+            return self.access.read(tape, range(tape.n_events))
+        except (CorruptTape, OSError):  # an unreadable tape has no lineage; ingest reported it
+            log.warning("lineage: cannot read tape %s", tape.tape_id, exc_info=True)
+            return []
+
+    def run(self, new_tapes: list[Q.TapeRow]) -> None:
+        conn = self.conn
+        nodes: list[Node] = []
+        links: list[tuple[Q.TapeRow, int, dict]] = []
+        new_ids = [t.id for t in new_tapes]
+        ev_ids: dict[tuple[int, int], int] = {}
+        for tid in new_ids:
+            for eid, ofs in conn.execute("SELECT id, ofs FROM events WHERE tape=? AND kind IN (?,?)",
+                                         (tid, _EDIT, _LINK)):
+                ev_ids[(tid, ofs)] = eid
+        for t in new_tapes:
+            wanted = {ofs for (tid, ofs) in ev_ids if tid == t.id}
+            if not wanted:
+                continue
+            for ofs, ev in self._events_of(t):
+                if ofs not in wanted:
+                    continue
+                if ev.get("k") == "code.edit":
+                    nodes.append(Node(ev_ids[(t.id, ofs)], t, ofs, ev))
+                elif ev.get("k") == "span.link":
+                    links.append((t, ofs, ev))
+        # edits indexed earlier but later in time may continue text of the new tapes
+        nodes.extend(self._later_edits(new_tapes, {n.eid for n in nodes}))
+        ids = [n.eid for n in nodes]
+        if ids:
+            for ch in _chunks(ids):
+                arr = apsw.carray(Q._i64(ch))
+                conn.execute("DELETE FROM edges WHERE from_event IN carray(?) AND agent_link=0", (arr,))
+                conn.execute("DELETE FROM tombstones WHERE event IN carray(?)",
+                             (apsw.carray(Q._i64(ch)),))
+        self.stats["edits"] = len(nodes)
+        touched_from, touched_to = set(ids), set()
+        self._link(nodes, touched_to)
+        for t, ofs, ev in links:
+            self._agent_link(t, ofs, ev, touched_from, touched_to)
+        self._cardinality(touched_from, touched_to)
+
+    def _later_edits(self, new_tapes: list[Q.TapeRow], have: set[int]) -> list[Node]:
+        """Already-indexed edits, later than the new tapes' start, of the files the new tapes
+        edited or read (out-of-order ingest, or a live session re-indexed): their before-text may
+        continue text the new tapes hold. A move *into another file* from a late tape is only
+        linked when that file's edits are re-linked for another reason (a known gap)."""
+        conn = self.conn
+        new_ids = {t.id for t in new_tapes}
+        first = min((t.first_t or "") for t in new_tapes)
+        places: set[str] = set()
+        for ch in _chunks(sorted(new_ids)):
+            for rel, file in conn.execute(
+                    "SELECT DISTINCT rel, file FROM events WHERE tape IN carray(?) AND kind IN (?,?)",
+                    (apsw.carray(Q._i64(ch)), _EDIT, S.kind_code("code.read"))):
+                places.add(rel or file)
+        places.discard(None)
+        if not places:
+            return []
+        rows = list(conn.execute(
+            "SELECT e.id, e.tape, e.ofs, coalesce(e.rel, e.file) FROM events e"
+            " JOIN tapes t ON t.id=e.tape"
+            " WHERE e.kind=? AND e.t > ? AND t.tape_id IN (SELECT tape_id FROM lineage_done)"
+            " ORDER BY e.t, e.id", (_EDIT, first)))
+        rows = [r[:3] for r in rows if r[3] in places and r[1] not in new_ids and r[0] not in have]
+        rows = rows[:MAX_RELINK]
+        if not rows:
+            return []
+        by_tape: dict[int, dict[int, int]] = defaultdict(dict)
+        for eid, tid, ofs in rows:
+            by_tape[tid][ofs] = eid
+        trows = Q.tapes(conn, by_tape)
+        out = []
+        for tid in sorted(by_tape):
+            t = trows[tid]
+            try:
+                evs = self.access.read(t, sorted(by_tape[tid])) if not t.live else [
+                    (o, e) for o, e in self.access.read(t, range(t.n_events)) if o in by_tape[tid]]
+            except (CorruptTape, OSError):
+                log.warning("lineage: cannot read tape %s", t.tape_id)
+                continue
+            for ofs, ev in evs:
+                out.append(Node(by_tape[tid][ofs], t, ofs, ev))
+        return out
+
+    # -- fingerprint linking -------------------------------------------------------------------
+    def _link(self, nodes: list[Node], touched_to: set[int]) -> None:
+        if not nodes:
+            return
+        conn = self.conn
+        texts = []
+        for n in nodes:
+            texts.append(n.before)
+            texts.append(n.after)
+        fps = fingerprint.fingerprint_batch(texts)
+        allh = []
+        for i, n in enumerate(nodes):
+            bw = np.unique(fps[2 * i].hashes)
+            aw = np.unique(fps[2 * i + 1].hashes)
+            bk = _allk(n.before) if len(bw) else bw
+            ak = _allk(n.after) if len(aw) else aw
+            if len(bw):
+                n.qa = (bk, len(bw))
+                n.cont = round(float(np.isin(bw, ak).sum() / len(bw)), ROUND)
+                n.tomb = n.cont < LINK_THRESHOLD
+            if len(aw) and np.isin(aw, bk).sum() / len(aw) < NEW_TEXT_MAX:
+                n.qb = (ak, len(aw))
+            for q in (n.qa, n.qb):
+                if q is not None:
+                    allh.append(q[0])
+        if allh:
+            uh = np.unique(np.concatenate(allh))
+            bp = Q.boilerplate(conn, uh)
+        else:
+            uh, bp = np.zeros(0, np.int64), set()
+        post = Postings(conn, uh, bp)
+        # per query: block → [matched hashes (when it may link), min line, max line, count]
+        per_node: list[tuple[dict, dict]] = []
+        cand_blocks: set[int] = set()
+        for n in nodes:
+            res = []
+            for q in (n.qa, n.qb):
+                m = post.match(q[0], q[1]) if q is not None else {}
+                cand_blocks.update(b for b, e in m.items() if e[0] is not None)
+                res.append(m)
+            per_node.append((res[0], res[1]))
+        refs = defaultdict(list)
+        for b, eid, role, line0 in Q.refs_for_blocks(conn, cand_blocks):
+            if role in (S.ROLE_EDIT_AFTER, S.ROLE_EDIT_BEFORE, S.ROLE_READ):
+                refs[b].append((eid, role, line0))
+        erows = Q.events(conn, {eid for v in refs.values() for eid, _, _ in v})
+        trows = Q.tapes(conn, {r.tape for r in erows.values()})
+        tomb_rows, edge_rows = [], []
+        for n in nodes:
+            if n.tomb:
+                blk = conn.execute("SELECT block FROM refs WHERE event=? AND role=?",
+                                   (n.eid, S.ROLE_EDIT_BEFORE)).fetchone()
+                br = n.b_range or [None, None]
+                tomb_rows.append((n.eid, blk[0] if blk else None, n.file, n.rel, _int(br[0]),
+                                  _int(br[1] if len(br) > 1 else None), n.t))
+        conn.executemany("INSERT INTO tombstones(event, block, file, rel, start, end, t)"
+                         " VALUES (?,?,?,?,?,?,?)", tomb_rows)
+        self.stats["tombstones"] += len(tomb_rows)
+        for n, (ma, mb) in zip(nodes, per_node):
+            edges = self._candidates(n, ma, mb, refs, erows, trows)
+            linked = {e[1] for e in edges}
+            edges.extend(self._location_only(n, ma, mb, linked))
+            for e in edges:
+                touched_to.add(e[1])
+                edge_rows.append(e + ((n.cont if e[7] == 0 else None),))
+                self.stats["location_only" if e[6] else "edges"] += 1
+        conn.executemany(
+            "INSERT INTO edges(from_event, to_event, confidence, location_delta, cardinality,"
+            " agent_link, location_only, kind, to_start, to_end, from_side, to_role, span_sim)"
+            " VALUES (?,?,?,?,'1:1',0,?,?,?,?,?,?,?)",
+            [(e[0], e[1], e[2], e[3], e[6], e[4], e[5][0], e[5][1], e[7], e[8], e[9])
+             for e in edge_rows])
+
+    def _candidates(self, n: Node, ma: dict, mb: dict, refs, erows, trows) -> list[tuple]:
+        """Linking edges of one edit: (from, to, conf, delta, kind, (to_start, to_end), 0)."""
+        found: dict[tuple, list] = {}   # (to_event, query) → best
+        for qi, (m, q) in enumerate(((ma, n.qa), (mb, n.qb))):
+            if q is None:
+                continue
+            my_range = n.b_range if qi == 0 else n.a_range
+            for b, (hs, lo, hi, cnt) in m.items():
+                if hs is None:
+                    continue
+                sim = min(1.0, cnt / q[1])
+                for eid, role, line0 in refs.get(b, ()):
+                    if eid == n.eid:
+                        continue
+                    r = erows.get(eid)
+                    if r is None:
+                        continue
+                    t = trows[r.tape]
+                    if _order(r.t, t.tape_id, r.ofs) >= n.key:
+                        continue
+                    if t.session == n.session and r.ofs == n.ofs and r.t == n.t:
+                        continue  # the same event in another copy of the session (live/sealed)
+                    if qi == 1 and role == S.ROLE_READ:
+                        continue
+                    span = (line0 + lo, line0 + hi)
+                    delta = location_delta(_place(n.file, n.rel), my_range,
+                                           _place(r.file, r.rel), span)
+                    if qi == 1:
+                        if delta in ("same", "adjacent"):
+                            if sim < REINSERT_THRESHOLD:
+                                continue
+                            kind = "reinsert"
+                        else:
+                            kind = "move"
+                    else:
+                        kind = "read" if role == S.ROLE_READ else "edit"
+                    key = (eid, qi)
+                    cur = found.get(key)
+                    cand = [n.eid, eid, round(sim, ROUND), delta, kind, span, 0, hs, r, t, role, qi]
+                    if cur is None or sim > cur[2]:
+                        found[key] = cand
+        # per earlier tape: the latest read, and edits that add coverage (best first)
+        by_tape: dict[tuple[int, int], list] = defaultdict(list)
+        for (eid, qi), c in found.items():
+            by_tape[(c[9].id, qi)].append(c)
+        out = []
+        for (_tid, _qi), cs in sorted(by_tape.items()):
+            reads = [c for c in cs if c[10] == S.ROLE_READ]
+            edits = [c for c in cs if c[10] != S.ROLE_READ]
+            if reads:
+                reads.sort(key=lambda c: (-c[2], _neg(c[8].t), c[8].ofs))
+                out.append(reads[0])
+            edits.sort(key=lambda c: (-c[2], c[10], _neg(c[8].t), -c[8].ofs))
+            covered: set[int] = set()
+            kept = 0
+            for c in edits:
+                if kept >= MAX_EDIT_CANDIDATES_PER_TAPE:
+                    break
+                if c[7] <= covered:
+                    continue
+                covered |= c[7]
+                out.append(c)
+                kept += 1
+        out.sort(key=lambda c: (c[1], c[4]))
+        # one edge per (from, to): the stronger query wins
+        best: dict[int, list] = {}
+        for c in out:
+            if c[1] not in best or c[2] > best[c[1]][2]:
+                best[c[1]] = c
+        return [tuple(c[:7]) + (c[11], c[10]) for c in sorted(best.values(), key=lambda c: c[1])]
+
+    def _location_only(self, n: Node, ma: dict, mb: dict, linked: set[int]) -> list[tuple]:
+        """Earlier edits / tombstones at the same place whose text does not match."""
+        conn = self.conn
+        place = _place(n.file, n.rel)
+        if not place:
+            return []
+        col = "rel" if n.rel else "file"
+        out = []
+        if n.before and n.b_range and n.b_range[0] is not None:
+            b0, b1 = n.b_range[0], max(n.b_range[0], n.b_range[1])
+            rows = list(conn.execute(
+                f"SELECT e.id, e.t, e.a_start, e.a_end, t.tape_id, e.ofs FROM events e"
+                f" JOIN tapes t ON t.id=e.tape WHERE e.{col}=? AND e.kind=? AND e.id<>?"
+                f" AND e.a_start<=? AND max(e.a_start, e.a_end)>=? ORDER BY e.t DESC, e.id DESC",
+                (place, _EDIT, n.eid, b1, b0)))
+            out += self._loc_rows(n, rows, ma, n.qa, S.ROLE_EDIT_AFTER, linked, 0)
+        if n.qb is not None and n.a_range and n.a_range[0] is not None:
+            a0, a1 = n.a_range[0], max(n.a_range[0], n.a_range[1])
+            rows = list(conn.execute(
+                f"SELECT s.event, s.t, s.start, s.end, t.tape_id, e.ofs FROM tombstones s"
+                f" JOIN events e ON e.id=s.event JOIN tapes t ON t.id=e.tape"
+                f" WHERE s.{col}=? AND s.event<>? AND s.start<=? AND max(s.start, s.end)>=?"
+                f" ORDER BY s.t DESC, s.event DESC", (place, n.eid, a1, a0)))
+            out += self._loc_rows(n, rows, mb, n.qb, S.ROLE_EDIT_BEFORE, linked, 1)
+        return out
+
+    def _loc_rows(self, n, rows, m, q, role, linked, side) -> list[tuple]:
+        out = []
+        for eid, t, s, e, tape_id, ofs in rows:
+            if eid in linked or _order(t, tape_id, ofs) >= n.key:
+                continue
+            sim = 0.0
+            if q is not None:
+                for (blk,) in self.conn.execute("SELECT block FROM refs WHERE event=? AND role=?",
+                                                (eid, role)):
+                    if blk in m:
+                        sim = max(sim, min(1.0, m[blk][3] / q[1]))
+            out.append((n.eid, eid, round(sim, ROUND), "same", "location", (s, e), 1, side, role))
+            linked.add(eid)
+            if len(out) >= MAX_LOCATION_CANDIDATES:
+                break
+        return out
+
+    # -- agent links ---------------------------------------------------------------------------
+    def _agent_link(self, tape: Q.TapeRow, ofs: int, ev: dict, touched_from: set,
+                    touched_to: set) -> None:
+        conn = self.conn
+        t = ev.get("t")
+        to_file, from_file = ev.get("to_file"), ev.get("from_file")
+        if not isinstance(to_file, str) or not isinstance(from_file, str):
+            return
+        to_rel, from_rel = rel_path(to_file, tape.cwd), rel_path(from_file, tape.cwd)
+        to_r, from_r = _rng(ev.get("to_range")), _rng(ev.get("from_range"))
+        # the edit that produced the link's `to` span: in this tape (nearest before, else after)
+        rows = list(conn.execute(
+            "SELECT id, ofs, a_start, a_end FROM events WHERE tape=? AND kind=? AND (file=? OR rel=?)"
+            " ORDER BY ofs", (tape.id, _EDIT, to_file, to_rel)))
+        rows = [r for r in rows if _overlap((r[2], r[3]), to_r)] or rows
+        if not rows:
+            return
+        before = [r for r in rows if r[1] < ofs]
+        src = before[-1] if before else rows[0]
+        # the latest earlier event holding the `from` span (an edit's after side, else a read)
+        cands = list(conn.execute(
+            "SELECT e.id, e.kind, e.a_start, e.a_end, e.t, t.tape_id, e.ofs FROM events e"
+            " JOIN tapes t ON t.id=e.tape WHERE (e.file=? OR e.rel=?) AND e.kind IN (?,?)"
+            " AND e.id<>?", (from_file, from_rel, _EDIT, S.kind_code("code.read"), src[0])))
+        key = _order(t, tape.tape_id, ofs)
+        cands = [c for c in cands if _order(c[4], c[5], c[6]) < key and _overlap((c[2], c[3]), from_r)]
+        if not cands:
+            return
+        cands.sort(key=lambda c: (c[1] != _EDIT, _neg(c[4]), -c[6]))
+        dst = cands[0]
+        sim = self._block_similarity(src[0], S.ROLE_EDIT_AFTER, dst[0])
+        delta = location_delta(to_rel or to_file, to_r, from_rel or from_file, (dst[2], dst[3]))
+        conn.execute("DELETE FROM edges WHERE from_event=? AND to_event=? AND agent_link=1",
+                     (src[0], dst[0]))
+        conn.execute(
+            "INSERT INTO edges(from_event, to_event, confidence, location_delta, cardinality,"
+            " agent_link, location_only, kind, to_start, to_end, from_side, to_role)"
+            " VALUES (?,?,?,?,'1:1',1,0,'agent',?,?,1,?)",
+            (src[0], dst[0], round(sim, ROUND), delta, dst[2], dst[3],
+             S.ROLE_EDIT_AFTER if dst[1] == _EDIT else S.ROLE_READ))
+        touched_from.add(src[0])
+        touched_to.add(dst[0])
+        self.stats["agent_links"] += 1
+
+    def _block_similarity(self, eid: int, role: int, other: int) -> float:
+        """Containment of event ``eid``'s block (``role``) in any block of event ``other``."""
+        conn = self.conn
+        row = conn.execute("SELECT r.event, e.tape, e.ofs FROM refs r JOIN events e ON e.id=r.event"
+                           " WHERE r.event=? AND r.role=?", (eid, role)).fetchone()
+        if not row:
+            return 0.0
+        tape = Q.tapes(conn, [row[1]])[row[1]]
+        evs = self.access.read(tape, [row[2]]) if not tape.live else [
+            x for x in self.access.read(tape, range(row[2], row[2] + 1))]
+        if not evs:
+            return 0.0
+        texts = [tx for tx, rl, _ in event_blocks(evs[0][1]) if rl == role]
+        if not texts:
+            return 0.0
+        nq = len(np.unique(fingerprint.fingerprint(texts[0]).hashes))
+        if not nq:
+            return 0.0
+        q = _allk(texts[0])
+        blocks = {b for (b,) in conn.execute("SELECT block FROM refs WHERE event=?", (other,))}
+        hit: dict[int, set] = defaultdict(set)
+        for h, b, _ln in Q.postings(conn, q):
+            if b in blocks:
+                hit[b].add(h)
+        return max((min(1.0, len(v) / nq) for v in hit.values()), default=0.0)
+
+    # -- cardinality ---------------------------------------------------------------------------
+    def _cardinality(self, touched_from: set[int], touched_to: set[int]) -> None:
+        conn = self.conn
+        cols = "id, from_event, to_event, confidence, to_start, to_end, location_only, kind"
+        rows: dict[int, tuple] = {}
+        for ids, col in ((touched_from, "from_event"), (touched_to, "to_event")):
+            for ch in _chunks(sorted(ids)):
+                for r in conn.execute(f"SELECT {cols} FROM edges WHERE {col} IN carray(?)",
+                                      (apsw.carray(Q._i64(ch)),)):
+                    rows[r[0]] = r
+        froms = {r[1] for r in rows.values()}
+        tos = {r[2] for r in rows.values()}
+        out_e: dict[int, list] = defaultdict(list)
+        in_e: dict[int, list] = defaultdict(list)
+        for ids, col, dst in ((froms, "from_event", out_e), (tos, "to_event", in_e)):
+            for ch in _chunks(sorted(ids)):
+                for r in conn.execute(f"SELECT {cols} FROM edges WHERE {col} IN carray(?)"
+                                      " AND location_only=0 AND kind IN ('edit','move','reinsert')",
+                                      (apsw.carray(Q._i64(ch)),)):
+                    dst[r[1] if col == "from_event" else r[2]].append(r)
+        tape_of = {e.id: e.tape for e in Q.events(
+            conn, {i[1] for v in in_e.values() for i in v} | {r[1] for r in rows.values()}).values()}
+        updates = []
+        for r in rows.values():
+            card = "1:1"
+            outs = out_e.get(r[1], [])
+            if len(outs) > 1 and max(o[3] for o in outs) < MERGE_COVER:
+                card = "N:1"
+            else:
+                # a split: other edits of the same session continued other lines of the same span
+                ins = in_e.get(r[2], [])
+                spans = {(i[4], i[5]) for i in ins
+                         if i[1] != r[1] and tape_of.get(i[1]) == tape_of.get(r[1])}
+                mine = (r[4], r[5])
+                if any(not _overlap(s, mine) for s in spans):
+                    card = "1:N"
+            updates.append((card, r[0]))
+        conn.executemany("UPDATE edges SET cardinality=? WHERE id=?", updates)
