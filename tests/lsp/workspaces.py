@@ -21,6 +21,17 @@ if not FIXTURES.exists():  # CI clones main with shared/ beside it
 
 HELLO_LOG = "codemie__4c2ddfdc__v2.0.64.jsonl"
 
+# code no fixture session wrote: appended to a log by the live tests
+NEW_CODE = '''def fibonacci_memo(n, cache=None):
+    """Return the n-th Fibonacci number, memoised."""
+    cache = {} if cache is None else cache
+    if n in cache:
+        return cache[n]
+    value = n if n < 2 else fibonacci_memo(n - 1, cache) + fibonacci_memo(n - 2, cache)
+    cache[n] = value
+    return value
+'''
+
 
 @dataclasses.dataclass
 class Workspace:
@@ -35,8 +46,9 @@ class Workspace:
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
-        env.update({"HOME": str(self.home), "ENGRAM_HOME": str(self.engram_home),
-                    "PYTHONUNBUFFERED": "1"})
+        env.update(
+            {"HOME": str(self.home), "ENGRAM_HOME": str(self.engram_home), "PYTHONUNBUFFERED": "1"}
+        )
         for var in ("CODEX_HOME", "CLAUDE_CONFIG_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME"):
             env.pop(var, None)
         return env
@@ -47,15 +59,33 @@ class Workspace:
     def append_write(self, rel: str, content: str, *, text: str | None = None) -> None:
         """Append one assistant record to the log: a Write of ``rel`` (as Claude Code logs it)."""
         record = {
-            "parentUuid": None, "isSidechain": False, "userType": "external", "cwd": self.cwd,
-            "sessionId": self.session, "version": "2.0.64", "type": "assistant",
-            "uuid": str(uuid.uuid4()), "timestamp": "2025-12-10T19:40:00.000Z",
-            "message": {"model": "claude-sonnet-4-5-20250929", "id": "msg_live", "type": "message",
-                        "role": "assistant", "content": (
-                            ([{"type": "text", "text": text}] if text else []) +
-                            [{"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:20]}", "name": "Write",
-                              "input": {"file_path": f"{self.cwd}/{rel}", "content": content}}]),
-                        "stop_reason": None},
+            "parentUuid": None,
+            "isSidechain": False,
+            "userType": "external",
+            "cwd": self.cwd,
+            "sessionId": self.session,
+            "version": "2.0.64",
+            "type": "assistant",
+            "uuid": str(uuid.uuid4()),
+            "timestamp": "2025-12-10T19:40:00.000Z",
+            "message": {
+                "model": "claude-sonnet-4-5-20250929",
+                "id": "msg_live",
+                "type": "message",
+                "role": "assistant",
+                "content": (
+                    ([{"type": "text", "text": text}] if text else [])
+                    + [
+                        {
+                            "type": "tool_use",
+                            "id": f"toolu_{uuid.uuid4().hex[:20]}",
+                            "name": "Write",
+                            "input": {"file_path": f"{self.cwd}/{rel}", "content": content},
+                        }
+                    ]
+                ),
+                "stop_reason": None,
+            },
         }
         with open(self.log, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
@@ -87,14 +117,16 @@ def reconstruct(log: Path) -> tuple[dict[str, str], str, str]:
             if name == "Write":
                 files[path] = inp.get("content", "")
             elif name == "Edit" and path in files:
-                files[path] = files[path].replace(inp["old_string"], inp["new_string"],
-                                                  -1 if inp.get("replace_all") else 1)
+                files[path] = files[path].replace(
+                    inp["old_string"], inp["new_string"], -1 if inp.get("replace_all") else 1
+                )
             elif name == "MultiEdit" and path in files:
                 for e in inp.get("edits") or []:
-                    files[path] = files[path].replace(e["old_string"], e["new_string"],
-                                                      -1 if e.get("replace_all") else 1)
+                    files[path] = files[path].replace(
+                        e["old_string"], e["new_string"], -1 if e.get("replace_all") else 1
+                    )
     prefix = cwd.rstrip("/") + "/"
-    rel = {p[len(prefix):] if p.startswith(prefix) else Path(p).name: t for p, t in files.items()}
+    rel = {p[len(prefix) :] if p.startswith(prefix) else Path(p).name: t for p, t in files.items()}
     return rel, cwd, session
 
 
@@ -116,5 +148,13 @@ def make_workspace(base: Path, log_name: str = HELLO_LOG) -> Workspace:
         p.write_text(text, encoding="utf-8")
     engram_home = base / "engram-home"
     engram_home.mkdir()
-    return Workspace(base=base, home=home, engram_home=engram_home, root=root, log=log,
-                     files=files, cwd=cwd, session=session)
+    return Workspace(
+        base=base,
+        home=home,
+        engram_home=engram_home,
+        root=root,
+        log=log,
+        files=files,
+        cwd=cwd,
+        session=session,
+    )

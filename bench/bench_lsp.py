@@ -1,0 +1,497 @@
+"""Language-server latency: drive ``engram-lsp`` over stdio on a ≥ 1,000-session index.
+
+Uses the benchmark corpus of ``bench/corpus.py`` (real code history turned into Claude Code
+sessions): ``bench/corpus/full`` when it exists, else ``bench/corpus/base`` (generated with
+``python bench/corpus.py --out bench/corpus/base --sessions 1000`` when missing). The corpus is
+never modified: the repo is copied to ``bench/out/lsp/repo`` (the index goes to its
+``.engram-cache/``), the logs are read in place through the ``harnesses`` setting, and live appends
+go to a separate ``bench/out/lsp/live`` project directory.
+
+Reported (p50 / p95 / max, milliseconds, measured at a minimal JSON-RPC client over stdio, so
+serialization and the pipe are included):
+
+* ``hover``: one hover on each of N distinct functions (no result cache: every block is new);
+  also ``hover_cached``: the same positions again.
+* ``code_lens_5000``: ``textDocument/codeLens`` on a 5,000-line file whose every block is new to
+  the server (first open, or after an ingest); ``code_lens_5000_after_edit``: after an edit inside
+  one function (only that block is looked up); ``code_lens_5000_cached``: unchanged buffer.
+* ``explain``: ``engram/explain`` on N distinct function spans.
+* ``freshness``: a Claude Code Write record appended to a live log → the first hover that shows it
+  (the watcher's debounce, the incremental ingest and the hover together).
+
+Targets (issue 3): hover p95 ≤ 10 ms, code lens p95 ≤ 30 ms, explain p95 ≤ 20 ms, freshness ≤ 2 s.
+Run: ``python bench/bench_lsp.py [--corpus DIR] [--n 200] [--json out.json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+TARGETS = {"hover": 10.0, "code_lens_5000": 30.0, "explain": 20.0, "freshness": 2000.0}
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    if not s:
+        return float("nan")
+    k = (len(s) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def summary(values: list[float]) -> dict:
+    return {
+        "n": len(values),
+        "p50": round(pct(values, 0.5), 2),
+        "p95": round(pct(values, 0.95), 2),
+        "max": round(max(values), 2) if values else None,
+        "mean": round(statistics.fmean(values), 2) if values else None,
+    }
+
+
+def find_corpus(arg: str | None) -> Path:
+    if arg:
+        return Path(arg).resolve()
+    for name in ("full", "base"):
+        d = HERE / "corpus" / name
+        if (d / "truth.json").exists():
+            return d
+    d = HERE / "corpus" / "base"
+    print(f"generating the corpus in {d} (bench/corpus.py --sessions 1000)", file=sys.stderr)
+    subprocess.run(
+        [sys.executable, str(HERE / "corpus.py"), "--out", str(d), "--sessions", "1000"], check=True
+    )
+    return d
+
+
+def settings_for(corpus: Path, work: Path) -> dict:
+    paths = [str(corpus / "logs"), str(work / "live")]
+    harnesses = {"claude_code": {"paths": paths}}
+    if (corpus / "openclaw").exists():
+        harnesses["openclaw"] = {"paths": [str(corpus / "openclaw")]}
+    return {"harnesses": harnesses}
+
+
+def prepare(corpus: Path, work: Path, fresh: bool) -> tuple[Path, dict, dict]:
+    """Copy the repo, build the index once (reused between runs unless ``fresh``)."""
+    repo = work / "repo"
+    if fresh and work.exists():
+        shutil.rmtree(work)
+    if not repo.exists():
+        shutil.copytree(corpus / "repo", repo, ignore=shutil.ignore_patterns(".engram-cache"))
+        (repo / ".git").mkdir(exist_ok=True)
+    live = work / "live" / "-bench-live"
+    live.mkdir(parents=True, exist_ok=True)
+    for f in live.glob("*.jsonl"):
+        f.unlink()  # fresh live log each run
+    home = work / "home"
+    (home / "engram").mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, HOME=str(home), ENGRAM_HOME=str(home / "engram"))
+    settings = settings_for(corpus, work)
+    index = repo / ".engram-cache" / "index.sqlite"
+    if not index.exists():
+        print("building the index (once) ...", file=sys.stderr)
+        t0 = time.monotonic()
+        code = (
+            "import json,sys; from pathlib import Path; from engram_lsp import settings as S;"
+            "from engram_lsp.backend import _open_engine;"
+            "e=_open_engine(Path(sys.argv[1]), S.parse(json.loads(sys.argv[2]))[0]);"
+            "print(json.dumps(e.ingest()))"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code, str(repo), json.dumps(settings)],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
+        built = json.loads(out.stdout.strip().splitlines()[-1])
+        print(
+            f"index built in {time.monotonic() - t0:.1f}s: {built.get('sessions')} sessions",
+            file=sys.stderr,
+        )
+    return repo, env, settings
+
+
+def pick_spans(corpus: Path, repo: Path, n: int, seed: int) -> list[dict]:
+    truth = json.loads((corpus / "truth.json").read_text())
+    spans = [t for t in truth if (repo / t["file"]).exists() and t["end"] - t["start"] >= 2]
+    random.Random(seed).shuffle(spans)
+    return spans[:n]
+
+
+def big_file(repo: Path, min_lines: int = 5000) -> Path:
+    """The largest Python file, followed by other real code until it has ≥ ``min_lines`` lines."""
+    files = sorted(repo.rglob("*.py"), key=lambda p: (-p.stat().st_size, str(p)))
+    text = files[0].read_text()
+    for extra in files[1:]:
+        if text.count("\n") >= min_lines:
+            break
+        text += "\n\n" + extra.read_text()
+    target = repo / "_bench_5000.py"
+    target.write_text("\n".join(text.split("\n")[:min_lines]) + "\n")
+    return target
+
+
+def live_record(cwd: str, session: str, rel: str, content: str) -> str:
+    return (
+        json.dumps(
+            {
+                "parentUuid": None,
+                "isSidechain": False,
+                "userType": "external",
+                "cwd": cwd,
+                "sessionId": session,
+                "version": "2.0.64",
+                "type": "assistant",
+                "uuid": str(uuid.uuid4()),
+                "timestamp": "2026-01-01T00:00:00.000Z",
+                "message": {
+                    "model": "claude-sonnet-4-5",
+                    "id": "msg_bench",
+                    "type": "message",
+                    "role": "assistant",
+                    "stop_reason": None,
+                    "content": [
+                        {
+                            "type": "tool_use",
+                            "id": f"toolu_{uuid.uuid4().hex[:20]}",
+                            "name": "Write",
+                            "input": {"file_path": f"{cwd}/{rel}", "content": content},
+                        }
+                    ],
+                },
+            }
+        )
+        + "\n"
+    )
+
+
+class RawClient:
+    """A minimal stdio JSON-RPC client: plain ``json`` in and out, like an editor's.
+
+    (pytest-lsp's client turns every JSON object into a namedtuple, which costs more than the
+    server on large explain results; an editor parses JSON natively.) Server requests are
+    answered: ``workspace/configuration`` with the settings, everything else with ``null``.
+    """
+
+    def __init__(self, settings: dict):
+        self.settings = settings
+        self.proc = None
+        self.next_id = 0
+        self.pending: dict[int, asyncio.Future] = {}
+        self.refreshes: list[float] = []
+        self.reader = None
+
+    async def start(self, env: dict) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "engram_lsp",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            env=env,
+            limit=1 << 26,
+        )
+        self.reader = asyncio.ensure_future(self._read())
+
+    def _send(self, msg: dict) -> None:
+        body = json.dumps(msg).encode()
+        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+    async def _read(self) -> None:
+        out = self.proc.stdout
+        while True:
+            length = 0
+            while True:
+                line = await out.readline()
+                if not line:
+                    return
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+                elif line in (b"\r\n", b"\n"):
+                    break
+            msg = json.loads(await out.readexactly(length))
+            if "id" in msg and "method" in msg:  # a request from the server
+                result = None
+                if msg["method"] == "workspace/configuration":
+                    result = [self.settings for _ in msg["params"]["items"]]
+                elif msg["method"] == "workspace/codeLens/refresh":
+                    self.refreshes.append(time.monotonic())
+                self._send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+            elif "id" in msg:
+                fut = self.pending.pop(msg["id"], None)
+                if fut is not None and not fut.done():
+                    if "error" in msg:
+                        fut.set_exception(RuntimeError(msg["error"]))
+                    else:
+                        fut.set_result(msg.get("result"))
+
+    async def request(self, method: str, params, timeout: float = 60):
+        self.next_id += 1
+        fut = asyncio.get_running_loop().create_future()
+        self.pending[self.next_id] = fut
+        self._send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        return await asyncio.wait_for(fut, timeout)
+
+    def notify(self, method: str, params) -> None:
+        self._send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    async def stop(self) -> None:
+        try:
+            await self.request("shutdown", None, timeout=10)
+            self.notify("exit", None)
+            await asyncio.wait_for(self.proc.wait(), 10)
+        finally:
+            if self.proc.returncode is None:
+                self.proc.kill()
+            self.reader.cancel()
+
+
+CAPABILITIES = {
+    "workspace": {"configuration": True, "codeLens": {"refreshSupport": True}},
+    "window": {"workDoneProgress": True},
+    "textDocument": {"hover": {"contentFormat": ["markdown", "plaintext"]}, "codeLens": {}},
+}
+
+
+def _pos_params(uri: str, line: int) -> dict:
+    return {"textDocument": {"uri": uri}, "position": {"line": line, "character": 4}}
+
+
+async def run(args) -> dict:
+    corpus = find_corpus(args.corpus)
+    work = Path(args.work).resolve()
+    repo, env, settings = prepare(corpus, work, args.fresh)
+    spans = pick_spans(corpus, repo, args.n, args.seed)
+    results: dict = {"corpus": str(corpus), "n": args.n}
+
+    client = RawClient(settings)
+    t_start = time.monotonic()
+    await client.start(env)
+    init = await client.request(
+        "initialize",
+        {
+            "processId": os.getpid(),
+            "rootUri": repo.as_uri(),
+            "capabilities": CAPABILITIES,
+            "initializationOptions": settings,
+        },
+    )
+    results["initialize_ms"] = round((time.monotonic() - t_start) * 1000, 1)
+    assert init["capabilities"]["hoverProvider"]
+    client.notify("initialized", {})
+
+    while True:  # the startup ingest (incremental on the prebuilt index)
+        st = await client.request("engram/status", {})
+        if st["server"]["last_ingest_at"] and not st["server"]["ingesting"]:
+            break
+        await asyncio.sleep(0.2)
+    results["startup_to_ready_ms"] = round((time.monotonic() - t_start) * 1000, 1)
+    c = st["counts"]
+    results["index"] = {
+        "sessions": c["sessions"],
+        "tapes": c["tapes"],
+        "live_sessions": c["live_sessions"],
+        "events": c["events"],
+        "fingerprints": c["fingerprints"],
+        "index_bytes": st.get("index_bytes"),
+    }
+    print(f"index: {results['index']}", file=sys.stderr)
+
+    opened: dict[str, str] = {}
+
+    def open_file(path: Path) -> str:
+        uri = path.as_uri()
+        if uri not in opened:
+            opened[uri] = path.read_text()
+            client.notify(
+                "textDocument/didOpen",
+                {
+                    "textDocument": {
+                        "uri": uri,
+                        "languageId": "python",
+                        "version": 1,
+                        "text": opened[uri],
+                    }
+                },
+            )
+        return uri
+
+    async def timed(method: str, params) -> tuple[float, object]:
+        t0 = time.perf_counter()
+        res = await client.request(method, params)
+        return (time.perf_counter() - t0) * 1000, res
+
+    # hover: one per distinct function (nothing cached), then the same positions again
+    hover_ms, cached, hits = [], [], 0
+    for s in spans:
+        uri = open_file(repo / s["file"])
+        ms, res = await timed(
+            "textDocument/hover", _pos_params(uri, (s["start"] + s["end"]) // 2 - 1)
+        )
+        hover_ms.append(ms)
+        hits += res is not None
+    for s in spans:
+        uri = open_file(repo / s["file"])
+        ms, _ = await timed(
+            "textDocument/hover", _pos_params(uri, (s["start"] + s["end"]) // 2 - 1)
+        )
+        cached.append(ms)
+    results["hover"] = {**summary(hover_ms), "with_sessions": hits}
+    results["hover_cached"] = summary(cached)
+    print(f"hover: {results['hover']}", file=sys.stderr)
+
+    # code lens on a 5,000-line file: cold (every block new to the server: the first open, or
+    # after an ingest), after an edit inside one function (only that block is looked up again),
+    # and unchanged (the per-version cache)
+    from engram import symbols
+
+    big = big_file(repo)
+    uri = open_file(big)
+    text = opened[uri]
+    lines = text.split("\n")
+    results["code_lens_file_lines"] = len(lines) - 1
+    bodies = [(s, e) for s, e, _ in symbols.top_level_blocks(text, big) if e > s]
+    version = 1
+    cold, edit, cached, n_lenses = [], [], [], 0
+    rng = random.Random(args.seed)
+    for i in range(args.lens_n):
+        version += 1
+        variant = "\n".join(ln + f"  # cold {i}" if ln.strip() else ln for ln in lines)
+        client.notify(
+            "textDocument/didChange",
+            {
+                "textDocument": {"uri": uri, "version": version},
+                "contentChanges": [{"text": variant}],
+            },
+        )
+        ms, lenses = await timed("textDocument/codeLens", {"textDocument": {"uri": uri}})
+        cold.append(ms)
+        n_lenses = len(lenses or [])
+    for i in range(args.lens_n):
+        version += 1
+        s, e = rng.choice(bodies)
+        edited = list(lines)
+        edited[e - 1] += f"  # edit {i}"
+        client.notify(
+            "textDocument/didChange",
+            {
+                "textDocument": {"uri": uri, "version": version},
+                "contentChanges": [{"text": "\n".join(edited)}],
+            },
+        )
+        ms, _ = await timed("textDocument/codeLens", {"textDocument": {"uri": uri}})
+        edit.append(ms)
+        ms, _ = await timed("textDocument/codeLens", {"textDocument": {"uri": uri}})
+        cached.append(ms)
+    results["code_lens_5000"] = {**summary(cold), "lenses": n_lenses}
+    results["code_lens_5000_after_edit"] = summary(edit)
+    results["code_lens_5000_cached"] = summary(cached)
+    print(
+        f"code lens: cold {results['code_lens_5000']}, after edit "
+        f"{results['code_lens_5000_after_edit']}",
+        file=sys.stderr,
+    )
+
+    # engram/explain on distinct function spans
+    explain_ms, found, sizes = [], 0, []
+    for s in spans[: args.explain_n]:
+        uri = open_file(repo / s["file"])
+        ms, res = await timed(
+            "engram/explain",
+            {
+                "textDocument": {"uri": uri},
+                "range": {
+                    "start": {"line": s["start"] - 1, "character": 0},
+                    "end": {"line": s["end"], "character": 0},
+                },
+            },
+        )
+        explain_ms.append(ms)
+        found += bool(res["sessions"])
+        sizes.append(len(json.dumps(res)))
+    results["explain"] = {
+        **summary(explain_ms),
+        "with_sessions": found,
+        "result_kb_p50": round(pct(sizes, 0.5) / 1024, 1),
+    }
+    print(f"explain: {results['explain']}", file=sys.stderr)
+
+    # freshness: append a Write of new code to a live log → first hover that shows this session
+    live_log = work / "live" / "-bench-live" / f"{uuid.uuid4()}.jsonl"
+    session = str(uuid.uuid4())  # a new live session each run; hovers must show it
+    fresh_ms = []
+    rng = random.Random()
+    for n in range(args.fresh_n):
+        i = f"{session[:8]}_{n}"  # every 5-gram of this code has a token no other session has
+        rel = f"_live_{i}.py"
+        code = (
+            f"def live_function_{i}(alpha_{i}, beta_{i}):\n"
+            f"    gamma_{i} = alpha_{i} * {rng.randrange(10**9, 10**10)} + beta_{i}\n"
+            f'    return "{i}", gamma_{i}\n'
+        )
+        (repo / rel).write_text(code)
+        uri = open_file(repo / rel)
+        t0 = time.monotonic()
+        with open(live_log, "a", encoding="utf-8") as f:
+            f.write(live_record(str(repo), session, rel, code))
+        while time.monotonic() - t0 < 15:
+            res = await client.request("textDocument/hover", _pos_params(uri, 1))
+            if res is not None and f"session `{session[:8]}`" in res["contents"]["value"]:
+                break
+            await asyncio.sleep(0.02)
+        fresh_ms.append((time.monotonic() - t0) * 1000)
+        await asyncio.sleep(0.3)
+    results["freshness"] = summary(fresh_ms)
+    print(f"freshness: {results['freshness']}", file=sys.stderr)
+
+    await client.stop()
+    for p in repo.glob("_live_*.py"):
+        p.unlink()
+    results["targets_ms_p95"] = TARGETS
+    results["meets_targets"] = {k: results[k]["p95"] <= v for k, v in TARGETS.items()}
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--corpus", help="dir with logs/ repo/ truth.json (default: bench/corpus/full|base)"
+    )
+    ap.add_argument("--work", default=str(HERE / "out" / "lsp"), help="scratch dir (index, repo)")
+    ap.add_argument("--n", type=int, default=200, help="hovers (distinct functions)")
+    ap.add_argument("--explain-n", type=int, default=100)
+    ap.add_argument("--lens-n", type=int, default=30)
+    ap.add_argument("--fresh-n", type=int, default=10, help="freshness trials")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--fresh", action="store_true", help="rebuild the index from scratch")
+    ap.add_argument("--json", help="also write the results here")
+    args = ap.parse_args(argv)
+    results = asyncio.run(run(args))
+    text = json.dumps(results, indent=2)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,492 @@
+-- Engram for Neovim: which agent sessions wrote this code, and why.
+--
+--   require("engram").setup({
+--     cmd = { "engram-lsp" },                 -- how to start the server
+--     settings = { codeLens = { minSessions = 1 } },  -- the server's "engram" settings
+--     codelens = true,                        -- show `N sessions` lenses, refreshed automatically
+--     explain = { layout = "float" },         -- or "split"
+--   })
+--
+-- Works on Neovim >= 0.10: `vim.lsp.config`/`vim.lsp.enable` where they exist (0.11+), else a
+-- FileType autocmd calling `vim.lsp.start`.
+local M = {}
+
+local NAME = "engram"
+
+local defaults = {
+  cmd = nil, -- default: lsp/engram.lua's { "engram-lsp" }
+  root_markers = { ".engram", ".git" },
+  settings = {},
+  codelens = true,
+  explain = { layout = "float", before = nil, after = nil, width = 100, height = 40 },
+  view = { before = 5, after = 5 },
+}
+
+M.config = vim.deepcopy(defaults)
+M.state = { refreshes = 0, last_explain = nil, view = nil }
+
+local function has(feature)
+  return vim.fn.has(feature) == 1
+end
+
+local function notify(msg, level)
+  vim.notify("Engram: " .. msg, level or vim.log.levels.INFO)
+end
+
+--- The plugin's root directory (…/clients/neovim).
+local function plugin_root()
+  local source = debug.getinfo(1, "S").source:sub(2)
+  return vim.fn.fnamemodify(source, ":p:h:h:h")
+end
+
+--- The server config: lsp/engram.lua with the user's options on top.
+function M.server_config()
+  local ok, base = pcall(dofile, plugin_root() .. "/lsp/engram.lua")
+  base = ok and base or { cmd = { "engram-lsp" }, capabilities = {}, handlers = {} }
+  local cfg = vim.deepcopy(base)
+  cfg.cmd = M.config.cmd or cfg.cmd
+  cfg.root_markers = M.config.root_markers or cfg.root_markers
+  cfg.init_options = vim.deepcopy(M.config.settings)
+  cfg.settings = { engram = vim.deepcopy(M.config.settings) }
+  cfg.capabilities = vim.tbl_deep_extend("force", vim.lsp.protocol.make_client_capabilities(),
+    base.capabilities or {})
+  return cfg
+end
+
+--- The engram client attached to `bufnr` (default: current buffer), or nil.
+function M.client(bufnr)
+  bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
+  local get = vim.lsp.get_clients or vim.lsp.get_active_clients
+  return get({ name = NAME, bufnr = bufnr })[1]
+end
+
+--- client:request on 0.11+, client.request on 0.10.
+local function request(client, method, params, handler, bufnr)
+  if has("nvim-0.11") then
+    return client:request(method, params, handler, bufnr)
+  end
+  return client.request(method, params, handler, bufnr)
+end
+M.request = request
+
+local function refresh_lenses(bufnr)
+  if M.config.codelens and vim.api.nvim_buf_is_valid(bufnr) and M.client(bufnr) then
+    vim.lsp.codelens.refresh({ bufnr = bufnr })
+  end
+end
+
+--- Handler for the server's workspace/codeLens/refresh request.
+function M.on_codelens_refresh(_)
+  M.state.refreshes = M.state.refreshes + 1
+  if not M.config.codelens then
+    return
+  end
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_is_loaded(buf) and M.client(buf) then
+      vim.lsp.codelens.refresh({ bufnr = buf })
+    end
+  end
+end
+
+local function on_attach(bufnr)
+  if not M.config.codelens then
+    return
+  end
+  local group = vim.api.nvim_create_augroup("engram_lens_" .. bufnr, { clear = true })
+  vim.api.nvim_create_autocmd({ "BufEnter", "InsertLeave", "BufWritePost" }, {
+    group = group,
+    buffer = bufnr,
+    callback = function()
+      refresh_lenses(bufnr)
+    end,
+  })
+  refresh_lenses(bufnr)
+end
+
+function M.setup(opts)
+  M.config = vim.tbl_deep_extend("force", vim.deepcopy(defaults), opts or {})
+  local group = vim.api.nvim_create_augroup("engram", { clear = true })
+  vim.api.nvim_create_autocmd("LspAttach", {
+    group = group,
+    callback = function(args)
+      local client = vim.lsp.get_client_by_id(args.data.client_id)
+      if client and client.name == NAME then
+        on_attach(args.buf)
+      end
+    end,
+  })
+  local cfg = M.server_config()
+  if vim.lsp.config and vim.lsp.enable then
+    M.state.started_with = "vim.lsp.enable"
+    vim.lsp.config(NAME, cfg)
+    vim.lsp.enable(NAME)
+  else
+    M.state.started_with = "vim.lsp.start"
+    vim.api.nvim_create_autocmd("FileType", {
+      group = group,
+      callback = function(args)
+        M.start(args.buf, cfg)
+      end,
+    })
+    for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+      if vim.api.nvim_buf_is_loaded(buf) and vim.bo[buf].filetype ~= "" then
+        M.start(buf, cfg)
+      end
+    end
+  end
+end
+
+--- Start (or reuse) the server for one buffer with vim.lsp.start (Neovim 0.10).
+function M.start(bufnr, cfg)
+  if vim.bo[bufnr].buftype ~= "" or vim.api.nvim_buf_get_name(bufnr) == "" then
+    return
+  end
+  cfg = cfg or M.server_config()
+  local root = vim.fs.root and vim.fs.root(bufnr, cfg.root_markers)
+    or vim.fs.dirname(vim.fs.find(cfg.root_markers, {
+      upward = true, path = vim.fs.dirname(vim.api.nvim_buf_get_name(bufnr)) })[1] or "")
+  if not root or root == "" then
+    return
+  end
+  return vim.lsp.start({
+    name = NAME, cmd = cfg.cmd, root_dir = root, init_options = cfg.init_options,
+    settings = cfg.settings, capabilities = cfg.capabilities, handlers = cfg.handlers,
+  }, { bufnr = bufnr })
+end
+
+-- Rendering --------------------------------------------------------------------------------------
+
+local function oneline(s, limit)
+  s = tostring(s or ""):gsub("%s+", " ")
+  limit = limit or 200
+  if #s > limit then
+    s = s:sub(1, limit) .. "…"
+  end
+  return s
+end
+
+local function pct(x)
+  return type(x) == "number" and string.format("%d%%", math.floor(x * 100 + 0.5)) or "?"
+end
+
+local function add_block(lines, prefix, text)
+  for _, l in ipairs(vim.split(tostring(text or ""), "\n", { plain = true })) do
+    table.insert(lines, prefix .. l)
+  end
+end
+
+--- Markdown lines for one window/view event.
+function M.render_event(lines, ev, anchor)
+  local mark = (anchor ~= nil and ev.offset == anchor) and " ◀" or ""
+  local k = ev.k
+  if k == "msg.in" then
+    table.insert(lines, string.format("**User** `#%s`%s", ev.offset, mark))
+    add_block(lines, "> ", ev.text)
+  elseif k == "msg.out" then
+    table.insert(lines, string.format("**Assistant** `#%s`%s", ev.offset, mark))
+    add_block(lines, "", ev.text)
+  elseif k == "tool.call" then
+    local args = type(ev.args) == "table" and ev.args or {}
+    local what = args.file_path or args.path or args.command or args.pattern or ""
+    table.insert(lines, string.format("- `#%s` **%s** %s%s", ev.offset, ev.tool or "tool", oneline(what, 120), mark))
+  elseif k == "tool.result" then
+    table.insert(lines, string.format("- `#%s` → %s%s", ev.offset, oneline(ev.stdout, 120), mark))
+  elseif k == "code.edit" or k == "code.read" then
+    local r = ev.after_range or ev.range
+    local where = type(r) == "table" and string.format(":%s-%s", r[1], r[2]) or ""
+    table.insert(lines, string.format("- `#%s` %s `%s%s`%s", ev.offset,
+      k == "code.edit" and "**edit**" or "read", ev.file or "?", where, mark))
+    local body = ev.after_text or ev.text
+    if type(body) == "string" and body ~= "" then
+      body = body:gsub("%s+$", "")
+      local fence = "```"
+      while body:find(fence, 1, true) do
+        fence = fence .. "`"
+      end
+      table.insert(lines, fence)
+      add_block(lines, "", body)
+      table.insert(lines, fence)
+    end
+  else
+    table.insert(lines, string.format("- `#%s` %s%s", ev.offset, k or "?", mark))
+  end
+end
+
+--- The explain result as Markdown lines.
+function M.render_explain(result)
+  local lines = {}
+  local span = result.span or {}
+  table.insert(lines, string.format("# Engram: %s:%s-%s", span.file or "?", span.start or "?", span["end"] or "?"))
+  local sessions = result.sessions or {}
+  if #sessions == 0 then
+    table.insert(lines, "")
+    table.insert(lines, "No agent session produced this code (as far as the index knows).")
+    return lines
+  end
+  table.insert(lines, "")
+  table.insert(lines, string.format("%d session%s", #sessions, #sessions == 1 and "" or "s"))
+  for i, s in ipairs(sessions) do
+    table.insert(lines, "")
+    table.insert(lines, string.format("## %d. %s", i, oneline(s.label ~= vim.NIL and s.label or s.session, 100)))
+    table.insert(lines, string.format("%s · %s · %s match · via %s · %s → %s · tape `%s`",
+      s.harness or "?", s.model ~= vim.NIL and s.model or "?", pct(s.confidence), s.via or "?",
+      s.first_t or "?", s.last_t or "?", s.tape_id or "?"))
+    for _, w in ipairs(s.windows or {}) do
+      table.insert(lines, "")
+      table.insert(lines, string.format("### %s at event %s (%s)", w.kind or "anchor", w.anchor, pct(w.confidence)))
+      if type(w.request) == "table" and w.request.text then
+        table.insert(lines, "**Request:**")
+        add_block(lines, "> ", oneline(w.request.text, 600))
+      end
+      for _, ev in ipairs(w.events or {}) do
+        M.render_event(lines, ev, w.anchor)
+      end
+    end
+  end
+  if type(result.lineage) == "table" and #result.lineage > 0 then
+    table.insert(lines, "")
+    table.insert(lines, string.format("Lineage: %d edge%s", #result.lineage, #result.lineage == 1 and "" or "s"))
+  end
+  return lines
+end
+
+local function scratch(name, lines)
+  local buf = vim.fn.bufnr(name)
+  if buf == -1 then
+    buf = vim.api.nvim_create_buf(false, true)
+    vim.api.nvim_buf_set_name(buf, name)
+  end
+  vim.bo[buf].modifiable = true
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].modifiable = false
+  vim.bo[buf].filetype = "markdown"
+  vim.bo[buf].bufhidden = "hide"
+  local win = vim.fn.bufwinid(buf)
+  if win == -1 then
+    vim.cmd("botright vsplit")
+    win = vim.api.nvim_get_current_win()
+    vim.api.nvim_win_set_buf(win, buf)
+  else
+    vim.api.nvim_set_current_win(win)
+  end
+  vim.keymap.set("n", "q", "<cmd>close<cr>", { buffer = buf, nowait = true })
+  return buf, win
+end
+
+local function show_markdown(name, lines, layout)
+  if layout == "split" then
+    return scratch(name, lines)
+  end
+  local buf, win = vim.lsp.util.open_floating_preview(lines, "markdown", {
+    border = "rounded", focus_id = name, max_width = M.config.explain.width,
+    max_height = M.config.explain.height,
+  })
+  return buf, win
+end
+
+-- Commands ---------------------------------------------------------------------------------------
+
+--- The client for the current buffer; `any` also accepts another buffer's (view/status from a
+--- scratch buffer such as the explain split).
+local function need_client(any)
+  local client = M.client(0)
+  if not client and any then
+    local get = vim.lsp.get_clients or vim.lsp.get_active_clients
+    client = get({ name = NAME })[1]
+  end
+  if not client then
+    notify("no engram-lsp attached to this buffer (see :checkhealth engram)", vim.log.levels.WARN)
+  end
+  return client
+end
+
+--- :EngramExplain — the current function (the hover's block), or `opts.range` = {line1, line2}.
+function M.explain(opts)
+  opts = opts or {}
+  local client = need_client()
+  if not client then
+    return
+  end
+  local bufnr = vim.api.nvim_get_current_buf()
+  local uri = vim.uri_from_bufnr(bufnr)
+  local layout = opts.split and "split" or (opts.layout or M.config.explain.layout)
+
+  local function run(first, last) -- 0-based, inclusive
+    local params = {
+      textDocument = { uri = uri },
+      range = { start = { line = first, character = 0 }, ["end"] = { line = last + 1, character = 0 } },
+      before = M.config.explain.before, after = M.config.explain.after,
+    }
+    request(client, "engram/explain", params, function(err, result)
+      if err then
+        notify("explain failed: " .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+        return
+      end
+      M.state.last_explain = result
+      local buf = show_markdown("engram://explain", M.render_explain(result), layout)
+      if buf then
+        vim.b[buf].engram_explain = result
+      end
+      M.state.explain_buf = buf
+      if opts.on_done then
+        opts.on_done(result, buf)
+      end
+    end, bufnr)
+  end
+
+  if opts.range then
+    return run(opts.range[1] - 1, opts.range[2] - 1)
+  end
+  local cursor = vim.api.nvim_win_get_cursor(0)[1] - 1
+  local hover_params = { textDocument = { uri = uri }, position = { line = cursor, character = 0 } }
+  request(client, "textDocument/hover", hover_params, function(err, result)
+    local r = (not err and type(result) == "table") and result.range or nil
+    if r then
+      local last = r["end"].line - ((r["end"].character == 0 and r["end"].line > r.start.line) and 1 or 0)
+      run(r.start.line, last)
+    else
+      run(cursor, cursor)
+    end
+  end, bufnr)
+end
+
+--- :EngramView [next|prev|TAPE_ID [AT]] — step through a tape (default: the last explain's best session).
+function M.view(args, on_done)
+  args = args or {}
+  local client = need_client(true)
+  if not client then
+    return
+  end
+  local v = M.state.view
+  local page = M.config.view.before + M.config.view.after + 1
+  local tape, at
+  if args[1] == "next" or args[1] == "prev" then
+    if not v then
+      notify("nothing to step through yet: run :EngramExplain or :EngramView TAPE_ID", vim.log.levels.WARN)
+      return
+    end
+    tape, at = v.tape_id, v.at + (args[1] == "next" and page or -page)
+    if at < 0 then
+      at = 0
+    end
+  elseif args[1] then
+    tape, at = args[1], tonumber(args[2]) or 0
+  else
+    local s = M.state.last_explain and (M.state.last_explain.sessions or {})[1]
+    if not s then
+      notify("no session to view: run :EngramExplain first", vim.log.levels.WARN)
+      return
+    end
+    local w = (s.windows or {})[1]
+    tape, at = s.tape_id, w and w.anchor or 0
+  end
+  local params = { tapeId = tape, at = at, before = M.config.view.before, after = M.config.view.after }
+  request(client, "engram/view", params, function(err, result)
+    if err then
+      notify("view failed: " .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+      return
+    end
+    M.state.view = result
+    local lines = {
+      string.format("# Tape %s", result.tape_id),
+      string.format("%s · %s · %s", result.harness or "?", result.model ~= vim.NIL and result.model or "?",
+        oneline(result.label ~= vim.NIL and result.label or "", 80)),
+      string.format("events %d–%d of %d (at %d)%s   ]] next · [[ previous · q close",
+        result.range[1], result.range[2], result.n_events, result.at, result.live and " · live" or ""),
+      "",
+    }
+    for _, ev in ipairs(result.events or {}) do
+      M.render_event(lines, ev, result.at)
+    end
+    local buf = scratch("engram://view", lines)
+    vim.bo[buf].modifiable = false
+    vim.b[buf].engram_view = result
+    M.state.view_buf = buf
+    for lhs, dir in pairs({ ["]]"] = "next", ["[["] = "prev", ["<C-n>"] = "next", ["<C-p>"] = "prev" }) do
+      vim.keymap.set("n", lhs, function()
+        M.view({ dir })
+      end, { buffer = buf, nowait = true, desc = "Engram: " .. dir .. " events" })
+    end
+    if on_done then
+      on_done(result, buf)
+    end
+  end)
+end
+
+--- :EngramStatus — index counts, live sessions, last ingest, embedding state.
+function M.status(on_done)
+  local client = need_client(true)
+  if not client then
+    return
+  end
+  request(client, "engram/status", {}, function(err, result)
+    if err then
+      notify("status failed: " .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+      return
+    end
+    local counts = type(result.counts) == "table" and result.counts or {}
+    local server = result.server or {}
+    local lines = {
+      "# Engram status",
+      "",
+      string.format("- workspace: `%s`", server.root or result.root or "?"),
+      string.format("- index: `%s`%s", result.index or "?", result.indexed and "" or " (not built yet)"),
+      string.format("- sessions: %s (%s live), tapes: %s, events: %s",
+        counts.sessions or 0, counts.live_sessions or 0, counts.tapes or 0, counts.events or 0),
+      string.format("- last ingest: %s%s", result.last_ingest ~= vim.NIL and result.last_ingest or "never",
+        server.ingesting and " (indexing now)" or ""),
+      string.format("- watching: %s", table.concat(server.watching or {}, ", ")),
+    }
+    local emb = type(result.embedding) == "table" and result.embedding or {}
+    table.insert(lines, string.format("- embedding: %s", emb.available and "available" or ("off (" .. tostring(emb.reason or "") .. ")")))
+    if server.last_ingest_error and server.last_ingest_error ~= vim.NIL then
+      table.insert(lines, "- last error: " .. tostring(server.last_ingest_error))
+    end
+    local buf = show_markdown("engram://status", lines, "float")
+    if buf then
+      vim.b[buf].engram_status = result
+    end
+    if on_done then
+      on_done(result, lines)
+    end
+  end)
+end
+
+--- :EngramReindex — rebuild the index (progress shows through LspProgress).
+function M.reindex()
+  local client = need_client(true)
+  if not client then
+    return
+  end
+  request(client, "workspace/executeCommand", { command = "engram.reindex", arguments = {} }, function(err)
+    if err then
+      notify("reindex failed: " .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+    else
+      notify("index rebuilt")
+    end
+  end)
+end
+
+-- Code lens clicks (vim.lsp.codelens.run) execute `engram.explain` on the server and get the
+-- result back; show it the same way as :EngramExplain.
+vim.lsp.commands = vim.lsp.commands or {}
+vim.lsp.commands["engram.explain"] = function(command, ctx)
+  local client = vim.lsp.get_client_by_id(ctx.client_id)
+  if not client then
+    return
+  end
+  request(client, "workspace/executeCommand", { command = command.command, arguments = command.arguments },
+    function(err, result)
+      if err then
+        notify("explain failed: " .. (err.message or ""), vim.log.levels.ERROR)
+        return
+      end
+      M.state.last_explain = result
+      local buf = show_markdown("engram://explain", M.render_explain(result), M.config.explain.layout)
+      if buf then
+        vim.b[buf].engram_explain = result
+      end
+    end, ctx.bufnr)
+end
+
+return M

@@ -1,0 +1,60 @@
+"""LSP method ``textDocument/codeLens``: ``N sessions`` on each top-level symbol.
+
+Blocks come from ``engram.symbols.top_level_blocks``; all of them go to one ``explain_blocks`` call
+(one fingerprint pass, one index query per document; after an edit only the blocks whose text
+changed, see ``Backend.block_results``). A lens appears where a block has at least
+``codeLens.minSessions`` sessions; its command is ``engram.explain`` with ``[uri, range]``.
+Results are cached per buffer version and index generation.
+"""
+
+from __future__ import annotations
+
+from lsprotocol import types
+
+from engram import symbols
+from engram_lsp import documents, render
+from engram_lsp.params import lsp_range
+
+
+def lens_blocks(engine, backend, doc: documents.Doc) -> list[dict]:
+    """``explain_blocks`` for every top-level block (query thread, cached)."""
+    text = doc.source()
+
+    def compute():
+        blocks = [(s, e) for s, e, _name in symbols.top_level_blocks(text, doc.path)]
+        if not blocks:
+            return []
+        return backend.block_results(engine, doc.file, text, blocks)
+
+    key = ("lens", doc.uri, doc.version if doc.text is not None else hash(text))
+    return backend.cached(key, compute)
+
+
+def register(server) -> None:
+    @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))
+    async def code_lens(ls, params: types.CodeLensParams) -> list[types.CodeLens]:
+        if not ls.settings.code_lens_enabled or not params.text_document.uri.startswith("file:"):
+            return []
+        doc = documents.resolve(ls, params.text_document.uri)
+        results = await ls.run(lens_blocks, ls.get_backend(), doc, quiet=list)
+        lenses = []
+        for block in results:
+            n = int(block.get("sessions") or 0)
+            if n < ls.settings.min_sessions:
+                continue
+            start, end = block["range"]
+            rng = lsp_range(start, end)
+            lenses.append(
+                types.CodeLens(
+                    range=types.Range(
+                        start=types.Position(line=start - 1, character=0),
+                        end=types.Position(line=start - 1, character=0),
+                    ),
+                    command=types.Command(
+                        title=render.lens_title(n),
+                        command="engram.explain",
+                        arguments=[doc.uri, rng],
+                    ),
+                )
+            )
+        return lenses

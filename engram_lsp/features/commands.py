@@ -1,0 +1,42 @@
+"""LSP method ``workspace/executeCommand``: ``engram.explain`` and ``engram.reindex``.
+
+* ``engram.explain [uri, range, options?]`` → the explain result (what code lenses and the hover's
+  *Explain* link run; ``options`` takes the ``engram/explain`` keys).
+* ``engram.reindex [{rebuild?: bool}]`` → rebuilds the index (default) or ingests incrementally
+  (``rebuild: false``), with progress; returns the ingest summary when done.
+
+Arguments are taken raw (``*args``) and validated here, so a wrong one is an InvalidParams error.
+"""
+
+from __future__ import annotations
+
+from engram_lsp import params as P
+from engram_lsp.features import explain as explain_feature
+from engram_lsp.features import ingest
+
+
+def register(server) -> None:
+    @server.command("engram.explain")
+    async def explain_command(ls, *args):
+        if len(args) < 2:
+            raise P.InvalidParams("engram.explain expects arguments [uri, range, options?]")
+        uri, rng = P.plain(args[0]), P.plain(args[1])
+        options = P.plain(args[2]) if len(args) > 2 and args[2] is not None else {}
+        if not isinstance(uri, str):
+            raise P.InvalidParams(f"engram.explain: uri must be a string, got {uri!r}")
+        if not isinstance(options, dict):
+            raise P.InvalidParams("engram.explain: options must be an object")
+        return await explain_feature.explain(
+            ls, {**options, "textDocument": {"uri": uri}, "range": rng}
+        )
+
+    @server.command("engram.reindex")
+    async def reindex_command(ls, *args):
+        options = P.plain(args[0]) if args and args[0] is not None else {}
+        if not isinstance(options, dict):
+            raise P.InvalidParams("engram.reindex expects [{rebuild?: bool}]")
+        if P.get_bool(options, "rebuild", True):
+            summary = await ingest.reindex(ls)
+        else:
+            summary = await ingest.start(ls, title="Engram: indexing agent sessions")
+        return summary if isinstance(summary, dict) else {"done": True}

@@ -1,0 +1,96 @@
+"""LSP method ``textDocument/hover``: the sessions behind the block under the cursor.
+
+The block is the innermost function/class around the hovered line (``engram.symbols``), else the
+surrounding chunk. One ``explain_blocks`` call answers from the index (plus one transcript window);
+the result is cached per buffer version and index generation. No sessions → ``null``, never an
+error. The card's format is in ``engram_lsp.render``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from lsprotocol import types
+
+from engram import symbols
+from engram_lsp import documents, render
+from engram_lsp.params import lsp_range
+
+log = logging.getLogger(__name__)
+
+HOVER_BEFORE, HOVER_AFTER = 8, 6  # events read around the anchor to find the assistant's words
+
+
+def hover_block(engine, backend, doc: documents.Doc, line: int):
+    """(start, end, explain_blocks entry or None) for 1-based ``line``; runs on the query thread."""
+    text = doc.source()
+    start, end = symbols.enclosing_block(text, doc.path, line)
+
+    def compute():
+        # only the block's own text is fingerprinted (not the whole file), shared with code lens
+        lines = text.split("\n")[start - 1 : end]
+        result = backend.block_results(engine, doc.file, "\n".join(lines) + "\n", [(1, len(lines))])
+        block = {**result[0], "range": [start, end]} if result else None
+        top = (block or {}).get("top")
+        if block and block.get("sessions") and isinstance(top, dict):
+            block = {**block, "top": _with_window(engine, doc, text, start, end, top)}
+        return block
+
+    key = ("hover", doc.uri, doc.version if doc.text is not None else hash(text), start, end)
+    return start, end, backend.cached(key, compute)
+
+
+def _with_window(engine, doc, text, start, end, top: dict) -> dict:
+    """The best session with a window holding the request and the assistant's nearest words.
+
+    Uses the window ``explain_blocks`` gave (or a brief explain for the anchor when it gave none);
+    when that window holds no assistant message, reads a wider one around the same anchor.
+    """
+    windows = top.get("windows")
+    if not windows:
+        try:
+            result = engine.explain(doc.file, start, end, text=text, before=0, after=0, brief=True)
+        except Exception:  # the card still shows counts without the quote
+            log.debug("explain for the hover window failed", exc_info=True)
+            return top
+        sessions = result.get("sessions") or []
+        match = next((x for x in sessions if x.get("tape_id") == top.get("tape_id")), None)
+        match = match or (sessions[0] if sessions else None)
+        if match is None or not match.get("windows"):
+            return top
+        top = {**top, **{k: v for k, v in match.items() if k not in top or k == "windows"}}
+        windows = top["windows"]
+    window = windows[0]
+    events = window.get("events") or []
+    anchor = window.get("anchor")
+    if isinstance(anchor, int) and not any(e.get("k") == "msg.out" for e in events):
+        try:
+            wide = engine.view(top["tape_id"], anchor, before=HOVER_BEFORE, after=HOVER_AFTER)
+            window = {**window, "events": wide.get("events") or events}
+        except Exception:
+            log.debug("view for the hover window failed", exc_info=True)
+    return {**top, "windows": [window, *windows[1:]]}
+
+
+def register(server) -> None:
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    async def hover(ls, params: types.HoverParams) -> types.Hover | None:
+        if not ls.settings.hover_enabled or not params.text_document.uri.startswith("file:"):
+            return None
+        doc = documents.resolve(ls, params.text_document.uri)
+        backend = ls.get_backend()
+        start, end, block = await ls.run(
+            hover_block, backend, doc, params.position.line + 1, quiet=lambda: (0, 0, None)
+        )
+        if not block or not block.get("sessions"):
+            return None
+        rng = lsp_range(start, end)
+        return types.Hover(
+            contents=types.MarkupContent(
+                kind=types.MarkupKind.Markdown,
+                value=render.hover_markdown(block, doc.uri, start, end),
+            ),
+            range=types.Range(
+                start=types.Position(**rng["start"]), end=types.Position(**rng["end"])
+            ),
+        )

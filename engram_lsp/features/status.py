@@ -1,0 +1,49 @@
+"""LSP method ``engram/status`` (custom request): index counts, live sessions, last ingest,
+embedding state — the engine's status — plus a ``server`` object (version, workspace root,
+index path, whether an ingest is running, the last ingest summary or error, watched paths).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from engram_lsp import __version__
+
+METHOD = "engram/status"
+
+
+def server_status(ls) -> dict:
+    backend = ls.get_backend()
+    watcher = ls.watcher
+    at = backend.last_ingest_at
+    return {
+        "version": __version__,
+        "root": str(backend.root),
+        "index": str(backend.index_path()),
+        "ingesting": backend.ingesting,
+        "last_ingest": backend.last_ingest,
+        "last_ingest_at": (
+            dt.datetime.fromtimestamp(at, dt.timezone.utc).isoformat(timespec="milliseconds")
+            if at
+            else None
+        ),
+        "last_ingest_error": backend.last_ingest_error,
+        "watching": [str(p) for p in watcher.paths] if watcher else [],
+        "settings": {
+            "codeLens": {
+                "enabled": ls.settings.code_lens_enabled,
+                "minSessions": ls.settings.min_sessions,
+            },
+            "minConfidence": ls.settings.min_confidence,
+            "window": {"before": ls.settings.before, "after": ls.settings.after},
+        },
+    }
+
+
+def register(server) -> None:
+    @server.feature(METHOD)
+    async def engram_status(ls, params=None) -> dict:
+        status = await ls.run(lambda engine: engine.status())
+        out = dict(status) if isinstance(status, dict) else {"engine": status}
+        out["server"] = server_status(ls)
+        return out

@@ -1,0 +1,110 @@
+"""Markdown for people: the hover card (and the lens title).
+
+The hover shows, for the block under the cursor: how many sessions, the best confidence, the most
+recent time, the user's request and the assistant's words nearest the anchor (trimmed), harness
+and model of the best session, and an *Explain* link (``command:engram.explain?<args>``, which
+VS Code runs; other clients show it as a link).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from urllib.parse import quote
+
+MAX_QUOTE = 280
+
+
+def plural(n: int, word: str = "session") -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def lens_title(n: int) -> str:
+    return plural(n)
+
+
+def when(t: str | None) -> str:
+    """``2026-02-15T18:02:11Z`` → ``2026-02-15 18:02 UTC``."""
+    if not t or not isinstance(t, str):
+        return "unknown time"
+    m = re.match(r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d)", t)
+    return f"{m.group(1)} {m.group(2)} UTC" if m else t
+
+
+def trim(text: str | None, limit: int = MAX_QUOTE) -> str:
+    text = re.sub(r"\s+", " ", text or "").strip()
+    if len(text) > limit:
+        cut = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
+        text = cut.rstrip(" ,;:.") + " …"
+    return text.replace("`", "'")
+
+
+def _text(event: dict) -> str:
+    t = event.get("text")
+    if isinstance(t, str):
+        return t
+    return ""
+
+
+def nearest_words(session: dict) -> tuple[str, str]:
+    """(user request, assistant words) nearest the first window's anchor."""
+    windows = session.get("windows") or []
+    window = windows[0] if windows else {}
+    events = [e for e in (window.get("events") or []) if isinstance(e, dict)]
+    anchor = window.get("anchor")
+    offsets = [e.get("offset") for e in events if isinstance(e.get("offset"), int)]
+    if not isinstance(anchor, int) or (offsets and anchor not in offsets):
+        anchor_ev = next((e for e in events if e.get("k") == window.get("kind")), None)
+        anchor = (
+            anchor_ev.get("offset") if anchor_ev else (offsets[len(offsets) // 2] if offsets else 0)
+        )
+    requests = [e for e in events if e.get("k") == "msg.in" and _text(e).strip()]
+    before = [e for e in requests if (e.get("offset") or 0) <= anchor]
+    request = _text(window.get("request") or {}) if isinstance(window.get("request"), dict) else ""
+    if not request:
+        request = _text(before[-1]) if before else (_text(requests[0]) if requests else "")
+    if not request:
+        request = session.get("label") or ""
+    replies = [e for e in events if e.get("k") == "msg.out" and _text(e).strip()]
+    reply = ""
+    if replies:
+        best = min(
+            replies,
+            key=lambda e: (abs((e.get("offset") or 0) - anchor), (e.get("offset") or 0) > anchor),
+        )
+        reply = _text(best)
+    return trim(request), trim(reply)
+
+
+def command_link(title: str, command: str, args: list) -> str:
+    return f"[{title}](command:{command}?{quote(json.dumps(args, separators=(',', ':')))})"
+
+
+def hover_markdown(block: dict, uri: str, start: int, end: int) -> str:
+    """The hover card for one ``explain_blocks`` entry."""
+    n = int(block.get("sessions") or 0)
+    best = block.get("best")
+    top = block.get("top") or {}
+    head = [f"**Engram** · {plural(n)}"]
+    if isinstance(best, (int, float)):
+        head.append(f"best {best:.0%}")
+    head.append(f"latest {when(block.get('latest') or top.get('last_t'))}")
+    out = [" · ".join(head), ""]
+    request, reply = nearest_words(top)
+    if request:
+        out += [f"> **Request:** {request}", ">"] if reply else [f"> **Request:** {request}"]
+    if reply:
+        out.append(f"> **Assistant:** {reply}")
+    if request or reply:
+        out.append("")
+    facts = [x for x in (top.get("harness"), top.get("model")) if x]
+    session = top.get("session") or top.get("tape_id")
+    if session:
+        facts.append(f"session `{str(session)[:8]}`")
+    if isinstance(top.get("confidence"), (int, float)):
+        facts.append(f"{top['confidence']:.0%} match")
+    if facts:
+        out += [" · ".join(facts), ""]
+    rng = {"start": {"line": start - 1, "character": 0}, "end": {"line": end, "character": 0}}
+    out.append(f"{command_link('Explain', 'engram.explain', [uri, rng])} lines {start}–{end}")
+    return "\n".join(out)

@@ -1,0 +1,236 @@
+"""The composition root: ``create_server()`` builds the server and registers every feature.
+
+``EngramLanguageServer`` carries the per-session state the features share (settings, the
+``Backend`` that owns the engine, the watcher) and a few helpers:
+
+* ``run(fn, *args)`` awaits a query on the query thread (never blocks the event loop);
+* ``send_*`` helpers that are safe to call from any thread (they hop onto the event loop, so two
+  threads never interleave bytes on stdout);
+* ``log_to_client(level, message)``, the target of the logging handler in ``__main__``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+
+from engram.errors import EngramError
+from engram_lsp import __version__
+from engram_lsp.backend import Backend
+from engram_lsp.params import engram_error
+from engram_lsp.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class _Invalid:
+    """What ``structure_message`` returns for a request it could not structure (ignored)."""
+
+    jsonrpc = "invalid"
+
+
+class EngramProtocol(LanguageServerProtocol):
+    """pygls' protocol, except that malformed params get a JSON-RPC error instead of silence.
+
+    pygls answers a request whose params fail to structure with a ``window/showMessage`` and no
+    response, which leaves the client waiting forever (LSP-NOTES). Here the request gets an
+    ``InvalidParams`` response naming the method.
+    """
+
+    def structure_message(self, data: dict[str, Any]):
+        try:
+            return super().structure_message(data)
+        except Exception as exc:
+            if isinstance(data, dict) and "id" in data and "method" in data:
+                cause = exc.__cause__ or exc
+                self._send_response(
+                    data["id"],
+                    error=types.ResponseError(
+                        code=types.ErrorCodes.InvalidParams,
+                        message=f"invalid params for {data['method']}: {_short(cause)}",
+                    ),
+                )
+                log.warning("invalid params for %s: %s", data["method"], cause)
+                return _Invalid()
+            raise
+
+
+def _is_sqlite_error(exc: BaseException) -> bool:
+    return type(exc).__module__ == "apsw" or type(exc).__name__ in ("IOError", "BusyError")
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    subs = getattr(exc, "exceptions", None)
+    if subs:
+        text += ": " + "; ".join(_short(e) for e in subs[:3])
+    return text[:300]
+
+
+class EngramLanguageServer(LanguageServer):
+    """pygls server plus Engram session state (see the module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__("engram-lsp", __version__, protocol_cls=EngramProtocol, max_workers=4)
+        self.settings = Settings()
+        self.init_options: Any = None
+        self.backend: Backend | None = None
+        self.watcher = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.rebuild_offered = False
+        self._startup_lock = threading.Lock()
+
+    # --- state ---------------------------------------------------------------------------------
+
+    @property
+    def root(self) -> Path:
+        ws = self.protocol._workspace
+        root = ws.root_path if ws is not None else None
+        if not root and ws is not None and ws.folders:
+            from pygls.uris import to_fs_path
+
+            root = to_fs_path(next(iter(ws.folders.values())).uri)
+        return Path(root) if root else Path.cwd()
+
+    def get_backend(self) -> Backend:
+        if self.backend is None:
+            self.backend = Backend(self.root, self.settings)
+        return self.backend
+
+    async def run(self, fn, *args, quiet=None, **kwargs):
+        """Await ``fn(engine, *args)`` on the query thread; engine errors become JSON-RPC errors.
+
+        ``quiet``: what to answer instead of an error when the index is missing or broken (hover
+        and code lens answer "nothing" while the user is offered a rebuild). A SQLite error (the
+        index file replaced under an open connection, e.g. by a rebuild) is retried once on fresh
+        connections.
+        """
+        backend = self.get_backend()
+        for attempt in (1, 2):
+            try:
+                return await asyncio.wrap_future(backend.query(fn, *args, **kwargs))
+            except EngramError as exc:
+                self.offer_rebuild_for(exc)
+                if quiet is not None and self.looks_corrupt(exc):
+                    return quiet()
+                raise engram_error(exc) from exc
+            except Exception as exc:
+                if _is_sqlite_error(exc) and attempt == 1:
+                    log.info("index read failed (%s); retrying on fresh connections", exc)
+                    backend.reopen()
+                    continue
+                if self.looks_corrupt(exc):
+                    self.offer_rebuild_for(exc)
+                if quiet is not None and (_is_sqlite_error(exc) or self.looks_corrupt(exc)):
+                    log.warning("index unavailable: %s", exc)
+                    return quiet()
+                raise
+        raise AssertionError("unreachable")
+
+    # --- thread-safe sending ------------------------------------------------------------------
+
+    def on_loop(self, fn, *args) -> None:
+        """Call ``fn(*args)`` on the event loop (from any thread)."""
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            if threading.current_thread() is threading.main_thread() and loop.is_running():
+                try:
+                    if asyncio.get_running_loop() is loop:
+                        fn(*args)
+                        return
+                except RuntimeError:
+                    pass
+            loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # loop closed while shutting down
+            pass
+
+    def log_to_client(self, level: int, message: str) -> None:
+        kind = (
+            types.MessageType.Error
+            if level >= logging.ERROR
+            else types.MessageType.Warning
+            if level >= logging.WARNING
+            else types.MessageType.Info
+            if level >= logging.INFO
+            else types.MessageType.Log
+        )
+        self.on_loop(self._send_log, kind, message)
+
+    def _send_log(self, kind, message) -> None:
+        if self.protocol.writer is not None:
+            self.window_log_message(types.LogMessageParams(type=kind, message=message))
+
+    def notify_user(self, message: str, *, error: bool = False) -> None:
+        """``window/showMessage``, as the ``showNotifications`` setting allows."""
+        level = self.settings.show_notifications
+        if level == "off" or (level == "onError" and not error):
+            log.info("%s", message)
+            return
+        kind = types.MessageType.Error if error else types.MessageType.Info
+        self.on_loop(self.window_show_message, types.ShowMessageParams(type=kind, message=message))
+
+    def refresh_code_lenses(self) -> None:
+        """Ask the client to re-request lenses (if it supports ``workspace/codeLens/refresh``)."""
+        caps = self.client_capabilities
+        ws = caps.workspace if caps else None
+        lens = ws.code_lens if ws else None
+        if lens is not None and lens.refresh_support:
+            self.on_loop(self._send_refresh)
+
+    def _send_refresh(self) -> None:
+        if self.protocol.writer is not None and not self.protocol._shutdown:
+            self.workspace_code_lens_refresh(None)
+
+    # --- broken index --------------------------------------------------------------------------
+
+    @staticmethod
+    def looks_corrupt(exc: BaseException) -> bool:
+        code = getattr(exc, "code", None)
+        if code in ("schema-too-new", "index-mismatch", "corrupt-index", "not-indexed"):
+            return True
+        name = type(exc).__name__
+        return name in ("NotADBError", "CorruptError") or "malformed" in str(exc).lower()
+
+    def offer_rebuild_for(self, exc: BaseException) -> None:
+        if self.looks_corrupt(exc) and not self.rebuild_offered:
+            from engram_lsp.features.ingest import offer_rebuild
+
+            self.rebuild_offered = True
+            self.on_loop(offer_rebuild, self, getattr(exc, "message", None) or str(exc))
+
+
+# The features, in registration order. Each module has ``register(server)``.
+FEATURES = (
+    "lifecycle",
+    "config",
+    "ingest",
+    "watch",
+    "warm",
+    "hover",
+    "code_lens",
+    "explain",
+    "view",
+    "search",
+    "status",
+    "commands",
+)
+
+
+def create_server() -> EngramLanguageServer:
+    """Build a server with every feature module in ``FEATURES`` registered."""
+    import importlib
+
+    server = EngramLanguageServer()
+    for name in FEATURES:
+        module = importlib.import_module(f"engram_lsp.features.{name}")
+        module.register(server)
+    return server

@@ -1,0 +1,117 @@
+"""Helpers for the pytest-lsp end-to-end tests (also used by the nvim tests and the bench)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+
+from lsprotocol import types
+
+TIMEOUT = 30.0
+
+
+async def call(coro, timeout: float = TIMEOUT):
+    """Every request with a deadline: a server that never answers fails the test, not hangs it."""
+    return await asyncio.wait_for(coro, timeout)
+
+
+async def request(client, method: str, params):
+    return await call(client.protocol.send_request_async(method, params))
+
+
+async def wait_indexed(client, timeout: float = TIMEOUT) -> dict:
+    """Poll ``engram/status`` until the startup ingest has finished."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status = await request(client, "engram/status", {})
+        server = status.server
+        if server.last_ingest_at and not server.ingesting:
+            return status
+        if time.monotonic() > deadline:
+            raise AssertionError(f"index not ready: {status}")
+        await asyncio.sleep(0.1)
+
+
+def open_doc(client, ws, rel: str, text: str | None = None, language: str = "python") -> str:
+    uri = ws.uri(rel)
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(
+                uri=uri,
+                language_id=language,
+                version=1,
+                text=text if text is not None else (ws.root / rel).read_text(),
+            )
+        )
+    )
+    return uri
+
+
+async def hover(client, uri: str, line: int):
+    return await call(
+        client.text_document_hover_async(
+            types.HoverParams(
+                text_document=types.TextDocumentIdentifier(uri=uri),
+                position=types.Position(line=line, character=0),
+            )
+        )
+    )
+
+
+async def lenses(client, uri: str):
+    return await call(
+        client.text_document_code_lens_async(
+            types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
+        )
+    )
+
+
+# --- a raw stdio client, for what pytest-lsp cannot send (malformed params, a vanishing editor) ---
+
+
+def frame(obj) -> bytes:
+    body = json.dumps(obj).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def read_message(stream) -> dict:
+    length = 0
+    while True:
+        line = stream.readline()
+        if not line:
+            raise EOFError
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":")[1])
+        elif line in (b"\r\n", b"\n"):
+            return json.loads(stream.read(length))
+
+
+def start_raw(ws):
+    return subprocess.Popen(
+        [sys.executable, "-m", "engram_lsp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ws.env(),
+    )
+
+
+def initialize_raw(proc, ws):
+    proc.stdin.write(
+        frame(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {"processId": None, "rootUri": ws.root.as_uri(), "capabilities": {}},
+            }
+        )
+    )
+    proc.stdin.flush()
+    while True:
+        msg = read_message(proc.stdout)
+        if msg.get("id") == 1:
+            return msg

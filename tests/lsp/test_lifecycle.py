@@ -1,0 +1,151 @@
+"""initialize / progress / refresh / shutdown / disconnect / configuration."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from lsp_helpers import frame as _frame
+from lsp_helpers import initialize_raw as _initialize
+from lsp_helpers import lenses, open_doc, request, wait_indexed
+from lsp_helpers import read_message as _read_message
+from lsp_helpers import start_raw as _start_raw
+from lsprotocol import types
+
+pytestmark = pytest.mark.e2e
+
+
+async def test_initialize_answers_at_once_and_advertises_features(lsp, ws):
+    t0 = time.monotonic()
+    client = await lsp(ws)
+    assert time.monotonic() - t0 < 10
+    caps = client.init_result.capabilities
+    assert caps.hover_provider
+    assert caps.code_lens_provider is not None
+    assert set(caps.execute_command_provider.commands) >= {"engram.explain", "engram.reindex"}
+    assert client.init_result.server_info.name == "engram-lsp"
+    status = await wait_indexed(client)
+    assert status.server.root == str(ws.root)
+    assert status.index.startswith(str(ws.root / ".engram-cache"))
+
+
+async def test_startup_ingest_reports_progress_then_refreshes_lenses(lsp, ws):
+    client = await lsp(ws)
+    await wait_indexed(client)
+    for _ in range(50):
+        if client.refresh_requests:
+            break
+        await asyncio.sleep(0.1)
+    assert client.refresh_requests >= 1
+    reports = [
+        r
+        for token, rs in client.progress_reports.items()
+        if token.startswith("engram-ingest")
+        for r in rs
+    ]
+    assert reports and reports[0].kind == "begin" and reports[-1].kind == "end"
+    assert "Engram" in reports[0].title
+
+
+async def test_no_refresh_request_when_client_lacks_support(lsp, ws):
+    client = await lsp(ws, capabilities=types.ClientCapabilities())
+    await wait_indexed(client)
+    await asyncio.sleep(0.3)
+    assert client.refresh_requests == 0
+
+
+async def test_invalid_settings_fall_back_to_defaults_with_a_warning(lsp, ws):
+    client = await lsp(ws, init_options={"codeLens": {"minSessions": "lots"}, "minConfidence": 7})
+    await wait_indexed(client)
+    logs = " ".join(m.message for m in client.log_messages)
+    assert "codeLens.minSessions" in logs and "minConfidence" in logs
+    uri = open_doc(client, ws, "hello.py")
+    assert [lens.command.title for lens in await lenses(client, uri)] == ["1 session"]
+
+
+async def test_workspace_configuration_section_is_read(lsp, ws):
+    client = await lsp(ws, configuration={"codeLens": {"minSessions": 2}})
+    await wait_indexed(client)
+    uri = open_doc(client, ws, "hello.py")
+    assert list(await lenses(client, uri)) == []
+    status = await request(client, "engram/status", {})
+    assert status.server.settings.codeLens.minSessions == 2
+
+
+async def test_code_lens_can_be_disabled_by_init_options(lsp, ws):
+    client = await lsp(ws, init_options={"engram": {"codeLens": {"enabled": False}}})
+    await wait_indexed(client)
+    uri = open_doc(client, ws, "hello.py")
+    assert list(await lenses(client, uri)) == []
+
+
+def test_client_disconnect_ends_the_process(ws):
+    proc = _start_raw(ws)
+    try:
+        reply = _initialize(proc, ws)
+        assert "capabilities" in reply["result"]
+        proc.stdin.write(_frame({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
+        proc.stdin.flush()
+        time.sleep(0.3)
+        proc.stdin.close()  # the editor went away without shutdown/exit
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_shutdown_then_exit(ws):
+    proc = _start_raw(ws)
+    try:
+        _initialize(proc, ws)
+        proc.stdin.write(_frame({"jsonrpc": "2.0", "id": 2, "method": "shutdown"}))
+        proc.stdin.flush()
+        while _read_message(proc.stdout).get("id") != 2:
+            pass
+        proc.stdin.write(_frame({"jsonrpc": "2.0", "method": "exit"}))
+        proc.stdin.flush()
+        assert proc.wait(timeout=15) == 0
+        assert b"Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_main_version_does_not_start_a_server(capsys):
+    import pytest
+
+    from engram_lsp.__main__ import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert "engram-lsp" in capsys.readouterr().out
+
+
+async def test_did_change_configuration_applies_new_settings(lsp, ws):
+    client = await lsp(ws, configuration={"codeLens": {"minSessions": 1}})
+    await wait_indexed(client)
+    uri = open_doc(client, ws, "hello.py")
+    assert [lens.command.title for lens in await lenses(client, uri)] == ["1 session"]
+    client.set_configuration({"codeLens": {"minSessions": 3}}, section="engram")
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+    for _ in range(50):
+        if not list(await lenses(client, uri)):
+            break
+        await asyncio.sleep(0.1)
+    assert list(await lenses(client, uri)) == []
+
+
+async def test_engine_settings_change_reindexes(lsp, ws):
+    client = await lsp(ws)
+    await wait_indexed(client)
+    before = (await request(client, "engram/status", {})).server.last_ingest_at
+    client.set_configuration({"harnesses": {"claude_code": {"enabled": False}}}, section="engram")
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+    for _ in range(100):
+        status = await request(client, "engram/status", {})
+        if status.server.last_ingest_at != before and not status.server.ingesting:
+            break
+        await asyncio.sleep(0.1)
+    assert status.server.watching == []  # nothing left to watch: the only harness is off

