@@ -146,6 +146,16 @@ def compute(conn: apsw.Connection, new_tapes: list[Q.TapeRow], access: W.TapeAcc
         _dispatch_of(conn, a, text, stats)
 
 
+def _sidechains(conn: apsw.Connection, tape_rows: set[int]) -> set[int]:
+    """The tapes among ``tape_rows`` whose meta marks a subagent transcript (sidechain)."""
+    out = set()
+    for tid, meta in conn.execute("SELECT id, meta_json FROM tapes WHERE id IN carray(?)",
+                                  (apsw.carray(Q._i64(sorted(tape_rows))),)):
+        if meta and '"sidechain":true' in meta.replace(" ", ""):
+            out.add(tid)
+    return out
+
+
 def _continuation_of(conn: apsw.Connection, b: Q.TapeRow, text: TapeText, stats: dict) -> None:
     conn.execute("DELETE FROM continuations WHERE to_tape=? AND coalesce(markers,'') NOT LIKE"
                  " '%dispatch%'", (b.id,))
@@ -165,6 +175,10 @@ def _continuation_of(conn: apsw.Connection, b: Q.TapeRow, text: TapeText, stats:
             preds.setdefault(r.id, r)
     preds = {k: v for k, v in preds.items()
              if not (v.first_t and b.first_t and v.first_t > b.first_t)}
+    # a subagent transcript (sidechain) shares its parent's session id but never continues it,
+    # nor does the parent continue it
+    side = _sidechains(conn, set(preds) | {b.id})
+    preds = {k: v for k, v in preds.items() if (k in side) == (b.id in side)}
     if not preds:
         return
     hb = text.get(b)
@@ -184,8 +198,8 @@ def _continuation_of(conn: apsw.Connection, b: Q.TapeRow, text: TapeText, stats:
         if len(matched) < CONT_MIN_MATCH:
             base = 0.0
         markers = sorted(hb["markers"])
-        if b.session and a.session == b.session:
-            markers.append("resumed")
+        if b.session and a.session == b.session and (a.last_t or "") <= (b.first_t or "~"):
+            markers.append("resumed")  # same session, picked up after the earlier part ended
         explicit = b.continues == a.tape_id
         if explicit:
             markers.append("continues")

@@ -202,3 +202,12 @@ def test_help_mentions_every_command(capsys):
     for cmd in ("ingest", "explain", "view", "show", "tapes", "search", "status", "trace", "blame",
                 "record", "adapters", "init", "watch", "gc"):
         assert cmd in out
+
+
+def test_subagent_sidechains_are_not_continuations(repo, capsys):
+    """The two real `agent-*.jsonl` warmup sidechains share the parent's sessionId and overlap it
+    in time: they must not be reported as continuations of the session that wrote hello.py."""
+    run_json(capsys, "ingest", "--seal")
+    res = run_json(capsys, "explain", "hello.py:1-8", "--brief")
+    assert [s["via"] for s in res["sessions"]] == ["direct"]
+    assert not any(e.get("kind") == "continuation" for e in res["lineage"])
