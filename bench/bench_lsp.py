@@ -20,7 +20,8 @@ serialization and the pipe are included):
   (the watcher's debounce, the incremental ingest and the hover together).
 
 Targets (issue 3): hover p95 ≤ 10 ms, code lens p95 ≤ 30 ms, explain p95 ≤ 20 ms, freshness ≤ 2 s.
-Run: ``python bench/bench_lsp.py [--corpus DIR] [--n 200] [--json out.json]``.
+Run: ``python bench/bench_lsp.py [--corpus DIR] [--n 200] [--json out.json]``. The index is built
+once and reused; pass ``--fresh`` after a change to the index schema or fingerprint parameters.
 """
 
 from __future__ import annotations

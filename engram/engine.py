@@ -96,22 +96,21 @@ class Engine:
         return summary
 
     def watch_paths(self) -> list[Path]:
+        """Every harness location and tape directory ingest reads, whether or not it exists yet
+        (a first Claude Code run creates ``~/.claude/projects`` while the editor is open)."""
         ing = Ingestor(self.root, self.config, None)  # type: ignore[arg-type]
-        out = []
-        for _ad, p in ing.harness_roots():
-            if p.exists() and p not in out:
+        out: list[Path] = []
+        for p in [p for _ad, p in ing.harness_roots()] + ing.tape_dirs():
+            if p not in out:
                 out.append(p)
-        for d in ing.tape_dirs():
-            if d.exists() and d not in out:
-                out.append(d)
         return out
 
     # -- explain -----------------------------------------------------------------------------
     def _read_span(self, file: str, start: int, end: int, text: str | None) -> tuple[str, list[str]]:
         if text is None:
             p = Path(file)
-            if not p.is_absolute():
-                p = Path.cwd() / p
+            if not p.is_absolute():  # relative to the current directory, else to the repo root
+                p = Path.cwd() / p if (Path.cwd() / p).exists() else self.root / p
             try:
                 text = p.read_text(encoding="utf-8", errors="replace")
             except FileNotFoundError:
@@ -195,8 +194,15 @@ class Engine:
         except ValueError:
             return file
 
-    def explain_blocks(self, file: str, text: str, blocks: list[tuple[int, int]]) -> list[dict]:
-        """Session counts for many blocks of one document: one fingerprint pass, one lookup."""
+    def explain_blocks(self, file: str, text: str, blocks: list[tuple[int, int]],
+                       windows: bool | None = None) -> list[dict]:
+        """Session counts for many blocks of one document: one fingerprint pass, one lookup.
+
+        ``top`` is each block's best session; with ``windows`` (default: when a single block is
+        asked for, as a hover does) it carries its first transcript window too, read from the tape.
+        """
+        if windows is None:
+            windows = len(blocks) == 1
         conn = self.conn()
         lines = text.split("\n")
         if not blocks:
@@ -238,6 +244,7 @@ class Engine:
                 for b in hash_blocks.get(h, ()):
                     hits[b] += 1
             tape_best: dict[int, float] = {}
+            tape_event: dict[int, int] = {}
             for b, c in hits.items():
                 conf = min(1.0, c / n_win)
                 if conf <= X.DIRECT_FLOOR:
@@ -246,8 +253,10 @@ class Engine:
                     r = erows.get(eid)
                     if r is None:
                         continue
-                    if conf > tape_best.get(r.tape, 0.0):
+                    if conf > tape_best.get(r.tape, 0.0) or (
+                            conf == tape_best.get(r.tape) and r.kind == S.KIND_CODE["code.edit"]):
                         tape_best[r.tape] = conf
+                        tape_event[r.tape] = eid
             if tape_best:
                 ranked = sorted(tape_best.items(),
                                 key=lambda kv: (-round(kv[1], 2), X._neg_time(trows[kv[0]].last_t),
@@ -257,8 +266,14 @@ class Engine:
                     "sessions": len(tape_best), "best": round(ranked[0][1], 4),
                     "latest": max((trows[t].last_t or "") for t in tape_best) or None,
                     "top": {"tape_id": top.tape_id, "harness": top.harness, "session": top.session,
-                            "model": top.model, "label": top.label,
-                            "confidence": round(ranked[0][1], 4)}})
+                            "model": top.model, "label": top.label, "tier": top.tier or "agent",
+                            "last_t": top.last_t, "confidence": round(ranked[0][1], 4)}})
+                if windows:
+                    r = erows[tape_event[top.id]]
+                    w = {"anchor": r.ofs, "kind": S.kind_name(r.kind),
+                         "confidence": round(ranked[0][1], 4), "file": r.file}
+                    w.update(W.window(W.TapeAccess(conn), top, r.ofs, 1, 1))
+                    res["top"]["windows"] = [w]
             out.append(res)
         return out
 

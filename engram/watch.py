@@ -68,6 +68,8 @@ def start_observer(roots: list[Path], collector: ChangeCollector):
     obs = Observer()
     for root in roots:
         target = root if root.is_dir() else root.parent
+        if not target.is_dir():
+            continue  # not created yet; the periodic full pass picks it up once it exists
         obs.schedule(Handler(), str(target), recursive=True)
     obs.daemon = True
     obs.start()

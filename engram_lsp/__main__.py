@@ -53,7 +53,9 @@ def _configure_logging(server, level: str, log_file: str | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="engram-lsp", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="engram-lsp", description="The Engram language server (stdio by default)."
+    )
     parser.add_argument("--stdio", action="store_true", help="speak LSP on stdin/stdout (default)")
     parser.add_argument("--tcp", metavar="HOST:PORT", help="listen on a TCP socket instead")
     parser.add_argument("--log-file", help="also write a debug log to this file")

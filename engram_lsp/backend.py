@@ -289,6 +289,7 @@ class Backend:
 
         self.ingesting = True
         started = time.monotonic()
+        summary = None
         try:
             engine = self.open()
             kwargs: dict[str, Any] = {"progress": report}
@@ -312,7 +313,8 @@ class Backend:
         finally:
             self.last_ingest_at = time.time()
             self.ingesting = False
-            self.invalidate()
+            if not (isinstance(summary, dict) and summary.get("nothing_to_do")):
+                self.invalidate()  # new evidence: cached hovers and lenses are stale
             log.info(
                 "ingest (%s) took %.0f ms",
                 "paths" if paths else ("rebuild" if rebuild else "all"),

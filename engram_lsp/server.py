@@ -3,10 +3,12 @@
 ``EngramLanguageServer`` carries the per-session state the features share (settings, the
 ``Backend`` that owns the engine, the watcher) and a few helpers:
 
-* ``run(fn, *args)`` awaits a query on the query thread (never blocks the event loop);
-* ``send_*`` helpers that are safe to call from any thread (they hop onto the event loop, so two
-  threads never interleave bytes on stdout);
-* ``log_to_client(level, message)``, the target of the logging handler in ``__main__``.
+* ``run(fn, *args)`` awaits a query on a query thread (never blocks the event loop) and turns
+  engine errors into JSON-RPC errors;
+* ``on_loop(fn, *args)`` and the helpers built on it (``log_to_client``, ``notify_user``,
+  ``refresh_code_lenses``) are safe to call from any thread: they hop onto the event loop, so two
+  threads never interleave bytes on stdout;
+* ``offer_rebuild_for(exc)``: one rebuild offer per broken index.
 """
 
 from __future__ import annotations
@@ -85,7 +87,6 @@ class EngramLanguageServer(LanguageServer):
         self.watcher = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.rebuild_offered = False
-        self._startup_lock = threading.Lock()
 
     # --- state ---------------------------------------------------------------------------------
 

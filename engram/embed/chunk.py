@@ -4,7 +4,7 @@ Selected (``reasoning_texts``), per event offset:
 
 * ``meta.label`` (the session title);
 * ``msg.in`` / ``msg.out`` ``text`` — user requests, assistant messages, compaction summaries (the
-  adapters emit those as messages) — plus string ``reasoning`` / ``thinking`` / ``summary`` fields
+  adapters emit those as messages), fenced code blocks replaced by ``[code]`` — plus string ``reasoning`` / ``thinking`` / ``summary`` fields
   when an adapter keeps reasoning beside the text;
 * ``tool.call``: a short rendering ``"<tool>: <description>"`` built from the whitelisted argument
   keys in ``TOOL_ARG_KEYS`` (``description``, a sub-agent ``prompt``, a plan ``explanation``, a
@@ -32,7 +32,7 @@ import re
 import xxhash
 
 #: bump when the selection or the chunking changes (the worker re-chunks tapes done earlier).
-CHUNKER_VERSION = 1
+CHUNKER_VERSION = 2
 DEFAULT_WINDOW = 256
 DEFAULT_OVERLAP = 32
 #: texts with fewer words than this ("ok", "continue") carry no meaning worth a vector.
@@ -43,6 +43,9 @@ _MSG_EXTRA_KEYS = ("reasoning", "thinking", "summary")
 _NOTE_KEYS = ("text", "note", "summary")
 _CODE_KINDS = frozenset({"code.edit", "code.read", "tool.result"})
 _NOTE_KIND = re.compile(r"summary|compact|note", re.I)
+#: fenced code blocks inside messages (```lang ... ```): fingerprints cover code; embedding it
+#: makes every message that quotes code look alike. An unclosed fence runs to the end.
+_FENCE = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)", re.MULTILINE | re.DOTALL)
 _PIECE = re.compile(r"[A-Za-z]{1,6}|\d{1,2}|[^\w\s]|_")
 #: the estimate is within -1%..+10% of WordPiece counts on docs, code and code-laden prose.
 _SAFETY = 1.15
@@ -137,6 +140,13 @@ def tool_call_text(ev: dict) -> str | None:
     return f"{tool}: " + "; ".join(parts)
 
 
+def strip_code(text: object) -> object:
+    """``text`` without its fenced code blocks (each becomes ``[code]``); non-strings unchanged."""
+    if not isinstance(text, str) or "```" not in text and "~~~" not in text:
+        return text
+    return _FENCE.sub("[code]", text)
+
+
 def reasoning_texts(ev: dict) -> list[str]:
     """The reasoning texts of one event (possibly none), in a fixed order."""
     k = ev.get("k")
@@ -157,7 +167,7 @@ def reasoning_texts(ev: dict) -> list[str]:
     if k == "meta":
         take(ev.get("label"))
     elif k in ("msg.in", "msg.out"):
-        take(ev.get("text"))
+        take(strip_code(ev.get("text")))
         for key in _MSG_EXTRA_KEYS:
             take(ev.get(key))
     elif k == "tool.call":

@@ -281,6 +281,14 @@ class VectorStore:
                 self._db.executemany("INSERT OR IGNORE INTO refs(hash, tape_id, ofs) "
                                      "VALUES(?, ?, ?)", refs)
 
+    def drop_refs(self, tape_ids: Iterable[str]) -> None:
+        """Forget every reference of these tapes (before re-chunking them under a new chunker key,
+        so stale chunks stop pointing at them). Vectors stay: other tapes may share them."""
+        ids = [(t,) for t in tape_ids]
+        if ids:
+            with self._db:
+                self._db.executemany("DELETE FROM refs WHERE tape_id=?", ids)
+
     def mark_tapes_done(self, done: Iterable[tuple[str, int]], chunker: str) -> None:
         """Record ``(tape_id, n_chunks)`` as fully embedded under chunker key ``chunker``."""
         rows = [(t, chunker, n, time.time()) for t, n in done]

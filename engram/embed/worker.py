@@ -84,6 +84,8 @@ def embed_tapes(tapes: Iterable[tuple[str, Path]], store, embedder, *,
             log.warning("embed: skipping tape %s: %s", tape_id, e)
             continue
         chunks = reasoning_chunks(events, tape_id, window=window, overlap=overlap)
+        if hasattr(store, "drop_refs"):  # refs of an earlier chunker version (or a cut-off pass)
+            store.drop_refs([tape_id])
         summary["chunks"] += len(chunks)
         n_chunks[tape_id] = len(chunks)
         hashes = [c.hash for c in chunks]

@@ -56,13 +56,22 @@ def _supports_progress(ls) -> bool:
 
 
 def start(
-    ls, *, rebuild: bool = False, seal: bool = False, title: str = "Engram: indexing"
+    ls,
+    *,
+    rebuild: bool = False,
+    seal: bool = False,
+    title: str = "Engram: indexing",
+    quiet: bool = False,
 ) -> asyncio.Future:
-    """Run an ingest in the background; returns an asyncio future with the engine's summary."""
+    """Run an ingest in the background; returns an asyncio future with the engine's summary.
+
+    ``quiet``: no progress UI (the periodic sweep); lenses are refreshed only if it changed
+    something.
+    """
     loop = asyncio.get_running_loop()
     result: asyncio.Future = loop.create_future()
     token = f"engram-ingest-{uuid.uuid4().hex[:12]}"
-    progress_ok = _supports_progress(ls)
+    progress_ok = _supports_progress(ls) and not quiet
     state = {"created": False, "last": 0.0}
 
     def report(*args, **kwargs) -> None:  # called on the ingest thread
@@ -117,8 +126,10 @@ def start(
                 ls.notify_user(f"Engram: indexing failed: {error}", error=True)
             result.set_exception(error)
             return
-        log.info("ingest done: %s", _summary_text(summary))
-        ls.refresh_code_lenses()
+        unchanged = isinstance(summary, dict) and summary.get("nothing_to_do")
+        if not (quiet and unchanged):
+            log.info("ingest done: %s", _summary_text(summary))
+            ls.refresh_code_lenses()
         result.set_result(summary)
 
     task = asyncio.ensure_future(run())

@@ -179,7 +179,7 @@ async def _sweep(ls, watcher) -> None:
             return
         if not backend.ingesting:
             try:
-                await ingest.start(ls, title="Engram: indexing agent sessions")
+                await ingest.start(ls, title="Engram: indexing agent sessions", quiet=True)
             except Exception as exc:  # reported by ingest.start
                 log.debug("periodic ingest failed: %s", exc)
 

@@ -219,7 +219,7 @@ async def test_search_and_status(lsp, ws):
     assert status["counts"]["sessions"] == 1
     assert status["live_sessions"][0]["harness"] == "claude_code"
     assert "embedding" in status
-    assert status["server"]["watching"] == [str(ws.home / ".claude" / "projects")]
+    assert str(ws.home / ".claude" / "projects") in status["server"]["watching"]
 
 
 @pytest.mark.filterwarnings("error::pytest_lsp.LspSpecificationWarning")

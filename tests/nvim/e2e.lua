@@ -68,6 +68,7 @@ local ok, err = pcall(function()
   end
   wait(10000, function() return engram.state.refreshes > 0 end, "a workspace/codeLens/refresh request")
   out.refreshes_after_start = engram.state.refreshes
+  out.progress = engram.state.progress or vim.NIL
   step("lenses")
 
   -- :EngramExplain on the current function

@@ -96,6 +96,7 @@ def test_lens_titles_and_refresh(run):
     assert run["ok"], run["error"]
     assert run["lenses"] == [{"title": "1 session", "line": 3, "command": "engram.explain"}]
     assert run["refreshes_after_start"] >= 1
+    assert run["progress"].startswith("Engram: ")  # the startup ingest's $/progress end
 
 
 def test_explain_buffer(run):

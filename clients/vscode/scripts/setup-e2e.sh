@@ -32,10 +32,16 @@ if [ ! -x "$CS_DIR/node_modules/.bin/code-server" ] || [ ! -e "$CS_DIR/.engram-i
     echo "setup-e2e: installing code-server into $CS_DIR (slow: several minutes)"
     # code-server's build writes under HOME/XDG dirs: keep them out of the user's home, but keep the
     # user's npm config and cache (a `nodedir` there lets node-gyp build without downloading headers).
+    # (resolved before HOME is replaced; Debian's nodejs ships the headers node-gyp needs, so point
+    # node-gyp at them instead of letting it download headers, which fails offline)
+    NPM_CACHE="${npm_config_cache:-$HOME/.npm}"
+    NPM_RC="${npm_config_userconfig:-$HOME/.npmrc}"
+    NODEDIR="${npm_config_nodedir:-}"
+    if [ -z "$NODEDIR" ] && [ -f /usr/include/node/node_api.h ]; then NODEDIR=/usr; fi
     TMPH=$(mktemp -d)
     HOME="$TMPH" XDG_CONFIG_HOME="$TMPH/.config" XDG_DATA_HOME="$TMPH/.local/share" \
-        XDG_CACHE_HOME="$TMPH/.cache" npm_config_cache="${npm_config_cache:-$HOME/.npm}" \
-        npm_config_userconfig="${npm_config_userconfig:-$HOME/.npmrc}" \
+        XDG_CACHE_HOME="$TMPH/.cache" npm_config_cache="$NPM_CACHE" \
+        npm_config_userconfig="$NPM_RC" npm_config_nodedir="$NODEDIR" \
         sh "$INSTALLER" "$CS_DIR"
     rm -rf "$TMPH"
     touch "$CS_DIR/.engram-installed"

@@ -18,6 +18,7 @@ local defaults = {
   root_markers = { ".engram", ".git" },
   settings = {},
   codelens = true,
+  progress = true, -- echo indexing progress ($/progress) in the command line
   explain = { layout = "float", before = nil, after = nil, width = 100, height = 40 },
   view = { before = 5, after = 5 },
 }
@@ -115,6 +116,24 @@ function M.setup(opts)
       end
     end,
   })
+  if M.config.progress then
+    vim.api.nvim_create_autocmd("LspProgress", {
+      group = group,
+      callback = function(args)
+        local data = args.data or {}
+        local client = data.client_id and vim.lsp.get_client_by_id(data.client_id)
+        local value = data.params and data.params.value
+        if not client or client.name ~= NAME or type(value) ~= "table" then
+          return
+        end
+        local text = value.kind == "end" and ("Engram: " .. (value.message or "indexed"))
+          or string.format("%s%s%s", value.title or "Engram", value.message and (": " .. value.message) or "",
+            value.percentage and string.format(" (%d%%)", value.percentage) or "")
+        M.state.progress = text
+        vim.api.nvim_echo({ { text } }, false, {})
+      end,
+    })
+  end
   local cfg = M.server_config()
   if vim.lsp.config and vim.lsp.enable then
     M.state.started_with = "vim.lsp.enable"

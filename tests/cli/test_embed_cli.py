@@ -1,0 +1,77 @@
+"""``engram embed`` end to end on the real Claude Code fixtures (bundled model on CPU), plus the
+``embedding.enabled: false`` no-op and the status report."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from engram.cli import main
+from engram.embed.model import available
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "harness" / "claude_code"
+
+
+def run_json(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch) -> Path:
+    logs = tmp_path / "logs"
+    # the small fixtures (the 2.6 MB compaction log alone takes ~40 s to embed on 2 cores)
+    shutil.copytree(DATA, logs, ignore=shutil.ignore_patterns("*.md", "*compaction*"))
+    root = tmp_path / "repo"
+    (root / ".git").mkdir(parents=True)
+    (root / ".engram").mkdir()
+    cfg = f"harnesses:\n  claude_code:\n    paths: [{logs}]\n"
+    for name in ("codex", "gemini_cli", "opencode", "cursor", "openclaw", "aider"):
+        cfg += f"  {name}: false\n"
+    (root / ".engram" / "config.yml").write_text(cfg)
+    monkeypatch.chdir(root)
+    return root
+
+
+def test_embed_disabled_is_a_clear_no_op(repo, capsys):
+    with open(repo / ".engram" / "config.yml", "a") as f:
+        f.write("embedding:\n  enabled: false\n")
+    run_json(capsys, "ingest", "--seal")
+    res = run_json(capsys, "embed")
+    assert res["embedded"] == 0 and res["state"] == "off: embedding.enabled is false"
+    assert "nothing embedded" in res["message"]
+    assert not (repo / ".engram-cache" / "vectors").exists()
+    st = run_json(capsys, "status")
+    assert st["embedding"]["state"] == "off: embedding.enabled is false"
+
+
+@pytest.mark.skipif(not available()[0], reason="embed extra not installed")
+def test_embed_end_to_end(repo, capsys):
+    with open(repo / ".engram" / "config.yml", "a") as f:
+        f.write("embedding:\n  device: cpu\n")
+    run_json(capsys, "ingest", "--seal")
+    st = run_json(capsys, "status")
+    assert st["embedding"]["state"] == "no vectors yet: run engram embed"
+    assert st["embedding"]["vectors"] == 0
+    first = run_json(capsys, "embed")
+    assert first["state"] == "on (all-MiniLM-L6-v2-384d, cpu)"
+    assert first["model_id"] == "all-MiniLM-L6-v2-384d" and first["device"] == "cpu"
+    assert first["tapes"] == st["counts"]["tapes"] and first["embedded"] > 0
+    assert first["vectors"] == first["embedded"] and not first["errors"]
+    store = Path(first["store"])
+    assert store == repo / ".engram-cache" / "vectors" / "all-MiniLM-L6-v2-384d"
+    assert (store / "manifest.json").is_file() and (store / "vectors.f16").is_file()
+    again = run_json(capsys, "embed")  # resumable: everything is done already
+    assert again["embedded"] == 0 and again["tapes_skipped"] == again["tapes"]
+    assert again["vectors"] == first["vectors"]
+    st = run_json(capsys, "status")["embedding"]
+    assert st["vectors"] == first["vectors"] and st["state"].startswith("on (all-MiniLM-L6-v2")
+    assert st["last_run"]["device"] == "cpu"
+    res = run_json(capsys, "search", "write a program that greets the world")
+    assert res["semantic"].startswith("on (") and res["stats"]["semantic_hits"] > 0
+    assert any(r["signals"]["semantic"] is not None for r in res["results"])
