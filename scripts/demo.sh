@@ -15,13 +15,19 @@ cd "$DEMO/repo"
 git init -q .
 "$ENGRAM" init --pretty
 {
+  # the sample logs keep their upstream names (see SOURCES.md), so list them instead of relying on
+  # each harness's on-disk naming
   echo "harnesses:"
-  for h in claude_code codex gemini_cli opencode cursor openclaw aider; do
-    if [ -d "$TOP/tests/data/harness/$h" ]; then
-      echo "  $h:"
-      echo "    paths: [\"$TOP/tests/data/harness/$h\"]"
-    fi
+  for h in claude_code codex gemini_cli cursor openclaw aider; do
+    echo "  $h:"
+    echo "    paths:"
+    for f in "$TOP/tests/data/harness/$h"/*; do
+      case "$f" in *SOURCES.md|*.aider.input.history) continue ;; esac
+      echo "      - \"$f\""
+    done
   done
+  echo "  opencode:"
+  echo "    paths: [\"$TOP/tests/data/harness/opencode/sqlite/gitai__opencode.db\", \"$TOP/tests/data/harness/opencode/storage_v2\"]"
 } >> .engram/config.yml
 
 echo; echo "\$ engram ingest --seal --pretty"

@@ -450,6 +450,13 @@ def finish_session(events: list[dict], *, degraded_reasons: Iterable[str] = ()) 
         else:
             ev["t"] = last_t
     meta = events[0]
+    if not meta.get("label"):  # every harness gets a label: its first real request
+        for ev in events[1:]:
+            if (ev.get("k") == "msg.in" and isinstance(ev.get("text"), str) and ev["text"].strip()
+                    and not (ev.get("compaction") or ev.get("boilerplate") or ev.get("meta"))):
+                first = " ".join(ev["text"].split())
+                meta["label"] = first if len(first) <= 80 else first[:79] + "…"
+                break
     if meta.get("t") is None:
         meta["t"] = next((e["t"] for e in events if e.get("t")), None)
     cov = meta.setdefault("coverage", {"grade": "full", "reasons": [], "redactions": 0})
