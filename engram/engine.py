@@ -13,18 +13,15 @@ import logging
 import os
 import threading
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import apsw
-import numpy as np
 
 from engram import config as config_mod
 from engram import fingerprint, paths
-from engram.errors import BadSpan, NotIndexed, UnknownTape
+from engram.errors import BadSpan, UnknownTape
 from engram.index import db
 from engram.index import queries as Q
-from engram.index import schema as S
 from engram.ingest import Ingestor
 from engram.query import explain as X
 from engram.query import window as W
@@ -114,7 +111,7 @@ class Engine:
             try:
                 text = p.read_text(encoding="utf-8", errors="replace")
             except FileNotFoundError:
-                raise BadSpan(f"no such file", path=file) from None
+                raise BadSpan("no such file", path=file) from None
             except IsADirectoryError:
                 raise BadSpan("is a directory, not a file", path=file) from None
             except OSError as e:
@@ -196,86 +193,14 @@ class Engine:
 
     def explain_blocks(self, file: str, text: str, blocks: list[tuple[int, int]],
                        windows: bool | None = None) -> list[dict]:
-        """Session counts for many blocks of one document: one fingerprint pass, one lookup.
+        """Session counts for many blocks of one document: one fingerprint pass, one lookup
+        (``engram/query/blocks.py``). ``top`` is each block's best session; with ``windows``
+        (default: when a single block is asked for, as a hover does) it carries its first
+        transcript window, read from the tape."""
+        from engram.query import blocks as B
 
-        ``top`` is each block's best session; with ``windows`` (default: when a single block is
-        asked for, as a hover does) it carries its first transcript window too, read from the tape.
-        """
-        if windows is None:
-            windows = len(blocks) == 1
-        conn = self.conn()
-        lines = text.split("\n")
-        if not blocks:
-            return []
-        allk, klines = fingerprint.all_kgrams(text, fingerprint.DEFAULT_K)
-        allk = np.asarray(allk, dtype=np.int64)
-        klines = np.asarray(klines) + 1
-        block_texts = ["\n".join(lines[s - 1:e]) + "\n" for s, e in blocks]
-        wins = fingerprint.fingerprint_batch(block_texts)
-        uq = np.unique(allk)
-        bp = Q.boilerplate(conn, uq)
-        bparr = np.fromiter(bp, dtype=np.int64, count=len(bp)) if bp else np.zeros(0, np.int64)
-        if len(bparr):
-            uq = uq[~np.isin(uq, bparr)]
-        rows = Q.postings(conn, uq)
-        hash_blocks: dict[int, list[int]] = defaultdict(list)
-        for h, b, _ln in rows:
-            hash_blocks[h].append(b)
-        refs = Q.refs_for_blocks(conn, {b for _h, b, _l in rows})
-        block_events: dict[int, list[int]] = defaultdict(list)
-        for b, eid, _role, _l0 in refs:
-            block_events[b].append(eid)
-        erows = Q.events(conn, {eid for _b, eid, _r, _l in refs})
-        trows = Q.tapes(conn, {r.tape for r in erows.values()})
-        out = []
-        for (s, e), win in zip(blocks, wins):
-            wh = np.unique(win.hashes)
-            if len(bparr):
-                wh = wh[~np.isin(wh, bparr)]
-            n_win = len(wh)
-            res = {"range": [s, e], "sessions": 0, "best": 0.0, "latest": None, "top": None}
-            if n_win == 0:
-                out.append(res)
-                continue
-            mask = (klines >= s) & (klines <= e)
-            qh = np.unique(allk[mask])
-            hits: dict[int, int] = defaultdict(int)
-            for h in qh.tolist():
-                for b in hash_blocks.get(h, ()):
-                    hits[b] += 1
-            tape_best: dict[int, float] = {}
-            tape_event: dict[int, int] = {}
-            for b, c in hits.items():
-                conf = min(1.0, c / n_win)
-                if conf <= X.DIRECT_FLOOR:
-                    continue
-                for eid in block_events.get(b, ()):
-                    r = erows.get(eid)
-                    if r is None:
-                        continue
-                    if conf > tape_best.get(r.tape, 0.0) or (
-                            conf == tape_best.get(r.tape) and r.kind == S.KIND_CODE["code.edit"]):
-                        tape_best[r.tape] = conf
-                        tape_event[r.tape] = eid
-            if tape_best:
-                ranked = sorted(tape_best.items(),
-                                key=lambda kv: (-round(kv[1], 2), X._neg_time(trows[kv[0]].last_t),
-                                                trows[kv[0]].tape_id))
-                top = trows[ranked[0][0]]
-                res.update({
-                    "sessions": len(tape_best), "best": round(ranked[0][1], 4),
-                    "latest": max((trows[t].last_t or "") for t in tape_best) or None,
-                    "top": {"tape_id": top.tape_id, "harness": top.harness, "session": top.session,
-                            "model": top.model, "label": top.label, "tier": top.tier or "agent",
-                            "last_t": top.last_t, "confidence": round(ranked[0][1], 4)}})
-                if windows:
-                    r = erows[tape_event[top.id]]
-                    w = {"anchor": r.ofs, "kind": S.kind_name(r.kind),
-                         "confidence": round(ranked[0][1], 4), "file": r.file}
-                    w.update(W.window(W.TapeAccess(conn), top, r.ofs, 1, 1))
-                    res["top"]["windows"] = [w]
-            out.append(res)
-        return out
+        return B.explain_blocks(self.conn(), text, list(blocks),
+                                windows=len(blocks) == 1 if windows is None else windows)
 
     # -- navigation ----------------------------------------------------------------------------
     def view(self, tape_id: str, at: int = 0, before: int = 5, after: int = 5) -> dict:
