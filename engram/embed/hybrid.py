@@ -101,7 +101,7 @@ def preload(engine):
 
     def load():
         try:
-            run.get_embedder(engine.config)
+            run.get_embedder(engine.config, threads=run.QUERY_THREADS)
         except Exception as e:  # noqa: BLE001 - reported when a query needs the scorer
             log.warning("embedding model not loaded: %s", e)
 
@@ -116,7 +116,7 @@ def _scorer(engine):
     if not st["active"]:
         return None, None, st["state"]
     try:
-        emb = run.get_embedder(engine.config)
+        emb = run.get_embedder(engine.config, threads=run.QUERY_THREADS)
     except Exception as e:  # noqa: BLE001 - a broken model turns the signal off, never the query
         log.warning("semantic scoring off: %s", e)
         return None, None, f"off: {e}"
@@ -339,6 +339,17 @@ def select(pool: list[dict], known: set, threshold: float | None = None,
     return [(t, s) for t, s in above if s - ref >= margin - 1e-9][:cap]
 
 
+def sidecar_anchor(conn, tape, event_id: int) -> dict:
+    """Window fields for a sidecar note (negative offset), as explain renders them: anchored at
+    the note's ``at`` (else event 1), ``kind: "sidecar"``, ``source: "enrichment"``, the note."""
+    from engram.index import sidecar
+
+    body = sidecar.body(conn, event_id)
+    at = body.get("at") if isinstance(body.get("at"), int) else 1
+    at = max(1, min(at, max(tape.n_events - 1, 1)))
+    return {"anchor": at, "kind": "sidecar", "source": "enrichment", "enrichment": body}
+
+
 def _session(conn, cand: dict, score: float, before: int, after: int, brief: bool) -> dict:
     from engram.index import queries as Q
     from engram.index import schema as S
@@ -346,9 +357,12 @@ def _session(conn, cand: dict, score: float, before: int, after: int, brief: boo
 
     t = Q.tape_by_id(conn, cand["tape_id"])
     ofs = cand["offset"]
-    ev = conn.execute("SELECT kind FROM events WHERE tape=? AND ofs=?", (t.id, ofs)).fetchone()
-    w = {"anchor": ofs, "kind": S.kind_name(ev[0]) if ev else "other",
+    ev = conn.execute("SELECT id, kind FROM events WHERE tape=? AND ofs=?", (t.id, ofs)).fetchone()
+    w = {"anchor": ofs, "kind": S.kind_name(ev[1]) if ev else "other",
          "confidence": round(score, ROUND), "file": None}
+    if ofs < 0 and ev is not None:  # a sidecar note: shown with the tape window around its ``at``
+        w.update(sidecar_anchor(conn, t, ev[0]))
+        ofs = w["anchor"]
     w.update(W.window(W.TapeAccess(conn), t, ofs, before, after, None, brief))
     return {"tape_id": t.tape_id, "harness": t.harness, "session": t.session,
             "tier": t.tier or "agent", "label": t.label, "model": t.model, "cwd": t.cwd,

@@ -15,6 +15,7 @@ load (``model_id_for`` reads the model's ``config.json``).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import logging
@@ -29,6 +30,8 @@ from engram.embed.store import VectorStore, model_slug
 log = logging.getLogger(__name__)
 
 _LAST_RUN = "last_run.json"
+#: torch CPU threads of an embedder loaded for queries (explain, search).
+QUERY_THREADS = 1
 _embedders: dict[tuple, object] = {}
 _stores: dict[tuple, VectorStore] = {}
 _lock = threading.Lock()
@@ -143,17 +146,38 @@ def get_store(root: Path, model_id: str) -> VectorStore:
         return st
 
 
-def get_embedder(cfg):
+def get_embedder(cfg, *, threads: int | None = None):
     """The process-wide ``Embedder`` for the configured model and device (loaded once, on first
-    use: ~1 s on CPU). Raises ``EmbedUnavailable``."""
+    use: ~1 s on CPU). ``threads`` (CPU only) applies when this call loads it: queries ask for
+    ``QUERY_THREADS`` (one short text: a single thread is faster and has no oversubscription
+    stalls on a busy machine), ``embed_index`` raises the count for its pass. Raises
+    ``EmbedUnavailable``."""
     from engram.embed.model import Embedder
 
     key = (_setting(cfg, "model"), str(_setting(cfg, "device") or "auto"))
     with _lock:
         emb = _embedders.get(key)
         if emb is None:
-            emb = _embedders[key] = Embedder(key[0], key[1])
+            emb = _embedders[key] = Embedder(key[0], key[1], threads=threads)
         return emb
+
+
+@contextlib.contextmanager
+def _cpu_threads(emb):
+    """All usable CPUs for a batch pass on CPU, restoring torch's previous setting afterwards."""
+    if emb.device != "cpu":
+        yield
+        return
+    import torch
+
+    from engram.embed.model import _cpu_threads as usable
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(usable())
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def loaded_embedder(cfg):
@@ -188,16 +212,27 @@ def embed_index(engine, progress: Callable[[int, int], None] | None = None,
         log.warning("%s", msg)
         return {"state": f"off: {why}", "embedded": 0, "message": msg}
     t0 = time.perf_counter()
+    todo = tapes if tapes is not None else sealed_tapes(engine.conn())
+    side = sidecar_chunks(engine.conn(), {t for t, _p in todo} if tapes is not None else None)
+    quick = _nothing_to_do(engine.root, cfg, todo, side)
+    if quick is not None:  # every tape embedded already: answer without loading the model
+        _embed_sidecars(get_store(engine.root, quick["model_id"]), None, side)
+        quick["seconds"] = round(time.perf_counter() - t0, 3)
+        return quick
     emb = get_embedder(cfg)
     store = get_store(engine.root, emb.model_id)
-    todo = tapes if tapes is not None else sealed_tapes(engine.conn())
     cap = _setting(cfg, "maxChunksPerMinute")
     try:
         cap = float(cap) if cap else None
     except (TypeError, ValueError):
         cap = None
-    s = _embed_tapes(todo, store, emb, progress=progress, max_chunks_per_minute=cap,
-                     should_stop=should_stop)
+    with _cpu_threads(emb):
+        s = _embed_tapes(todo, store, emb, progress=progress, max_chunks_per_minute=cap,
+                         should_stop=should_stop)
+        if not s["stopped"]:
+            n_side = _embed_sidecars(store, emb, side)
+            s["embedded"] += n_side
+            s["chunks"] += len(side)
     seconds = round(time.perf_counter() - t0, 3)
     out = {"state": f"on ({emb.model_id}, {emb.device})", "model_id": emb.model_id,
            "device": emb.device, "store": str(store.path), "tapes": s["tapes"],
@@ -213,6 +248,88 @@ def embed_index(engine, progress: Callable[[int, int], None] | None = None,
     except OSError:
         log.debug("cannot write %s", store.path / _LAST_RUN, exc_info=True)
     return out
+
+
+def sidecar_chunks(conn, tape_ids: set[str] | None = None) -> list:
+    """``Chunk``s of the sidecar notes in the index (``engram.index.sidecar``: event rows with a
+    negative offset under their tape, the object in ``live_events``): their ``text`` / ``note`` /
+    ``summary``. ``tape_ids`` restricts them to those tapes."""
+    import orjson
+
+    from engram.embed.chunk import Chunk, chunk_hash, chunk_text
+
+    out = []
+    rows = conn.execute("SELECT t.tape_id, e.ofs, l.body FROM events e JOIN tapes t ON e.tape=t.id"
+                        " JOIN live_events l ON l.event=e.id WHERE e.ofs < 0"
+                        " ORDER BY t.tape_id, e.ofs DESC")
+    for tape_id, ofs, body in rows:
+        if tape_ids is not None and tape_id not in tape_ids:
+            continue
+        try:
+            rec = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            continue
+        texts = [rec.get(k) for k in ("text", "note", "summary")]
+        part = 0
+        for text in dict.fromkeys(t for t in texts if isinstance(t, str) and t.strip()):
+            for piece in chunk_text(text):
+                out.append(Chunk(chunk_hash(piece), piece, tape_id, ofs, "sidecar", part))
+                part += 1
+    return out
+
+
+def _embed_sidecars(store: VectorStore, emb, side: list) -> int:
+    """Bring the store's sidecar references (negative offsets) in line with ``side``, embedding
+    the texts it lacks (``emb`` may be None when none is lacking). Returns chunks embedded."""
+    stale = {t for (t,) in store._db.execute("SELECT DISTINCT tape_id FROM refs WHERE ofs < 0")}
+    stale |= {c.tape_id for c in side}
+    if stale:
+        with store._db:
+            store._db.executemany("DELETE FROM refs WHERE tape_id=? AND ofs < 0",
+                                  [(t,) for t in sorted(stale)])
+    if not side:
+        return 0
+    refs = [(c.hash, c.tape_id, c.offset) for c in side]
+    missing = store.missing([c.hash for c in side])
+    if missing:
+        text = {c.hash: c.text for c in side}
+        store.add(missing, emb.embed([text[h] for h in missing]), refs)
+    else:
+        store.add_refs(refs)
+    return len(missing)
+
+
+def _nothing_to_do(root: Path, cfg, todo: list[tuple[str, Path]],
+                   side: list = ()) -> dict | None:
+    """The summary of a pass with nothing to embed, when that can be told without the model: the
+    store of the configured model already lists every tape under the chunker key the worker will
+    use (window = the model's ``max_seq_length`` from its files, capped at 256). Else None."""
+    from engram.embed.chunk import DEFAULT_OVERLAP, DEFAULT_WINDOW, chunker_key
+
+    model = _setting(cfg, "model")
+    mid = model_id_for(model)
+    if mid is None or not (todo or side) or vector_count(root, mid) == 0:
+        return None
+    try:
+        d, _name = resolve_model(model)
+        msl = json.loads((d / "sentence_bert_config.json").read_text()).get("max_seq_length")
+    except (EmbedUnavailable, OSError, ValueError):
+        return None
+    if not isinstance(msl, int) or msl <= 0:
+        return None
+    store = get_store(root, mid)
+    key = chunker_key(min(msl, DEFAULT_WINDOW), DEFAULT_OVERLAP)
+    if not all(store.tape_done(t, key) for t, _p in todo):
+        return None
+    if side and store.missing([c.hash for c in side]):
+        return None
+    run = last_run(root, mid) or {}
+    dev = run.get("device") or _setting(cfg, "device") or "auto"
+    return {"state": f"on ({mid}, {dev})", "model_id": mid, "device": dev,
+            "store": str(store.path), "tapes": len(todo), "tapes_skipped": len(todo),
+            "tapes_done": 0, "chunks": 0, "embedded": 0, "reused": 0, "vectors": len(store),
+            "seconds": 0.0, "chunks_per_s": 0.0, "stopped": False, "errors": [],
+            "max_chunks_per_minute": _setting(cfg, "maxChunksPerMinute")}
 
 
 def _embed_tapes(*args, **kw) -> dict:

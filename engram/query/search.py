@@ -86,7 +86,11 @@ def search(engine, text: str, *, limit: int = 20, before: int = 2, after: int = 
     for tid, (score, eid) in ranked:
         t, r = trows[tid], erows[eid]
         w = {"anchor": r.ofs, "kind": S.kind_name(r.kind)}
-        w.update(W.window(access, t, r.ofs, before, after))
+        if r.ofs < 0:  # a sidecar note (engram/index/sidecar.py): the window around its ``at``
+            from engram.embed.hybrid import sidecar_anchor
+
+            w.update(sidecar_anchor(conn, t, eid))
+        w.update(W.window(access, t, w["anchor"], before, after))
         results.append({"tape_id": t.tape_id, "harness": t.harness, "session": t.session,
                         "tier": t.tier or "agent", "label": t.label, "model": t.model,
                         "first_t": t.first_t, "last_t": t.last_t,

@@ -75,3 +75,31 @@ def test_embed_end_to_end(repo, capsys):
     res = run_json(capsys, "search", "write a program that greets the world")
     assert res["semantic"].startswith("on (") and res["stats"]["semantic_hits"] > 0
     assert any(r["signals"]["semantic"] is not None for r in res["results"])
+
+
+@pytest.mark.skipif(not available()[0], reason="embed extra not installed")
+def test_sidecar_notes_are_embedded(repo, capsys):
+    for p in (repo.parent / "logs").glob("*.jsonl"):  # one small session is enough here
+        if "thinking" not in p.name:
+            p.unlink()
+    run_json(capsys, "ingest", "--seal")
+    row = run_json(capsys, "tapes")[0]
+    tape, tape_dir = row["tape_id"], Path(row["path"]).parent
+    note = ("Reviewer decision: wheels must be signed with the project's GPG key before they are "
+            "uploaded; the release checklist lives in the wiki.")
+    (tape_dir / f"{tape}.sidecar.jsonl").write_text(
+        json.dumps({"text": note, "at": 1, "ticket": "REL-7"}) + "\n")
+    assert run_json(capsys, "ingest").get("sidecars") == 1
+    first = run_json(capsys, "embed")
+    assert first["embedded"] > 0
+    res = run_json(capsys, "search", "signing wheels with a GPG key before uploading")
+    top = res["results"][0]
+    assert top["tape_id"] == tape and top["signals"]["semantic"] is not None
+    win = top["windows"][0]
+    assert win["source"] == "enrichment" and win["enrichment"]["ticket"] == "REL-7"
+    assert win["anchor"] == 1 and win["events"]
+    # a second pass keeps the note's reference without loading anything new
+    again = run_json(capsys, "embed")
+    assert again["embedded"] == 0
+    res2 = run_json(capsys, "search", "signing wheels with a GPG key before uploading")
+    assert res2["results"][0]["windows"] == res["results"][0]["windows"]

@@ -222,3 +222,11 @@ def test_rechunked_tape_drops_stale_refs(tmp_path):
     st.add_refs([("new", "t1", 3)])
     assert st.refs(["old", "new"]) == {"old": [], "new": [("t1", 3), ("t2", 1)]}
     st.close()
+
+
+def test_embed_again_without_loading_the_model(world, monkeypatch):
+    monkeypatch.setattr(embed_run, "_embedders", {})
+    again = embed_run.embed_index(world["engine"])
+    assert again["embedded"] == 0 and again["tapes_skipped"] == again["tapes"] > 0
+    assert again["vectors"] == world["embed"]["vectors"]
+    assert embed_run._embedders == {}  # nothing new: answered from the store, no model load
