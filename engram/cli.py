@@ -71,7 +71,8 @@ def _engine(args):
 
     root = Path(args.root) if getattr(args, "root", None) else None
     index = Path(args.index) if getattr(args, "index", None) else None
-    return Engine(root, index_path=index)
+    semantic = bool(getattr(args, "semantic", False)) or os.environ.get("ENGRAM_SEMANTIC") == "1"
+    return Engine(root, index_path=index, semantic=semantic)
 
 
 def cmd_init(args) -> int:
@@ -455,6 +456,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--all", action="store_true", help="include weak evidence and location-only edges")
     s.add_argument("--expand-until", type=int, metavar="N",
                    help="extend each window back (up to N events) to the user request")
+    s.add_argument("--semantic", action="store_true",
+                   help="also add sessions whose reasoning is semantically close (needs the embed "
+                        "extra and `engram embed`; loads the model: a few seconds per call). The "
+                        "language server does this by default.")
     s.set_defaults(fn=cmd_explain)
 
     s = sub.add_parser("view", parents=[common], help="navigate a tape around an event offset")

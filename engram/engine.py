@@ -31,7 +31,11 @@ log = logging.getLogger(__name__)
 
 class Engine:
     def __init__(self, root: Path | None = None, *, index_path: Path | None = None,
-                 config: config_mod.Config | None = None):
+                 config: config_mod.Config | None = None, semantic: bool = True):
+        """``semantic``: let explain add ``via: "semantic"`` sessions when embedding is on and
+        vectors exist (a long-running server wants it; a one-shot CLI call opts in, since it
+        would load the model for every invocation)."""
+        self.semantic = semantic
         self.config = config or config_mod.load(root)
         self.root = Path(root).resolve() if root is not None else self.config.root
         self.config.root = self.root
@@ -157,6 +161,8 @@ class Engine:
         """The hybrid-explain callable when embedding is enabled and vectors exist, else None
         (cheap checks only: no torch import, no model load when there are no vectors). Without
         it explain is the fingerprint-only result, byte for byte."""
+        if not self.semantic:
+            return None
         try:
             from engram.embed import hybrid
         except ImportError:

@@ -16,6 +16,7 @@ load (``model_id_for`` reads the model's ``config.json``).
 from __future__ import annotations
 
 import contextlib
+import os
 import importlib.util
 import json
 import logging
@@ -173,7 +174,8 @@ def _cpu_threads(emb):
     from engram.embed.model import _cpu_threads as usable
 
     before = torch.get_num_threads()
-    torch.set_num_threads(usable())
+    cap = os.environ.get("ENGRAM_EMBED_THREADS")  # a server embedding in the background sets 1
+    torch.set_num_threads(max(1, int(cap)) if cap and cap.isdigit() else usable())
     try:
         yield
     finally:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 import uuid
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from lsprotocol import types
 
@@ -130,6 +131,7 @@ def start(
         if not (quiet and unchanged):
             log.info("ingest done: %s", _summary_text(summary))
             ls.refresh_code_lenses()
+            embed_in_background(ls)
         result.set_result(summary)
 
     task = asyncio.ensure_future(run())
@@ -194,3 +196,87 @@ async def reindex(ls):
 
         await watch.start(ls)
     return summary
+
+
+# -- embedding after ingest (issue 7) --------------------------------------------------------------
+_EMBED_POOL: ThreadPoolExecutor | None = None
+_EMBED_RUNNING = threading.Event()
+
+
+def _embedding_wanted(engine) -> bool:
+    """Background embedding runs when ``embedding.enabled`` is ``true``, or ``auto`` once this
+    repository has vectors (someone ran ``engram embed``): it then keeps them up to date. It
+    never starts a multi-minute model job for a user who did not ask for semantic scoring."""
+    try:
+        from engram.embed import run
+    except ImportError:
+        return False
+    try:
+        on, _why = run.wanted(engine.config)
+        if not on:
+            return False
+        if engine.config.embedding.get("enabled") is True:
+            return True
+        return run.state(engine).get("vectors", 0) > 0
+    except Exception:  # optional signal: never disturb the server
+        log.debug("embedding state check failed", exc_info=True)
+        return False
+
+
+def embed_in_background(ls) -> None:
+    """Embed new reasoning text on a thread of its own (one torch thread, so hovers keep their
+    core), with work-done progress; one run at a time; never blocks a request."""
+    global _EMBED_POOL
+    backend = ls.get_backend()
+    engine = getattr(backend, "engine", None)
+    if engine is None or _EMBED_RUNNING.is_set() or not _embedding_wanted(engine):
+        return
+    _EMBED_RUNNING.set()
+    if _EMBED_POOL is None:
+        _EMBED_POOL = ThreadPoolExecutor(1, thread_name_prefix="engram-embed")
+    token = f"engram-embed-{uuid.uuid4().hex[:12]}"
+    progress_ok = _supports_progress(ls)
+    state = {"created": False, "last": 0.0}
+
+    def progress(done: int, total: int) -> None:
+        now = time.monotonic()
+        if not state["created"] or now - state["last"] < 0.5:
+            return
+        state["last"] = now
+        pct = int(done * 100 / total) if total else None
+        ls.on_loop(ls.work_done_progress.report, token,
+                   types.WorkDoneProgressReport(message=f"{done}/{total} chunks", percentage=pct))
+
+    def work() -> dict:
+        import os
+
+        os.environ.setdefault("ENGRAM_EMBED_THREADS", "1")
+        from engram.embed import run
+
+        return run.embed_index(engine, progress=progress,
+                               should_stop=lambda: getattr(backend, "_closing", threading.Event()).is_set())
+
+    async def go() -> None:
+        try:
+            if progress_ok:
+                try:
+                    await asyncio.wait_for(ls.work_done_progress.create_async(token), timeout=5.0)
+                    ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(
+                        title="Engram: embedding reasoning", percentage=0, cancellable=False))
+                    state["created"] = True
+                except Exception as exc:
+                    log.debug("work-done progress unavailable: %s", exc)
+            loop = asyncio.get_running_loop()
+            try:
+                res = await loop.run_in_executor(_EMBED_POOL, work)
+                msg = f"{res.get('embedded', 0)} new chunks embedded"
+                log.info("embedding done: %s", res)
+            except Exception as exc:  # the semantic signal is optional
+                msg = f"failed: {exc}"
+                log.warning("background embedding failed: %s", exc)
+            if state["created"]:
+                ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message=msg))
+        finally:
+            _EMBED_RUNNING.clear()
+
+    asyncio.ensure_future(go())

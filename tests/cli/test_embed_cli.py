@@ -75,6 +75,14 @@ def test_embed_end_to_end(repo, capsys):
     res = run_json(capsys, "search", "write a program that greets the world")
     assert res["semantic"].startswith("on (") and res["stats"]["semantic_hits"] > 0
     assert any(r["signals"]["semantic"] is not None for r in res["results"])
+    # explain: the CLI adds semantic sessions only on request; fingerprint evidence is unchanged
+    (repo / "hello.py").write_text('#!/usr/bin/env python3\n\ndef main():\n    print("Hello, World!")\n')
+    plain = run_json(capsys, "explain", "hello.py:3-4", "--brief")
+    hybrid = run_json(capsys, "explain", "hello.py:3-4", "--brief", "--semantic")
+    assert "semantic_added" not in plain["stats"] and "semantic_added" in hybrid["stats"]
+    direct = [s for s in hybrid["sessions"] if s["via"] != "semantic"]
+    assert [s["tape_id"] for s in direct] == [s["tape_id"] for s in plain["sessions"]]
+    assert all(s["signals"]["semantic"] is not None for s in hybrid["sessions"] if s["via"] == "semantic")
 
 
 @pytest.mark.skipif(not available()[0], reason="embed extra not installed")
