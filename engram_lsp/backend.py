@@ -97,6 +97,7 @@ class Backend:
             if self.engine is None:
                 self.engine = _open_engine(self.root, self.settings)
                 self.index_ident = self._index_ident()
+                _preload_model(self.engine)
             return self.engine
 
     def reopen(self, settings: Settings | None = None) -> None:
@@ -320,3 +321,14 @@ class Backend:
                 "paths" if paths else ("rebuild" if rebuild else "all"),
                 (time.monotonic() - started) * 1000,
             )
+
+
+def _preload_model(engine) -> None:
+    """Load the embedding model in a daemon thread when semantic scoring is active, so the first
+    ``engram/explain`` or search does not pay the load (a no-op without vectors; never fails)."""
+    try:
+        from engram.embed import hybrid
+
+        hybrid.preload(engine)
+    except Exception:  # optional signal
+        log.debug("embedding preload skipped", exc_info=True)
