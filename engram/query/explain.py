@@ -296,6 +296,17 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
     recency = {t: i for i, t in enumerate(sorted({trows[s[0]].last_t or "" for s in sessions},
                                                   reverse=True))}
     producer_tapes = {trows[s[0]].tape_id for s in sessions if s[1] == "direct" and s[2] > 0}
+    # tapes that continue into a producer, or dispatched it (transitively): their reasoning is the
+    # history of the edit even when they also read the code themselves
+    history_tapes = set(producer_tapes)
+    grew = True
+    while grew:
+        grew = False
+        for e in lineage_part:
+            if (e.get("kind") in ("continuation", "dispatch") and e["from"]["tape_id"] in history_tapes
+                    and e["to"]["tape_id"] not in history_tapes):
+                history_tapes.add(e["to"]["tape_id"])
+                grew = True
 
     def group(s) -> int:
         """0 producers · 1 the history behind them (earlier writers reached through edit, move,
@@ -307,7 +318,8 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
                 return 0
             wrote = any(S.ROLE_EDIT_AFTER in evidence[e].roles and evidence[e].quoted >= WROTE_MIN
                         for e, _p, _c in items if e in evidence)
-            return 1 if wrote else 2  # wrote this text (in another file, or before) vs quoted it
+            # wrote this text (in another file, or before), or led to the edit, vs quoted it
+            return 1 if wrote or trows[tid].tape_id in history_tapes else 2
         path = paths_by_event.get(items[0][0], [])
         history = not any(e.get("kind") not in HISTORY_EDGE_KINDS and not e.get("agent_link")
                           for e in path)  # (``all`` is shadowed by the option of that name)
