@@ -56,6 +56,7 @@ repeatedly (chains).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -441,7 +442,9 @@ def _hours(t0: str, t1: str) -> float:
     return abs((b - a).total_seconds()) / 3600
 
 
+@functools.lru_cache(maxsize=65536)
 def _neg(t: str | None) -> str:
+    """Sort key putting later ISO times first (memoised: the same timestamps recur)."""
     if not t:
         return "~"
     return "".join(chr(0x10FFFF - ord(c)) for c in t)
