@@ -294,8 +294,9 @@ def cmd_status(args) -> int:
         return (f"index {r['index']} ({r['index_bytes'] / 1e6:.1f} MB), last ingest {r['last_ingest']}\n"
                 f"{c['tapes']} tapes, {c['live_sessions']} live, {c['events']} events, {c['blocks']} blocks, "
                 f"{c['fingerprints']} fingerprints, {c['edges']} lineage edges, {c['errors']} errors\n"
-                f"embedding: {'available' if emb.get('available') else 'off'}"
-                f" ({emb.get('reason') or emb.get('device') or ''})\n")
+                f"embedding: {emb.get('state') or ('available' if emb.get('available') else 'off')}"
+                f"{'' if emb.get('state') else ' (' + str(emb.get('reason') or '') + ')'}"
+                f", {emb.get('vectors', 0)} vectors\n")
 
     emit(res, args.pretty, render)
     return 0
