@@ -29,6 +29,7 @@ PRODUCED_FLOOR = 0.10     # edit-after containment below this does not count as 
 MAX_WINDOWS = 3
 WINDOW_SESSIONS = 10
 MAX_SESSIONS = 50         # readers/quoters returned (ranked); --all returns every one
+MAX_WALK_SEEDS = 100      # events the lineage walk starts from (strongest first)
 WROTE_MIN = 0.5           # an edit whose after-text holds this much of the span wrote it
 HISTORY_EDGE_KINDS = {"edit", "move", "reinsert", "continuation", "dispatch"}      # sessions ranked below this get anchors without transcript windows
 ROUND = 4
@@ -254,7 +255,10 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
     except ImportError:
         lineage = None
     if lineage is not None and hasattr(lineage, "walk"):
-        walk = lineage.walk(conn, {eid: e.confidence for eid, e in evidence.items()},
+        # the walk starts from the strongest evidence: producers first, then the best quotes (a
+        # generic two-line span can match hundreds of events; its edge budget is bounded anyway)
+        seeds = sorted(evidence.items(), key=lambda kv: (-kv[1].produced, -kv[1].confidence, kv[0]))
+        walk = lineage.walk(conn, {eid: e.confidence for eid, e in seeds[:MAX_WALK_SEEDS]},
                             min_confidence=min_confidence, all=all)
         lineage_part = walk.get("lineage", [])
         tombstones = walk.get("tombstones", [])
