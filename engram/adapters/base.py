@@ -231,6 +231,60 @@ def strip_gutter(text: str) -> tuple[str, int | None]:
     return text, None
 
 
+def as_str(v) -> str | None:
+    """``v`` when it is a string, else None (log fields are untrusted JSON)."""
+    return v if isinstance(v, str) else None
+
+
+def as_dict(v) -> dict:
+    """``v`` when it is an object, else ``{}``."""
+    return v if isinstance(v, dict) else {}
+
+
+def as_int(v) -> int | None:
+    """``v`` when it is an integer (not a bool), else None."""
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+_ISO_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
+
+
+def iso_utc(v) -> str | None:
+    """An ISO-8601 timestamp string → ISO-8601 UTC (``...Z``, kept as is when already so);
+    None when absent or unreadable."""
+    from datetime import datetime, timezone
+
+    if not isinstance(v, str):
+        return None
+    if _ISO_Z.match(v):
+        return v
+    try:
+        dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def iso_from_epoch_ms(v) -> str | None:
+    """Epoch milliseconds → ``2024-01-28T16:37:10.000Z``; None when not a usable number."""
+    from datetime import datetime, timezone
+
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        dt = datetime.fromtimestamp(v / 1000.0, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
+    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def iso_any(v) -> str | None:
+    """Epoch milliseconds or an ISO-8601 string → ISO-8601 UTC; None when unreadable."""
+    return iso_from_epoch_ms(v) if isinstance(v, (int, float)) else iso_utc(v)
+
+
 def text_hash(text: str) -> str:
     """Content hash of a text: hex xxh3_128 of its UTF-8 bytes."""
     return xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass"))

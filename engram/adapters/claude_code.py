@@ -35,10 +35,11 @@ Each event keeps the record's ``uuid`` and ``parent_uuid``.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
 from pathlib import Path
 
 from engram.adapters import base
+from engram.adapters.base import as_dict as _d, as_int as _int, as_str as _s
+from engram.adapters.base import iso_utc as _ts
 from engram.errors import UnsupportedLog
 
 #: tool output (``tool.result`` stdout/stderr) kept per event, in characters
@@ -48,7 +49,6 @@ LABEL_MAX = 80
 SPLIT_CONTEXT = 3
 
 _EDIT_TOOLS = ("Edit", "MultiEdit", "Write", "NotebookEdit")
-_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
 _AGENT_ID_TEXT = re.compile(r"^agentId: ([A-Za-z0-9_-]+)")
 _NOT_A_REQUEST = ("<command-", "<local-command-", "Caveat: ", "[Request interrupted",
                   "<system-reminder>", "<bash-", "<user-prompt-submit-hook>")
@@ -94,33 +94,6 @@ ADAPTER = ClaudeCodeAdapter()
 
 
 # --------------------------------------------------------------------------------------------
-
-
-def _s(v) -> str | None:
-    return v if isinstance(v, str) else None
-
-
-def _d(v) -> dict:
-    return v if isinstance(v, dict) else {}
-
-
-def _int(v) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _ts(v) -> str | None:
-    """The record's timestamp as ISO-8601 UTC (``...Z``); None when absent or unreadable."""
-    if not isinstance(v, str):
-        return None
-    if _ISO.match(v):
-        return v
-    try:
-        dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _block_text(content) -> str:

@@ -32,19 +32,19 @@ Incremental: ``changed_since(db, cursor)`` uses ``cursorDiskKV``'s rowid (rows a
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
 from pathlib import Path
 
 import orjson
 
 from engram.adapters import base, sqlite_store, unified_diff
+from engram.adapters.base import as_dict as _d, as_int as _int, as_str as _s
+from engram.adapters.base import iso_any as _ts
 from engram.errors import UnsupportedLog
 
 MAX_TOOL_OUTPUT = 1_000_000
 LABEL_MAX = 80
 
 _USER_QUERY = re.compile(r"^\s*<user_query>\n?(.*?)\n?</user_query>\s*$", re.S)
-_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
 _SLUG = re.compile(r"[^A-Za-z0-9]+")
 
 # transcript tools
@@ -55,40 +55,6 @@ _T_DELETE = ("Delete", "delete_file")
 _V_EDIT = ("edit_file", "edit_file_v2", "search_replace", "write", "reapply", "apply_patch",
            "delete_file", "edit_notebook")
 _V_READ = ("read_file", "read_file_v2")
-
-
-def _s(v) -> str | None:
-    return v if isinstance(v, str) else None
-
-
-def _d(v) -> dict:
-    return v if isinstance(v, dict) else {}
-
-
-def _int(v) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _ts(v) -> str | None:
-    """Epoch ms or an ISO string → ISO-8601 UTC; None when absent or unreadable."""
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        try:
-            dt = datetime.fromtimestamp(v / 1000.0, tz=timezone.utc)
-        except (OverflowError, OSError, ValueError):
-            return None
-        return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    if isinstance(v, str):
-        if _ISO.match(v):
-            return v
-        try:
-            dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-        if dt.tzinfo is None:
-            dt = dt.replace(tzinfo=timezone.utc)
-        return dt.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace(
-            "+00:00", "Z")
-    return None
 
 
 def _label(text: str) -> str:

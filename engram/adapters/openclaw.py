@@ -34,17 +34,17 @@ from __future__ import annotations
 
 import os
 import re
-from datetime import datetime, timezone
 from pathlib import Path
 
 from engram.adapters import base
+from engram.adapters.base import as_dict as _d, as_int as _int, as_str as _s
+from engram.adapters.base import iso_any as _ts
 from engram.errors import UnsupportedLog
 
 MAX_TOOL_OUTPUT = 1_000_000
 LABEL_MAX = 80
 
 _NAME = re.compile(r"^(?P<stem>.+)\.jsonl(?:\.(?P<variant>reset|deleted|bak)\.(?P<stamp>.+))?$")
-_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
 _PI_NOTE = re.compile(
     r"\n*\[(?:Showing lines \d+|\d+ more lines|Use offset=|Truncated)[^\]\n]*\]\s*$")
 _READ = ("read", "read_file")
@@ -52,38 +52,6 @@ _WRITE = ("write", "write_file", "create_file")
 _EDIT = ("edit", "edit_file", "str_replace")
 _KNOWN_ENTRIES = ("session", "message", "model_change", "thinking_level_change", "custom",
                   "custom_message", "compaction", "branch_summary", "label")
-
-
-def _s(v) -> str | None:
-    return v if isinstance(v, str) else None
-
-
-def _d(v) -> dict:
-    return v if isinstance(v, dict) else {}
-
-
-def _int(v) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _ts(v) -> str | None:
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        try:
-            dt = datetime.fromtimestamp(v / 1000.0, tz=timezone.utc)
-        except (OverflowError, OSError, ValueError):
-            return None
-        return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    if not isinstance(v, str):
-        return None
-    if _ISO.match(v):
-        return v
-    try:
-        dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _label(text: str) -> str:

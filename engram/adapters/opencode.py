@@ -44,12 +44,13 @@ from __future__ import annotations
 
 import os
 import re
-from datetime import datetime, timezone
 from pathlib import Path
 
 import orjson
 
 from engram.adapters import base, sqlite_store, unified_diff
+from engram.adapters.base import as_dict as _d, as_int as _int, as_str as _s
+from engram.adapters.base import iso_from_epoch_ms as iso_ms
 from engram.errors import UnsupportedLog
 
 MAX_TOOL_OUTPUT = 1_000_000
@@ -62,29 +63,6 @@ _DEFAULT_TITLE = re.compile(r"^(New session|Child session) - \d{4}-")
 _GUTTERS = (re.compile(r"^(\d+)\| ?(.*)$"), re.compile(r"^(\d+): ?(.*)$"),
             re.compile(r"^ *(\d+)→(.*)$"), re.compile(r"^ *(\d+)\t(.*)$"))
 _READ_NOTE = re.compile(r"^\((File has more lines|End of file|Output truncated|Showing lines)")
-
-
-def _s(v) -> str | None:
-    return v if isinstance(v, str) else None
-
-
-def _d(v) -> dict:
-    return v if isinstance(v, dict) else {}
-
-
-def _int(v) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def iso_ms(v) -> str | None:
-    """Epoch milliseconds (OpenCode's times) → ``2024-01-28T16:37:10.000Z``; None if unusable."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    try:
-        dt = datetime.fromtimestamp(v / 1000.0, tz=timezone.utc)
-    except (OverflowError, OSError, ValueError):
-        return None
-    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _label(text: str) -> str:

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import apsw
 import orjson
-import xxhash
 
 from engram.index import store
 
@@ -92,9 +91,7 @@ def _replace(conn: apsw.Connection, tape: int, recs: list[dict]) -> None:
     conn.execute(f"DELETE FROM live_events WHERE event IN ({old})", (tape,))
     conn.execute("DELETE FROM events WHERE tape=? AND ofs<0", (tape,))
     next_event = conn.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()[0] + 1
-    next_block = conn.execute("SELECT coalesce(max(id), 0) FROM blocks").fetchone()[0] + 1
-    block_ids: dict[bytes, int] = {}
-    new_blocks: list[tuple[bytes, str]] = []
+    blocks = store.BlockIds(conn)
     for i, rec in enumerate(recs):
         body = dict(rec)
         body["source"] = "enrichment"
@@ -110,21 +107,10 @@ def _replace(conn: apsw.Connection, tape: int, recs: list[dict]) -> None:
         if text and text.strip():
             conn.execute("INSERT INTO fts(rowid, text) VALUES (?,?)", (eid, text[: store.MAX_FTS_CHARS]))
         for btext, role, line0 in store.event_blocks(body):
-            btext = btext[: store.MAX_BLOCK_CHARS]
-            h = xxhash.xxh3_128_digest(btext.encode("utf-8", "surrogatepass"))
-            bid = block_ids.get(h)
-            if bid is None:
-                r = conn.execute("SELECT id FROM blocks WHERE hash=?", (h,)).fetchone()
-                if r:
-                    bid = r[0]
-                else:
-                    bid = next_block
-                    next_block += 1
-                    new_blocks.append((h, btext))
-                block_ids[h] = bid
+            _btext, bid = blocks.id_of(btext)
             conn.execute("INSERT OR IGNORE INTO refs VALUES (?,?,?,?)", (bid, eid, role, line0))
-    if new_blocks:
-        store.Batch(conn)._insert_blocks(new_blocks, block_ids)
+    if blocks.new:
+        store.Batch(conn)._insert_blocks(blocks.new, blocks.ids)
 
 
 def body(conn: apsw.Connection, event: int) -> dict:

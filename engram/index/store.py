@@ -7,7 +7,6 @@ inserted sorted by hash, which is what SQLite's B-tree inserts fastest.
 
 from __future__ import annotations
 
-import array
 import dataclasses
 import json
 import logging
@@ -18,6 +17,7 @@ import orjson
 import xxhash
 
 from engram import fingerprint
+from engram.index import queries as Q
 from engram.index import schema as S
 
 log = logging.getLogger(__name__)
@@ -110,10 +110,31 @@ def _fts_text(ev: dict) -> str | None:
     return t[:MAX_FTS_CHARS]
 
 
-def _i64(a: np.ndarray) -> array.array:
-    out = array.array("q")
-    out.frombytes(np.ascontiguousarray(a, dtype=np.int64).tobytes())
-    return out
+class BlockIds:
+    """Content-addressed block ids for one transaction: a text's existing block, else the next
+    free id (the text is then queued in ``new`` to be fingerprinted and inserted)."""
+
+    def __init__(self, conn: apsw.Connection):
+        self.conn = conn
+        self.ids: dict[bytes, int] = {}
+        self.new: list[tuple[bytes, str]] = []
+        self.next_id = conn.execute("SELECT coalesce(max(id), 0) FROM blocks").fetchone()[0] + 1
+
+    def id_of(self, text: str) -> tuple[str, int]:
+        """``(text as indexed — capped at MAX_BLOCK_CHARS, block id)``."""
+        text = text[:MAX_BLOCK_CHARS]
+        h = xxhash.xxh3_128_digest(text.encode("utf-8", "surrogatepass"))
+        bid = self.ids.get(h)
+        if bid is None:
+            row = self.conn.execute("SELECT id FROM blocks WHERE hash=?", (h,)).fetchone()
+            if row:
+                bid = row[0]
+            else:
+                bid = self.next_id
+                self.next_id += 1
+                self.new.append((h, text))
+            self.ids[h] = bid
+        return text, bid
 
 
 @dataclasses.dataclass
@@ -149,11 +170,8 @@ class Batch:
         conn = self.conn
         stats = {"tapes": 0, "events": 0, "blocks": 0, "fingerprints": 0}
         with conn:
-            block_ids: dict[bytes, int] = {}
-            new_blocks: list[tuple[bytes, str]] = []
-            next_block = (conn.execute("SELECT coalesce(max(id), 0) FROM blocks").fetchone()[0]) + 1
+            blocks = BlockIds(conn)
             next_event = (conn.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()[0]) + 1
-            lookup = conn.cursor()
             ref_rows: list[tuple[int, int, int, int]] = []
             line_rows: list[tuple[int, bytes]] = []
             lined: set[int] = set()
@@ -197,18 +215,7 @@ class Batch:
                     if ft:
                         fts_rows.append((eid, ft))
                     for text, role, line0 in event_blocks(ev):
-                        text = text[:MAX_BLOCK_CHARS]
-                        h = xxhash.xxh3_128_digest(text.encode("utf-8", "surrogatepass"))
-                        bid = block_ids.get(h)
-                        if bid is None:
-                            row = lookup.execute("SELECT id FROM blocks WHERE hash=?", (h,)).fetchone()
-                            if row:
-                                bid = row[0]
-                            else:
-                                bid = next_block
-                                next_block += 1
-                                new_blocks.append((h, text))
-                            block_ids[h] = bid
+                        text, bid = blocks.id_of(text)
                         ref_rows.append((bid, eid, role, line0))
                         if role in (S.ROLE_EDIT_AFTER, S.ROLE_EDIT_BEFORE) and bid not in lined:
                             lined.add(bid)
@@ -221,9 +228,9 @@ class Batch:
                 conn.executemany("INSERT INTO live_events VALUES (?,?)", live_rows)
             if fts_rows:
                 conn.executemany("INSERT INTO fts(rowid, text) VALUES (?,?)", fts_rows)
-            if new_blocks:
-                stats["fingerprints"] = self._insert_blocks(new_blocks, block_ids)
-                stats["blocks"] = len(new_blocks)
+            if blocks.new:
+                stats["fingerprints"] = self._insert_blocks(blocks.new, blocks.ids)
+                stats["blocks"] = len(blocks.new)
         return stats
 
     def _insert_blocks(self, new_blocks: list[tuple[bytes, str]], block_ids: dict[bytes, int]) -> int:
@@ -242,9 +249,7 @@ class Batch:
         conn.executemany("INSERT INTO blocks VALUES (?,?,?,?)", brows)
         if not hs:
             return 0
-        from engram.index.queries import index_keys
-
-        H, B, L = index_keys(np.concatenate(hs)), np.concatenate(bs), np.concatenate(ls)
+        H, B, L = Q.index_keys(np.concatenate(hs)), np.concatenate(bs), np.concatenate(ls)
         order = np.lexsort((L, B, H))
         H, B, L = H[order], B[order], L[order]
         conn.executemany("INSERT OR IGNORE INTO fingerprints VALUES (?,?,?)",
@@ -255,7 +260,7 @@ class Batch:
     def _update_boilerplate(self, hashes: np.ndarray) -> None:
         conn = self.conn
         for i in range(0, len(hashes), 5000):
-            chunk = _i64(hashes[i:i + 5000])
+            chunk = Q._i64(hashes[i:i + 5000])
             rows = list(conn.execute(
                 "SELECT hash, count(*) FROM fingerprints WHERE hash IN carray(?) GROUP BY hash"
                 " HAVING count(*) >= ?", (apsw.carray(chunk), BOILERPLATE_MIN)))
