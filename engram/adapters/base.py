@@ -158,11 +158,16 @@ def iter_jsonl(path: Path, start: int = 0) -> Iterator[tuple[int, int, dict | No
     A malformed line yields ``record=None`` and an error message; a final line without a newline is
     not yielded (it may still be being written). Non-UTF-8 bytes are replaced, never fatal.
     """
-    import orjson
-
     with open(path, "rb") as f:
         f.seek(start)
         data = f.read()
+    yield from iter_jsonl_bytes(data, start)
+
+
+def iter_jsonl_bytes(data: bytes, start: int = 0) -> Iterator[tuple[int, int, dict | None, str | None]]:
+    """``iter_jsonl`` over bytes already read (``start``: their offset in the file)."""
+    import orjson
+
     offset = start
     line_no = 0
     pos = 0
@@ -229,6 +234,23 @@ def strip_gutter(text: str) -> tuple[str, int | None]:
         if ok and first is not None:
             return "\n".join(out) + ("\n" if trailing else ""), first
     return text, None
+
+
+MAX_TOOL_OUTPUT = 1_000_000   # characters of tool output kept in a tape (code texts never cut)
+LABEL_MAX = 80                # characters of a session label
+
+
+def label_of(text: str) -> str:
+    """One line of at most ``LABEL_MAX`` characters (an ellipsis marks a cut)."""
+    one = " ".join(text.split())
+    return one if len(one) <= LABEL_MAX else one[: LABEL_MAX - 1].rstrip() + "…"
+
+
+def cap_output(text: str | None) -> tuple[str | None, bool]:
+    """``(text cut to MAX_TOOL_OUTPUT, whether it was cut)``."""
+    if text is not None and len(text) > MAX_TOOL_OUTPUT:
+        return text[:MAX_TOOL_OUTPUT], True
+    return text, False
 
 
 def as_str(v) -> str | None:
@@ -508,8 +530,7 @@ def finish_session(events: list[dict], *, degraded_reasons: Iterable[str] = ()) 
         for ev in events[1:]:
             if (ev.get("k") == "msg.in" and isinstance(ev.get("text"), str) and ev["text"].strip()
                     and not (ev.get("compaction") or ev.get("boilerplate") or ev.get("meta"))):
-                first = " ".join(ev["text"].split())
-                meta["label"] = first if len(first) <= 80 else first[:79] + "…"
+                meta["label"] = label_of(ev["text"])
                 break
     if meta.get("t") is None:
         meta["t"] = next((e["t"] for e in events if e.get("t")), None)

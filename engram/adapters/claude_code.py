@@ -38,13 +38,14 @@ import re
 from pathlib import Path
 
 from engram.adapters import base
-from engram.adapters.base import as_dict as _d, as_int as _int, as_str as _s
-from engram.adapters.base import iso_utc as _ts
+from engram.adapters.base import (
+    as_dict as _d, as_int as _int, as_str as _s, cap_output as _cap, iso_utc as _ts,
+    label_of as _label,
+)
+from engram.adapters.base import MAX_TOOL_OUTPUT  # noqa: F401  (the limit this module applies)
 from engram.errors import UnsupportedLog
 
 #: tool output (``tool.result`` stdout/stderr) kept per event, in characters
-MAX_TOOL_OUTPUT = 1_000_000
-LABEL_MAX = 80
 #: unchanged lines that separate two changed regions of one hunk into two code.edit events
 SPLIT_CONTEXT = 3
 
@@ -105,17 +106,6 @@ def _block_text(content) -> str:
                  and isinstance(b.get("text"), str)]
         return "\n".join(parts)
     return ""
-
-
-def _cap(text: str | None) -> tuple[str | None, bool]:
-    if text is not None and len(text) > MAX_TOOL_OUTPUT:
-        return text[:MAX_TOOL_OUTPUT], True
-    return text, False
-
-
-def _label(text: str) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= LABEL_MAX else one[: LABEL_MAX - 1].rstrip() + "…"
 
 
 def _split_hunk(h: dict) -> list[dict]:

@@ -380,28 +380,12 @@ def _rg_reads(t, text: str, cwd, workdir, extra) -> list[dict]:
 
 def _iter_records(path: Path) -> tuple[Iterator[tuple[int, int, dict | None, str | None]], bool]:
     if str(path).endswith(".zst"):
-        import orjson
         import zstandard
 
         def gen():
             with open(path, "rb") as f:
                 data = zstandard.ZstdDecompressor().stream_reader(f).read()
-            for no, raw in enumerate(data.split(b"\n")[:-1], 1):
-                s = raw.strip()
-                if not s:
-                    continue
-                try:
-                    rec = orjson.loads(s)
-                except orjson.JSONDecodeError:
-                    try:
-                        rec = orjson.loads(s.decode("utf-8", "replace"))
-                    except orjson.JSONDecodeError as e:
-                        yield no, 0, None, f"malformed JSON: {e}"
-                        continue
-                if not isinstance(rec, dict):
-                    yield no, 0, None, f"expected a JSON object, got {type(rec).__name__}"
-                    continue
-                yield no, 0, rec, None
+            yield from base.iter_jsonl_bytes(data)
         return gen(), True
     return base.iter_jsonl(path), False
 

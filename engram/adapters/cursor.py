@@ -37,12 +37,12 @@ from pathlib import Path
 import orjson
 
 from engram.adapters import base, sqlite_store, unified_diff
-from engram.adapters.base import as_dict as _d, as_int as _int, as_str as _s
-from engram.adapters.base import iso_any as _ts
+from engram.adapters.base import (
+    as_dict as _d, as_int as _int, as_str as _s, cap_output as _cap, iso_any as _ts,
+    label_of as _label,
+)
 from engram.errors import UnsupportedLog
 
-MAX_TOOL_OUTPUT = 1_000_000
-LABEL_MAX = 80
 
 _USER_QUERY = re.compile(r"^\s*<user_query>\n?(.*?)\n?</user_query>\s*$", re.S)
 _SLUG = re.compile(r"[^A-Za-z0-9]+")
@@ -55,17 +55,6 @@ _T_DELETE = ("Delete", "delete_file")
 _V_EDIT = ("edit_file", "edit_file_v2", "search_replace", "write", "reapply", "apply_patch",
            "delete_file", "edit_notebook")
 _V_READ = ("read_file", "read_file_v2")
-
-
-def _label(text: str) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= LABEL_MAX else one[: LABEL_MAX - 1].rstrip() + "…"
-
-
-def _cap(text: str | None) -> tuple[str | None, bool]:
-    if text is not None and len(text) > MAX_TOOL_OUTPUT:
-        return text[:MAX_TOOL_OUTPUT], True
-    return text, False
 
 
 def _json(v):

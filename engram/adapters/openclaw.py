@@ -37,12 +37,12 @@ import re
 from pathlib import Path
 
 from engram.adapters import base
-from engram.adapters.base import as_dict as _d, as_int as _int, as_str as _s
-from engram.adapters.base import iso_any as _ts
+from engram.adapters.base import (
+    as_dict as _d, as_int as _int, as_str as _s, iso_any as _ts, label_of as _label,
+    MAX_TOOL_OUTPUT,
+)
 from engram.errors import UnsupportedLog
 
-MAX_TOOL_OUTPUT = 1_000_000
-LABEL_MAX = 80
 
 _NAME = re.compile(r"^(?P<stem>.+)\.jsonl(?:\.(?P<variant>reset|deleted|bak)\.(?P<stamp>.+))?$")
 _PI_NOTE = re.compile(
@@ -52,11 +52,6 @@ _WRITE = ("write", "write_file", "create_file")
 _EDIT = ("edit", "edit_file", "str_replace")
 _KNOWN_ENTRIES = ("session", "message", "model_change", "thinking_level_change", "custom",
                   "custom_message", "compaction", "branch_summary", "label")
-
-
-def _label(text: str) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= LABEL_MAX else one[: LABEL_MAX - 1].rstrip() + "…"
 
 
 def _text(content) -> str:

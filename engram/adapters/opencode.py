@@ -49,12 +49,12 @@ from pathlib import Path
 import orjson
 
 from engram.adapters import base, sqlite_store, unified_diff
-from engram.adapters.base import as_dict as _d, as_int as _int, as_str as _s
-from engram.adapters.base import iso_from_epoch_ms as iso_ms
+from engram.adapters.base import (
+    as_dict as _d, as_int as _int, as_str as _s, cap_output as _cap, iso_from_epoch_ms as iso_ms,
+    label_of as _label,
+)
 from engram.errors import UnsupportedLog
 
-MAX_TOOL_OUTPUT = 1_000_000
-LABEL_MAX = 80
 
 _EDIT_TOOLS = ("edit", "write", "multiedit", "patch", "apply_patch")
 _SILENT_PARTS = ("step-start", "step-finish", "snapshot", "patch", "agent", "retry", "compaction",
@@ -63,17 +63,6 @@ _DEFAULT_TITLE = re.compile(r"^(New session|Child session) - \d{4}-")
 _GUTTERS = (re.compile(r"^(\d+)\| ?(.*)$"), re.compile(r"^(\d+): ?(.*)$"),
             re.compile(r"^ *(\d+)→(.*)$"), re.compile(r"^ *(\d+)\t(.*)$"))
 _READ_NOTE = re.compile(r"^\((File has more lines|End of file|Output truncated|Showing lines)")
-
-
-def _label(text: str) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= LABEL_MAX else one[: LABEL_MAX - 1].rstrip() + "…"
-
-
-def _cap(text: str | None) -> tuple[str | None, bool]:
-    if text is not None and len(text) > MAX_TOOL_OUTPUT:
-        return text[:MAX_TOOL_OUTPUT], True
-    return text, False
 
 
 def _loads(raw, what: str, path, errors: list) -> dict | None:

@@ -53,13 +53,8 @@ class TapeStager:
         self._names: set[Path] = set()
 
     def stage(self, directory: Path, events: list[dict]) -> TapeRef:
-        if not events or events[0].get("k") != "meta":
-            raise ValueError("a tape's first event must be meta")
-        raw = encode_events(events)
-        tape_id = xxhash.xxh3_128_hexdigest(raw)
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        final = directory / f"{tape_id}{SUFFIX}"
+        raw, tape_id, final = _prepare(directory, events)
+        directory = final.parent
         if final in self._names or final.exists():
             return TapeRef(tape_id, final, False, len(events), len(raw))
         fd, tmp = tempfile.mkstemp(prefix=f".{tape_id}.", suffix=".tmp", dir=directory)
@@ -106,14 +101,20 @@ def _fsync_dir(directory: Path) -> None:
         pass
 
 
-def write_tape(directory: Path, events: list[dict]) -> TapeRef:
+def _prepare(directory: Path, events: list[dict]) -> tuple[bytes, str, Path]:
+    """Canonical bytes, tape id and final path of a tape (its directory created)."""
     if not events or events[0].get("k") != "meta":
         raise ValueError("a tape's first event must be meta")
     raw = encode_events(events)
     tape_id = xxhash.xxh3_128_hexdigest(raw)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    final = directory / f"{tape_id}{SUFFIX}"
+    return raw, tape_id, directory / f"{tape_id}{SUFFIX}"
+
+
+def write_tape(directory: Path, events: list[dict]) -> TapeRef:
+    raw, tape_id, final = _prepare(directory, events)
+    directory = final.parent
     if final.exists():
         return TapeRef(tape_id, final, False, len(events), len(raw))
     data = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(raw)
