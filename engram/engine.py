@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import logging
 import os
 import threading
@@ -18,7 +19,7 @@ from pathlib import Path
 import apsw
 
 from engram import config as config_mod
-from engram import fingerprint, paths
+from engram import paths
 from engram.errors import BadSpan, UnknownTape
 from engram.index import db
 from engram.index import queries as Q
@@ -27,6 +28,12 @@ from engram.query import explain as X
 from engram.query import window as W
 
 log = logging.getLogger(__name__)
+
+
+@functools.lru_cache(maxsize=8)
+def _lines(text: str) -> list[str]:
+    """The lines of a document (memoised: an editor explains many spans of the same buffer)."""
+    return text.split("\n")
 
 
 class Engine:
@@ -120,8 +127,7 @@ class Engine:
                 raise BadSpan("is a directory, not a file", path=file) from None
             except OSError as e:
                 raise BadSpan(f"cannot read: {e.strerror}", path=file) from None
-        lines = text.split("\n")
-        return text, lines
+        return text, _lines(text)
 
     def explain(self, file: str, start: int, end: int, *, text: str | None = None,
                 before: int | None = None, after: int | None = None,
@@ -136,7 +142,7 @@ class Engine:
         end = min(end, max(n, 1))
         s, e = start, end
         span_text = "\n".join(lines[s - 1:e]) + "\n"
-        if len(fingerprint.all_kgrams(span_text, fingerprint.DEFAULT_K)[0]) == 0:
+        if len(X.span_fingerprints(span_text)[0]) == 0:
             s, e = self._enclosing(file, full, start, end)
             span_text = "\n".join(lines[s - 1:e]) + "\n"
         span = {"file": self._display_path(file), "start": s, "end": e, "requested": [start, end]}

@@ -16,10 +16,11 @@ load (``model_id_for`` reads the model's ``config.json``).
 from __future__ import annotations
 
 import contextlib
-import os
 import importlib.util
 import json
 import logging
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -62,12 +63,31 @@ def enabled_setting(cfg) -> str:
     return "auto"
 
 
+_SPEC_TTL = 30.0
+_specs: dict[str, float] = {}
+
+
+def _importable(mod: str) -> bool:
+    """``mod`` is imported, or found on the path (a positive answer is trusted for 30 s: the
+    look-up walks ``sys.path`` and costs ~0.2 ms, on every explain). A module blocked with
+    ``sys.modules[mod] = None`` is not importable, at once."""
+    if mod in sys.modules:
+        return sys.modules[mod] is not None
+    now = time.monotonic()
+    if now - _specs.get(mod, -_SPEC_TTL) < _SPEC_TTL:
+        return True
+    if importlib.util.find_spec(mod) is None:
+        return False
+    _specs[mod] = now
+    return True
+
+
 def scorer_available(model: str | None) -> tuple[bool, str]:
     """``available(model)``, cached per model after the first positive answer (it reads package
     metadata: ~4 ms); the torch/transformers look-up itself is repeated every time (µs), so
     uninstalling them, or blocking them in ``sys.modules``, is seen at once."""
     for mod in ("torch", "transformers"):
-        if importlib.util.find_spec(mod) is None:
+        if not _importable(mod):
             return False, f"{mod} is not installed (pip install 'engram[embed]')"
     hit = _available.get(model)
     if hit is None:

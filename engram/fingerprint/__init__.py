@@ -15,7 +15,8 @@ from engram.fingerprint.winnow import (
     all_kgrams,
     fingerprint,
     fingerprint_batch,
+    span_prints,
 )
 
 __all__ = ["FP_VERSION", "DEFAULT_K", "DEFAULT_W", "Fingerprints", "Tokens", "all_kgrams",
-           "fingerprint", "fingerprint_batch", "tokenize"]
+           "fingerprint", "fingerprint_batch", "span_prints", "tokenize"]

@@ -29,7 +29,7 @@ import numpy as np
 
 from engram.fingerprint.tokenize import PAD, avalanche, encode, hash_spans, line_of, spans
 
-__all__ = ["FP_VERSION", "DEFAULT_K", "DEFAULT_W", "Fingerprints", "fingerprint",
+__all__ = ["FP_VERSION", "DEFAULT_K", "DEFAULT_W", "Fingerprints", "fingerprint", "span_prints",
            "fingerprint_batch", "all_kgrams"]
 
 FP_VERSION = 1
@@ -72,6 +72,17 @@ def all_kgrams(text: str, k: int = DEFAULT_K) -> tuple[np.ndarray, np.ndarray]:
     starts, ends = spans(buf, n)
     kg = _kgram_hashes(hash_spans(buf, starts, ends), k)
     return kg, line_of(buf, n, starts[: len(kg)])
+
+
+def span_prints(text: str, k: int = DEFAULT_K, w: int = DEFAULT_W
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One tokenising pass for a query span: ``(every k-gram hash, its first token's line,
+    the winnowed hashes)`` — the same values as ``all_kgrams(text, k)`` and
+    ``fingerprint(text, k, w).hashes``."""
+    _check(k, w)
+    kg, lines = all_kgrams(text, k)
+    sel = _winnow(kg, np.array([0, len(kg)], dtype=np.int64), w) if len(kg) else np.zeros(0, np.int64)
+    return kg, lines, kg[sel]
 
 
 def fingerprint_batch(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import array
 import dataclasses
+import weakref
 from collections.abc import Iterable
 
 import apsw
@@ -64,9 +65,11 @@ def block_hit_counts(conn: apsw.Connection, hashes: np.ndarray) -> dict[int, int
     if len(hashes) == 0:
         return {}
     keys, _back = _keyed(hashes)
+    # distinct (hash, block) pairs come off the primary key in order, without a temp b-tree per
+    # group: ~1.8x faster than ``count(DISTINCT hash) ... GROUP BY block``, same counts
     return dict(conn.execute(
-        "SELECT block, count(DISTINCT hash) FROM fingerprints WHERE hash IN carray(?) GROUP BY block",
-        (apsw.carray(keys),)))
+        "SELECT block, count(*) FROM (SELECT DISTINCT hash, block FROM fingerprints"
+        " WHERE hash IN carray(?)) GROUP BY block", (apsw.carray(keys),)))
 
 
 def matched_count(conn: apsw.Connection, hashes: np.ndarray) -> int:
@@ -74,7 +77,9 @@ def matched_count(conn: apsw.Connection, hashes: np.ndarray) -> int:
     if len(hashes) == 0:
         return 0
     keys, _back = _keyed(hashes)
-    return conn.execute("SELECT count(DISTINCT hash) FROM fingerprints WHERE hash IN carray(?)",
+    # one primary-key probe per hash, instead of reading every posting of every hash
+    return conn.execute("SELECT count(*) FROM carray(?) c WHERE EXISTS"
+                        " (SELECT 1 FROM fingerprints f WHERE f.hash = c.value)",
                         (apsw.carray(keys),)).fetchone()[0]
 
 
@@ -117,15 +122,55 @@ class EventRow:
 
 EVENT_COLS = "id, tape, ofs, kind, t, file, rel, a_start, a_end, b_start, b_end"
 
+ROW_CACHE = 200_000
+
+
+class _Rows:
+    """Event and tape rows a read connection has fetched, valid for one ``data_version`` of the
+    database (any commit, by any connection, starts a new one)."""
+
+    __slots__ = ("version", "events", "tapes")
+
+    def __init__(self, version: int):
+        self.version = version
+        self.events: dict[int, EventRow] = {}
+        self.tapes: dict[int, TapeRow] = {}
+
+
+_row_caches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _rows(conn: apsw.Connection) -> _Rows | None:
+    """The row cache of ``conn``; None inside a transaction (its own uncommitted writes)."""
+    if conn.in_transaction:
+        return None
+    v = conn.data_version()
+    c = _row_caches.get(conn)
+    if c is None or c.version != v or len(c.events) + len(c.tapes) > ROW_CACHE:
+        c = _row_caches[conn] = _Rows(v)
+    return c
+
+
+def _cached_rows(conn: apsw.Connection, ids: Iterable[int], which: str, sql: str, make):
+    cache = _rows(conn)
+    table = getattr(cache, which) if cache is not None else {}
+    out = {}
+    missing = []
+    for i in set(ids):
+        r = table.get(i)
+        if r is None:
+            missing.append(i)
+        else:
+            out[i] = r
+    for ch in _chunks(sorted(missing)):
+        for r in conn.execute(sql, (apsw.carray(_i64(ch)),)):
+            out[r[0]] = table[r[0]] = make(*r)
+    return {i: out[i] for i in sorted(out)}
+
 
 def events(conn: apsw.Connection, ids: Iterable[int]) -> dict[int, EventRow]:
-    il = sorted(set(ids))
-    out = {}
-    for ch in _chunks(il):
-        for r in conn.execute(f"SELECT {EVENT_COLS} FROM events WHERE id IN carray(?)",
-                              (apsw.carray(_i64(ch)),)):
-            out[r[0]] = EventRow(*r)
-    return out
+    return _cached_rows(conn, ids, "events", f"SELECT {EVENT_COLS} FROM events WHERE id IN carray(?)",
+                        EventRow)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,13 +199,8 @@ TAPE_COLS = ("id, tape_id, path, live, harness, session, tier, model, cwd, label
 
 
 def tapes(conn: apsw.Connection, ids: Iterable[int]) -> dict[int, TapeRow]:
-    il = sorted(set(ids))
-    out = {}
-    for ch in _chunks(il):
-        for r in conn.execute(f"SELECT {TAPE_COLS} FROM tapes WHERE id IN carray(?)",
-                              (apsw.carray(_i64(ch)),)):
-            out[r[0]] = TapeRow(*r)
-    return out
+    return _cached_rows(conn, ids, "tapes", f"SELECT {TAPE_COLS} FROM tapes WHERE id IN carray(?)",
+                        TapeRow)
 
 
 def tape_by_id(conn: apsw.Connection, tape_id: str) -> TapeRow | None:

@@ -12,6 +12,7 @@ containment of the span in their edit-after texts ("produced"), then by overall 
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import defaultdict
 
@@ -35,11 +36,43 @@ HISTORY_EDGE_KINDS = {"edit", "move", "reinsert", "continuation", "dispatch"}   
 ROUND = 4
 
 
-def span_fingerprints(text: str) -> tuple[np.ndarray, np.ndarray, int]:
-    """(query hashes = all k-grams, their lines (0-based), number of winnowed fingerprints)."""
-    allk, lines = fingerprint.all_kgrams(text, fingerprint.DEFAULT_K)
-    win = fingerprint.fingerprint(text)
-    return np.asarray(allk, dtype=np.int64), np.asarray(lines), int(len(np.unique(win.hashes)))
+ALL_KGRAMS_MAX = 32        # spans with up to this many winnowed fingerprints look up every k-gram
+MAX_QUERY_FPS = 256       # spans with more winnowed fingerprints are looked up through a sample
+
+
+@functools.lru_cache(maxsize=64)
+def span_fingerprints(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(query hashes = every k-gram, their lines (0-based), the distinct winnowed hashes).
+
+    Memoised (read-only arrays): the engine checks a span for k-grams before explaining it, and
+    an editor asks about the same block again and again."""
+    allk, lines, win = fingerprint.span_prints(text)
+    out = (np.asarray(allk, dtype=np.int64), np.asarray(lines), np.unique(win))
+    for a in out:
+        a.flags.writeable = False
+    return out
+
+
+def query_fingerprints(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """``(query hashes, their lines, winnowed hashes, sampled)`` for the span ``text``.
+
+    A short span (up to ``ALL_KGRAMS_MAX`` winnowed fingerprints, about 15 lines of code) looks up
+    every one of its k-grams: it matches wherever any run of k tokens of it was copied, even when
+    the copy is too short to share a winnowed fingerprint. A longer span looks up its winnowed
+    fingerprints: winnowing is local, so any copy of a stretch of ``k + w - 1`` tokens or more
+    holds the same fingerprints there. Beyond ``MAX_QUERY_FPS`` the span is looked up through a
+    bottom-k sample of them (the smallest hash values): the sample is defined by content, so every
+    copy holds the same sampled hashes, and containment estimated from it has a standard error of
+    at most ``0.5 / sqrt(MAX_QUERY_FPS)`` (≈ 0.03). The cost of a lookup stops growing with the
+    span."""
+    qh, qlines, wh = span_fingerprints(text)
+    if len(wh) <= ALL_KGRAMS_MAX:
+        return qh, qlines, wh, False
+    sampled = len(wh) > MAX_QUERY_FPS
+    if sampled:
+        wh = wh[:MAX_QUERY_FPS]  # np.unique sorts: the smallest hash values
+    m = np.isin(qh, wh)
+    return qh[m], qlines[m], wh, sampled
 
 
 class Evidence:
@@ -72,8 +105,11 @@ def direct_evidence(conn: apsw.Connection, text: str, file: str | None = None,
     Cost is kept in SQLite: one grouped query counts the span's fingerprints per block; only
     blocks above ``floor`` (or able to make their edit a producer) are mapped to events, and only
     edit after-texts fetch their individual postings (for alignment and line-level blame)."""
-    qh, qlines, n_win = span_fingerprints(text)
-    stats = {"fingerprints": n_win, "matched": 0}
+    qh, qlines, wh, sampled = query_fingerprints(text)
+    n_win = len(wh)
+    stats = {"fingerprints": len(span_fingerprints(text)[2]), "matched": 0}
+    if sampled:
+        stats["sampled"] = n_win
     if len(qh) == 0 or n_win == 0:
         return {}, stats
     uq = np.unique(qh)
@@ -82,8 +118,7 @@ def direct_evidence(conn: apsw.Connection, text: str, file: str | None = None,
         bparr = np.fromiter(bp, dtype=np.int64, count=len(bp))
         uq = uq[~np.isin(uq, bparr)]
         # boilerplate fingerprints are removed from the denominator too
-        wh = np.unique(fingerprint.fingerprint(text).hashes)
-        n_win = int(len(wh) - np.isin(wh, bparr).sum())
+        n_win = int(n_win - np.isin(wh, bparr).sum())
         stats["boilerplate"] = len(bp)
     if n_win <= 0 or len(uq) == 0:
         return {}, stats
@@ -289,10 +324,21 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
         produced = min(1.0, sum(p for _, p, _ in items))  # fingerprints owned by the session
         conf = max(c for _, _, c in items)
         sessions.append((tid, "direct", produced if produced >= PRODUCED_FLOOR else 0.0, conf, items))
+    producers = {trows[s[0]].tape_id for s in sessions if s[2] > 0}
+
+    def behind_producer(eid: int) -> bool:
+        """Reached from a producing session through continuations/dispatches only: the reasoning
+        before its compaction, or the orchestrator that sent it, is the history of the edit
+        however small a share of the span that session produced."""
+        path = paths_by_event.get(eid, [])
+        return bool(path) and path[0]["from"]["tape_id"] in producers and not any(
+            p.get("kind") not in ("continuation", "dispatch") for p in path)  # (``all`` is shadowed)
+
     for tid, eids in lineage_tapes.items():
         conf = max(extra_conf[e] for e in eids)
         if conf < min_confidence and not all and not any(
-                any(p.get("agent_link") for p in paths_by_event.get(e, [])) for e in eids):
+                any(p.get("agent_link") for p in paths_by_event.get(e, [])) or behind_producer(e)
+                for e in eids):
             continue
         items = [(e, 0.0, extra_conf[e]) for e in eids]
         sessions.append((tid, via[eids[0]], 0.0, conf, items))
@@ -331,12 +377,14 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
             return 1
         return 3
 
+    groups = {id(s): group(s) for s in sessions}
+
     def key(s):
         """Group; then the share of the span the session produced; then overall confidence;
         then the most recent; then stable, path-independent fields."""
         tid, v, produced, conf, _ = s
         t = trows[tid]
-        return (group(s), -round(produced, 2), -round(conf, 2),
+        return (groups[id(s)], -round(produced, 2), -round(conf, 2),
                 recency[t.last_t or ""], t.first_t or "", t.session or "", t.tape_id)
 
     sessions.sort(key=key)
@@ -344,7 +392,7 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
     limit = max_sessions if max_sessions is not None else (None if all else MAX_SESSIONS)
     if limit is not None:
         # the cap trims readers and quoters, never the producers or the history behind them
-        readers = [s for s in sessions if group(s) == 2]
+        readers = [s for s in sessions if groups[id(s)] == 2]
         drop = {id(s) for s in readers[limit:]}
         sessions = [s for s in sessions if id(s) not in drop]
     access = W.TapeAccess(conn)
@@ -352,8 +400,13 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
     for rank, (tid, v, produced, conf, items) in enumerate(sessions):
         t = trows[tid]
         light = rank >= WINDOW_SESSIONS  # beyond the top sessions: anchors only, no tape reads
-        items = sorted(items, key=lambda it: (-round(it[1], 4), _kind_rank(erows[it[0]].kind),
-                                              -round(it[2], 4), erows[it[0]].ofs))
+        def anchor_key(it):
+            return (-round(it[1], 4), _kind_rank(erows[it[0]].kind), -round(it[2], 4),
+                    erows[it[0]].ofs)
+
+        touches = len(items)
+        # a light session shows one anchor: the first in this order
+        items = [min(items, key=anchor_key)] if light else sorted(items, key=anchor_key)
         windows = []
         best = max(c for _e, _p, c in items)
         covered: list[tuple[int, int]] = []
@@ -391,7 +444,7 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
             "tape_id": t.tape_id, "harness": t.harness, "session": t.session,
             "tier": t.tier or "agent", "label": t.label, "model": t.model, "cwd": t.cwd,
             "first_t": t.first_t, "last_t": t.last_t, "confidence": round(conf, ROUND),
-            "touches": len(items), "via": v,
+            "touches": touches, "via": v,
             "signals": {"fingerprint": round(conf, ROUND), "semantic": None},
             "live": bool(t.live),
             "windows": windows,

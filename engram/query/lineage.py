@@ -259,6 +259,7 @@ def walk(conn: apsw.Connection, seeds: dict[int, float], *, min_confidence: floa
                 out[r[0]].append(r)
         tomb |= _tomb_events(conn, [n[0] for n in frontier if n[0] not in tomb])
         nxt = []
+        chosen = []
         for node, side in frontier:
             edges = [_effective(e, side) for e in out.get(node, []) if _follows(e, side, node in tomb)]
             ok = [e for e in edges if all or e[5] or (not e[6] and e[2] >= min_confidence)]
@@ -266,7 +267,9 @@ def walk(conn: apsw.Connection, seeds: dict[int, float], *, min_confidence: floa
             if len(ok) > max_fanout:
                 truncated["fanout"] = True
                 ok = ok[:max_fanout]
-            load([e[1] for e in ok])
+            chosen.append((node, ok))
+        load([e[1] for _node, ok in chosen for e in ok])  # one lookup per depth
+        for node, ok in chosen:
             conf, path, agent = state[node]
             for e in ok:
                 if len(lineage) >= max_edges:
@@ -351,42 +354,59 @@ def _cross_tapes(conn, state, reached, lineage, truncated, min_confidence, all, 
     seen = set(todo)
     steps = 0
     while todo and steps < MAX_DEPTH * 8:
-        steps += 1
-        tid = todo.pop(0)
-        conf, eid = best_in_tape[tid]
-        rows = list(conn.execute(
-            "SELECT from_tape, score, markers, anchor FROM continuations WHERE to_tape=?"
-            " ORDER BY score DESC, from_tape", (tid,)))
-        for from_tape, score, markers, anchor in rows:
-            if anchor is None or (score < min_confidence and not all):
-                continue
-            if len(lineage) >= max_edges:
-                truncated["edges"] = True
-                return
-            load([anchor])
-            if anchor not in ev_cache:
-                continue
-            ms = json.loads(markers) if markers else []
-            kind = "dispatch" if "dispatch" in ms else "continuation"
-            first = conn.execute("SELECT id FROM events WHERE tape=? ORDER BY ofs LIMIT 1",
-                                 (tid,)).fetchone()
-            start = first[0] if first else eid
-            load([start])
-            d = {"from": {"tape_id": tape_cache[tid].tape_id, "offset": ev_cache[start].ofs},
-                 "to": {"tape_id": tape_cache[from_tape].tape_id, "offset": ev_cache[anchor].ofs},
-                 "confidence": round(score, ROUND), "location_delta": "absent",
-                 "cardinality": "1:1", "agent_link": False, "kind": kind, "markers": ms}
-            lineage.append(d)
-            if anchor in state or from_tape in seen:
-                continue
-            c = min(conf, score)
-            path = state[eid][1] + [d]
-            state[anchor] = (c, path, state[eid][2])
-            reached[anchor] = {"via": "lineage" if kind == "dispatch" else "continuation",
-                               "confidence": round(c, ROUND), "path": path}
-            best_in_tape[from_tape] = (c, anchor)
-            seen.add(from_tape)
-            todo.append(from_tape)
+        # one wave: the continuation rows of every queued tape in one query (the order of the
+        # queue, and so the output, is that of popping tapes one by one)
+        wave, todo = todo[:MAX_DEPTH * 8 - steps], todo[MAX_DEPTH * 8 - steps:]
+        rows_of: dict[int, list] = defaultdict(list)
+        for ch in _chunks(sorted(set(wave))):
+            for r in conn.execute(
+                    "SELECT to_tape, from_tape, score, markers, anchor FROM continuations"
+                    " WHERE to_tape IN carray(?) ORDER BY to_tape, score DESC, from_tape",
+                    (apsw.carray(Q._i64(ch)),)):
+                rows_of[r[0]].append(r[1:])
+        firsts = _first_events(conn, [t for t in wave if rows_of.get(t)])
+        load([r[3] for t in wave for r in rows_of.get(t, ()) if r[3] is not None]
+             + list(firsts.values()))
+        for tid in wave:
+            steps += 1
+            conf, eid = best_in_tape[tid]
+            for from_tape, score, markers, anchor in rows_of.get(tid, ()):
+                if anchor is None or (score < min_confidence and not all):
+                    continue
+                if len(lineage) >= max_edges:
+                    truncated["edges"] = True
+                    return
+                if anchor not in ev_cache:
+                    continue
+                ms = json.loads(markers) if markers else []
+                kind = "dispatch" if "dispatch" in ms else "continuation"
+                start = firsts.get(tid, eid)
+                d = {"from": {"tape_id": tape_cache[tid].tape_id, "offset": ev_cache[start].ofs},
+                     "to": {"tape_id": tape_cache[from_tape].tape_id, "offset": ev_cache[anchor].ofs},
+                     "confidence": round(score, ROUND), "location_delta": "absent",
+                     "cardinality": "1:1", "agent_link": False, "kind": kind, "markers": ms}
+                lineage.append(d)
+                if anchor in state or from_tape in seen:
+                    continue
+                c = min(conf, score)
+                path = state[eid][1] + [d]
+                state[anchor] = (c, path, state[eid][2])
+                reached[anchor] = {"via": "lineage" if kind == "dispatch" else "continuation",
+                                   "confidence": round(c, ROUND), "path": path}
+                best_in_tape[from_tape] = (c, anchor)
+                seen.add(from_tape)
+                todo.append(from_tape)
+
+
+def _first_events(conn, tape_rows) -> dict[int, int]:
+    """tape row → id of its first event (lowest offset)."""
+    out: dict[int, int] = {}
+    for ch in _chunks(sorted(set(tape_rows))):
+        for tape, eid, _ofs in conn.execute(
+                "SELECT tape, id, min(ofs) FROM events WHERE tape IN carray(?) GROUP BY tape",
+                (apsw.carray(Q._i64(ch)),)):
+            out[tape] = eid
+    return out
 
 
 def _tombstones(conn, events: set[int], ev_cache, tape_cache, load) -> list[dict]:

@@ -6,6 +6,8 @@ whole; ``engram show`` prints everything), tool arguments are summarised.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from pathlib import Path
 
 import apsw
@@ -106,7 +108,7 @@ class TapeAccess:
             return [(r.ofs, orjson.loads(bodies[r.id])) for r in rows if r.id in bodies]
         if not tape.path:
             raise CorruptTape("tape has no file", path=tape.tape_id)
-        return reader.read_events_cached(Path(tape.path), offsets)
+        return reader.read_events_cached(tape.path, offsets)
 
     def length(self, tape: Q.TapeRow) -> int:
         return tape.n_events
@@ -121,7 +123,7 @@ class TapeAccess:
                 if _is_request(ev):
                     return ofs, ev
             return None
-        lines = reader.raw_lines_cached(Path(tape.path))
+        lines = reader.raw_lines_cached(tape.path)
         for ofs in range(min(anchor, len(lines) - 1), lo - 1, -1):
             raw = lines[ofs]
             if b'"k":"msg.in"' not in raw:
@@ -137,10 +139,38 @@ def _is_request(ev: dict) -> bool:
             and not ev.get("boilerplate") and isinstance(ev.get("text"), str))
 
 
+WINDOW_CACHE = 4096
+_windows: OrderedDict[tuple, dict] = OrderedDict()
+_windows_lock = threading.Lock()
+
+
 def window(access: TapeAccess, tape: Q.TapeRow, anchor: int, before: int, after: int,
            expand_until: int | None = None, brief: bool = False) -> dict:
     """Events ``[anchor-before, anchor+after]``; ``expand_until`` extends backwards (at most that
-    many extra events) until the window holds the user request that led to the anchor."""
+    many extra events) until the window holds the user request that led to the anchor.
+
+    Windows of sealed tapes are memoised (a tape id is the hash of its content, so a window of it
+    never changes); live tapes are read every time."""
+    if tape.live or not tape.path:
+        return _window(access, tape, anchor, before, after, expand_until, brief)
+    key = (tape.tape_id, tape.path, anchor, before, after, expand_until, brief)
+    with _windows_lock:
+        hit = _windows.get(key)
+        if hit is not None:
+            _windows.move_to_end(key)
+    if hit is None:
+        hit = _window(access, tape, anchor, before, after, expand_until, brief)
+        with _windows_lock:
+            _windows[key] = hit
+            while len(_windows) > WINDOW_CACHE:
+                _windows.popitem(last=False)
+    out = dict(hit)
+    out["events"] = list(hit["events"])
+    return out
+
+
+def _window(access: TapeAccess, tape: Q.TapeRow, anchor: int, before: int, after: int,
+            expand_until: int | None, brief: bool) -> dict:
     n = tape.n_events
     lo = max(1, anchor - before)  # offset 0 is meta
     hi = min(n - 1, anchor + after)

@@ -8,8 +8,9 @@ A small LRU keeps recently read tapes so a window read on hover does not decompr
 
 from __future__ import annotations
 
-import functools
 import os
+import threading
+from collections import OrderedDict
 from pathlib import Path
 
 import orjson
@@ -78,10 +79,34 @@ def iter_tape(path: Path, verify: bool = True):
     yield from read_tape(path, verify)
 
 
-@functools.lru_cache(maxsize=32)
+CACHE_BYTES = int(os.environ.get("ENGRAM_TAPE_CACHE_MB") or 128) << 20
+"""Budget of the LRU of decompressed tapes (bytes of tape text); ``ENGRAM_TAPE_CACHE_MB``."""
+
+_lru: OrderedDict[tuple[str, int, int], tuple[bytes, ...]] = OrderedDict()
+_lru_bytes = 0
+_lru_lock = threading.Lock()
+
+
 def _cached(path: str, mtime_ns: int, size: int) -> tuple[bytes, ...]:
+    """The verified lines of a tape, from an LRU bounded by the bytes it holds (a tape's name is
+    its content hash, and (mtime, size) in the key notices a file replaced under the same name)."""
+    global _lru_bytes
+    key = (path, mtime_ns, size)
+    with _lru_lock:
+        hit = _lru.get(key)
+        if hit is not None:
+            _lru.move_to_end(key)
+            return hit
     raw = read_raw(Path(path), verify=True)
-    return tuple(raw.split(b"\n"))
+    lines = tuple(raw.split(b"\n"))
+    with _lru_lock:
+        if key not in _lru:
+            _lru[key] = lines
+            _lru_bytes += len(raw)
+            while _lru_bytes > CACHE_BYTES and len(_lru) > 1:
+                _k, old = _lru.popitem(last=False)
+                _lru_bytes -= sum(len(x) + 1 for x in old) - 1
+    return lines
 
 
 def read_events_cached(path: Path, offsets: range | list[int]) -> list[tuple[int, dict]]:
