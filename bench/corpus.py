@@ -1281,6 +1281,7 @@ class Generator:
             writer = s2.sid
             forbidden = old_owners | {s.sid}
             del ctx_lo
+            s = s2  # the next refactor starts after the re-insertion: timestamps follow the order of edits
         self.scen_truth["d"].append({"file": f"{pkg}/{f}", "start": lo + 1, "end": lo + len(new_block),
                                      "symbol": fsym.name, "origin_session": writer, "replaced_symbol": sym.name,
                                      "forbidden_sessions": sorted(forbidden), "_block": new_block})

@@ -129,12 +129,13 @@ class _Rows:
     """Event and tape rows a read connection has fetched, valid for one ``data_version`` of the
     database (any commit, by any connection, starts a new one)."""
 
-    __slots__ = ("version", "events", "tapes")
+    __slots__ = ("version", "events", "tapes", "memo")
 
     def __init__(self, version: int):
         self.version = version
         self.events: dict[int, EventRow] = {}
         self.tapes: dict[int, TapeRow] = {}
+        self.memo: dict = {}  # other values derived from this version (``memo()``)
 
 
 _row_caches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -149,6 +150,19 @@ def _rows(conn: apsw.Connection) -> _Rows | None:
     if c is None or c.version != v or len(c.events) + len(c.tapes) > ROW_CACHE:
         c = _row_caches[conn] = _Rows(v)
     return c
+
+
+def memo(conn: apsw.Connection, key, compute):
+    """``compute()``, memoised for the current ``data_version`` of ``conn`` (not inside a
+    transaction). For values derived from many rows that explain needs again and again."""
+    cache = _rows(conn)
+    if cache is None:
+        return compute()
+    if key not in cache.memo:
+        if len(cache.memo) > 4096:
+            cache.memo.clear()
+        cache.memo[key] = compute()
+    return cache.memo[key]
 
 
 def _cached_rows(conn: apsw.Connection, ids: Iterable[int], which: str, sql: str, make):

@@ -13,6 +13,7 @@ containment of the span in their edit-after texts ("produced"), then by overall 
 from __future__ import annotations
 
 import functools
+import re
 import time
 from collections import defaultdict
 
@@ -23,10 +24,11 @@ from engram import fingerprint
 from engram.index import queries as Q
 from engram.index import schema as S
 from engram.index import store
+from engram.query import location
 from engram.query import window as W
 
 DIRECT_FLOOR = 0.25       # direct evidence below this is noise unless --all
-PRODUCED_FLOOR = 0.10     # edit-after containment below this does not count as producing
+PRODUCED_FLOOR = 0.0      # a session that wrote any line of the span (line blame) produced it
 MAX_WINDOWS = 3
 WINDOW_SESSIONS = 10
 MAX_SESSIONS = 50         # readers/quoters returned (ranked); --all returns every one
@@ -99,7 +101,8 @@ class Evidence:
 
 
 def direct_evidence(conn: apsw.Connection, text: str, file: str | None = None,
-                    floor: float = 0.0) -> tuple[dict[int, Evidence], dict]:
+                    floor: float = 0.0, lines: tuple[int, int] | None = None
+                    ) -> tuple[dict[int, Evidence], dict]:
     """Evidence per event for the span ``text``.
 
     Cost is kept in SQLite: one grouped query counts the span's fingerprints per block; only
@@ -143,7 +146,7 @@ def direct_evidence(conn: apsw.Connection, text: str, file: str | None = None,
             e = ev[eid] = Evidence(eid)
         e.roles.add(role)
         e.quoted = max(e.quoted, conf)
-    after: dict[int, tuple[set[int], int]] = {}
+    after: dict[int, tuple[set[int], int, int, int]] = {}
     if after_blocks:
         span_lines: dict[int, list[int]] = defaultdict(list)
         for h, ln in zip(qh.tolist(), np.asarray(qlines).tolist()):
@@ -151,11 +154,13 @@ def direct_evidence(conn: apsw.Connection, text: str, file: str | None = None,
         by_block: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
         for h, b, ln in Q.postings_in_blocks(conn, uq, after_blocks.keys()):
             by_block[b][h].append(ln)
+        hits: dict[int, tuple[dict[int, list[int]], int]] = {}
         for b, (eid, line0) in after_blocks.items():
             aligned, lo, hi, off = _aligned(by_block.get(b, {}), span_lines)
             ev[eid].lines = [line0 + lo, line0 + hi]
-            after[eid] = (aligned, off)
-        _assign_ownership(conn, ev, after, text, n_win, file)
+            after[eid] = (aligned, off, lo, hi)
+            hits[eid] = (by_block.get(b, {}), line0)
+        _assign_ownership(conn, ev, after, text, n_win, file, lines, (hits, span_lines))
     return ev, stats
 
 
@@ -202,67 +207,222 @@ def _same_file(query: str | None, rel: str | None, file: str | None) -> bool:
     return False
 
 
-def _assign_ownership(conn, ev: dict[int, Evidence], after: dict[int, tuple[set[int], int]],
-                      span_text: str, n_win: int, file: str | None) -> None:
-    """Line-level blame among the edits the fingerprints found, as ``git blame`` does it.
+def _assign_ownership(conn, ev: dict[int, Evidence], after: dict[int, tuple[set[int], int, int, int]],
+                      span_text: str, n_win: int, file: str | None,
+                      span_lines: tuple[int, int] | None = None, hits=None) -> None:
+    """Line-level blame among the edits that wrote the span, as ``git blame`` does it.
 
     Candidates are edits whose after-text reproduces an aligned part of the span (at least
-    ``OWNER_MIN_HITS`` fingerprints and ``OWNER_MIN_SHARE`` of them). Each non-trivial line of the
-    span belongs to the latest candidate that *produced* that line: present in its after-text,
-    absent from its before-text (carried-over context is not produced). ``produced`` = the share
-    of the span's attributed lines an event owns. When the queried file is known, edits to that
-    file win over edits that wrote the same text elsewhere."""
+    ``OWNER_MIN_HITS`` fingerprints and ``OWNER_MIN_SHARE`` of them). When the queried file is
+    known, edits to that file win over edits that wrote the same text elsewhere, and the span's
+    location through time (``location.py``) — when the strongest candidates agree with it — drops
+    the candidates that were elsewhere in the file at their time and adds the small edits that
+    touched the span but reproduce too few fingerprints to be found. Each span line is matched to
+    each candidate's after-text by a line diff; it belongs to the latest candidate that *wrote*
+    that line (an inserted or replaced line of that edit's own before → after diff, not carried-over
+    context). ``produced`` = the share of the span's attributed lines an event owns."""
     need = min(OWNER_MIN_HITS, n_win)
-    cands = [eid for eid, (aligned, _off) in after.items()
+    cands = [eid for eid, (aligned, *_rest) in after.items()
              if len(aligned) >= need and len(aligned) / n_win >= OWNER_MIN_SHARE]
     if not cands:
         return
     rows = Q.events(conn, cands)
+    span = store.line_hashes(span_text)
+    span_l = span.tolist()
+    # after-text lines to diff against the span: (first, last, margin); a copy found by content may
+    # have grown or shrunk since (margin: the span's length), a place found by the track may not
+    windows = {eid: (after[eid][2], after[eid][3], len(span_l)) for eid in cands}
+    logged: dict[int, int] = {}
     if file:
         local = [eid for eid in cands if _same_file(file, rows[eid].rel, rows[eid].file)]
         if local:
             cands = local
-    tapes = Q.tapes(conn, {rows[e].tape for e in cands})
+            if span_lines is not None:
+                logged = _log_blame(conn, local, rows, span_lines, span)
+                cands = _with_track(conn, cands, rows, ev, after, span_lines, windows, hits, need)
+                rows.update(Q.events(conn, [e for e in set(cands) | set(logged.values())
+                                            if e not in rows]))
+    tapes = Q.tapes(conn, {rows[e].tape for e in set(cands) | set(logged.values())})
     lines = Q.edit_lines(conn, cands)
-    span = store.line_hashes(span_text)
 
     def when(eid: int):
         r = rows[eid]
         t = tapes[r.tape]
         return (r.t or t.first_t or "", t.tape_id, r.ofs)
 
-    # span line i is produced by edit e when e's after-text has that line at the aligned place
-    # (offset ± ALIGN_SLACK) and e's before-text does not have it (carried-over context)
-    span_l = span.tolist()
     producers: list[list[int]] = [[] for _ in span_l]
+    span_b = span.tobytes()
     for eid in cands:
         a, b = lines.get(eid, (None, None))
         if a is None or not len(a):
             continue
-        off = after[eid][1]
-        before_set = set(b.tolist())
-        al = a.tolist()
-        for i, h in enumerate(span_l):
-            if h == 0 or h in before_set:
-                continue
-            lo, hi = max(0, i + off - ALIGN_SLACK), min(len(al), i + off + ALIGN_SLACK + 1)
-            if h in al[lo:hi]:
-                producers[i].append(eid)
-    # a trivial line (blank, ``"""``, ``)``) goes with the line above it: it came in the same
-    # hunk far more often than not, and blame counts it
+        new = _new_lines(a.tobytes(), b.tobytes())
+        # line correspondence span ↔ after-text by a line diff over the candidate's region, with
+        # room for lines inserted into the span since (one offset would lose everything below an
+        # insertion)
+        blo, bhi, margin = windows[eid]
+        w0 = max(0, blo - margin)
+        w1 = min(len(a), bhi + margin + 1)
+        for i0, j0, n in _matches(span_b, a[w0:w1].tobytes()):
+            for k in range(n):
+                if new[w0 + j0 + k]:
+                    producers[i0 + k].append(eid)
+    # each line goes to the latest edit that wrote it; a trivial line (blank, ``"""``, ``)``) no
+    # matched edit wrote goes with the line above it (it came in the same hunk more often than not)
+    owners: list[int | None] = []
+    for i, (h, eids) in enumerate(zip(span_l, producers)):
+        if i in logged:  # blame through the log's own ranges and diffs
+            owners.append(logged[i])
+        else:
+            owners.append((max(eids, key=when) if len(eids) > 1 else eids[0]) if eids else None)
+    # an edit that wrote only blank lines, brackets and two-word lines (``return False``) of the
+    # span wrote none of it: which of two identical such lines a diff calls "kept" is arbitrary.
+    # Their lines, and trivial lines no edit wrote, go with the line above (they came in the same
+    # hunk more often than not)
+    words = [len(_WORD.findall(ln)) for ln in span_text.split("\n")]
+    real = {o for o, h, n in zip(owners, span_l, words) if h != 0 and n > WEAK_WORDS and o is not None}
     owned: dict[int, int] = defaultdict(int)
     prev: int | None = None
-    for h, eids in zip(span_l, producers):
-        if h == 0:
+    for h, owner in zip(span_l, owners):
+        if owner not in real:
             owner = prev
-        else:
-            owner = (max(eids, key=when) if len(eids) > 1 else eids[0]) if eids else None
+        elif h != 0:
             prev = owner
         if owner is not None:
             owned[owner] += 1
     covered = sum(owned.values())
     for eid, n in owned.items():
-        ev[eid].produced = n / covered
+        e = ev.get(eid)
+        if e is None:  # an edit found by its place in the file alone
+            e = ev[eid] = Evidence(eid)
+            e.roles.add(S.ROLE_EDIT_AFTER)
+            r = rows[eid]
+            mine = [i for i in logged if logged[i] == eid]
+            if mine:
+                e.lines = [span_lines[0] + min(mine), span_lines[0] + max(mine)]
+            else:
+                blo, bhi, _m = windows[eid]
+                e.lines = [r.a_start + blo, r.a_start + bhi]
+        e.produced = n / covered
+    if _DEBUG is not None:
+        _DEBUG.append((span_l, producers, {e: when(e) for e in cands}))
+
+
+WEAK_WORDS = 2            # a line of at most this many words identifies no author on its own
+_WORD = re.compile(r"[A-Za-z0-9_]+")
+
+LOG_BLAME_AGREE = 0.8     # share of the log's attributions whose text must match the span
+
+
+def _log_blame(conn, local: list[int], rows, span_lines: tuple[int, int], span: np.ndarray
+               ) -> dict[int, int]:
+    """``{span line: edit}`` from ``location.blame`` on the file the candidates edited (the one
+    whose history attributes the most lines), kept only when the log agrees with today's text: at
+    least ``LOG_BLAME_AGREE`` of the lines it attributes match their writer's text (an unlogged
+    change shifts lines, and a shifted track lands on text that differs)."""
+    best: dict[int, int] = {}
+    for f in sorted({rows[e].file for e in local if rows[e].file}, key=str):
+        rel = next(rows[e].rel for e in local if rows[e].file == f)
+        got = location.blame(conn, rel, f, span_lines[0], span_lines[1], span)
+        if not got:
+            continue
+        ok = {i: e for i, e in got.items() if e is not None}
+        real = [i for i in got if span[i] != 0]
+        if not real or sum(got[i] is not None for i in real) < LOG_BLAME_AGREE * len(real):
+            continue
+        if len(ok) > len(best):
+            best = ok
+    return best
+
+
+def _with_track(conn, cands: list[int], rows, ev: dict[int, Evidence], after, span_lines,
+                windows: dict[int, tuple[int, int]], hits, need: int) -> list[int]:
+    """Candidates corrected by the span's location through time, per file (see ``location.py``).
+
+    Every edit whose after-range overlapped the span at its time is added (a one-line signature
+    change is too small for containment to find it); its lines still have to match the span's in
+    the line diff to count, so a track that drifted adds nothing wrong. Dropping needs more: an edit
+    found by fingerprints that holds an aligned copy of the span where the track puts the span at
+    its time *verifies* the track from that time on (a change nobody logged — by hand, a formatter,
+    a checkout — between then and now would have moved the span and put that edit off the track).
+    From the earliest verified time on, candidates with no copy on the track are dropped: they
+    wrote the same lines elsewhere (a sibling function, a copy). Before that time none is dropped.
+    A candidate whose text holds several copies (a whole-file write of sibling functions) is
+    re-aligned on the copy the track points at."""
+    key = lambda r: (r.t or "", r.tape, r.ofs)  # noqa: E731 - the track's own order
+    block_hits, span_hits = hits if hits is not None else ({}, {})
+    out: list[int] = []
+    for f in sorted({rows[e].file for e in cands if rows[e].file}, key=str):
+        mine = [e for e in cands if rows[e].file == f]
+        track = location.span_track(conn, rows[mine[0]].rel, f, span_lines[0], span_lines[1])
+        if track is None:
+            out.extend(mine)
+            continue
+        on = []
+        for e in mine:
+            pos = track.at.get(e)
+            if pos is None or e not in block_hits:
+                continue
+            if not track.off(e, ev[e].lines):
+                on.append(e)
+                continue
+            # the copy of the span at the tracked place, if this edit's text has one there
+            bh, line0 = block_hits[e]
+            lo, hi = pos[0] - location.SLACK - line0, max(pos) + location.SLACK - line0
+            near = {h: [bl for bl in bls if lo <= bl <= hi] for h, bls in bh.items()}
+            aligned, a_lo, a_hi, _off = _aligned({h: v for h, v in near.items() if v}, span_hits)
+            if len(aligned) >= need:
+                ev[e].lines = [line0 + a_lo, line0 + a_hi]
+                windows[e] = (a_lo, a_hi, windows[e][2])
+                on.append(e)
+        if not on:
+            out.extend(mine)
+            continue
+        since = min(key(rows[e]) for e in on)
+        out.extend(e for e in mine if e in on or key(rows[e]) < since)
+        for eid in track.touched():
+            r = track.rows[eid]
+            if eid in out:
+                continue
+            s, e = track.at[eid]
+            # the after-text lines that held the span (a candidate keeps its own window)
+            windows.setdefault(eid, (max(0, s - r.a_start), max(0, min(max(e, s), r.a_end) - r.a_start),
+                                     location.SLACK))
+            rows.setdefault(eid, r)
+            out.append(eid)
+    for e in cands:
+        if rows[e].file is None and e not in out:
+            out.append(e)
+    return out
+
+
+_DEBUG: list | None = None
+
+
+@functools.lru_cache(maxsize=4096)
+def _new_lines(after: bytes, before: bytes) -> list[bool]:
+    """Which lines of an edit's after-text it wrote, as a line diff (``git blame``) sees it: the
+    lines of inserted or replaced runs of ``difflib`` on the two sides' line hashes."""
+    import difflib
+
+    a = np.frombuffer(after, dtype=np.int32).tolist()
+    b = np.frombuffer(before, dtype=np.int32).tolist()
+    new = [True] * len(a)
+    if b:
+        for tag, _i1, _i2, j1, j2 in difflib.SequenceMatcher(None, b, a, autojunk=False).get_opcodes():
+            if tag == "equal":
+                new[j1:j2] = [False] * (j2 - j1)
+    return new
+
+
+@functools.lru_cache(maxsize=4096)
+def _matches(span: bytes, after: bytes) -> list[tuple[int, int, int]]:
+    """Matching runs ``(span line, after line, length)`` of a line diff of two line-hash arrays."""
+    import difflib
+
+    a = np.frombuffer(span, dtype=np.int32).tolist()
+    b = np.frombuffer(after, dtype=np.int32).tolist()
+    return [m for m in difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks() if m[2]]
 
 
 def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 3, after: int = 3,
@@ -276,8 +436,10 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
     """
     t0 = time.perf_counter()
     floor = 0.0 if all else DIRECT_FLOOR
-    evidence, stats = direct_evidence(conn, text, span.get("file"), floor)
-    evidence = {k: v for k, v in evidence.items() if v.confidence > floor or (all and v.confidence > 0)}
+    lines = (span["start"], span["end"]) if span.get("file") and span.get("start") else None
+    evidence, stats = direct_evidence(conn, text, span.get("file"), floor, lines)
+    evidence = {k: v for k, v in evidence.items()
+                if v.confidence > floor or v.produced > 0 or (all and v.confidence > 0)}
     erows = Q.events(conn, evidence.keys())
     lineage_part: list[dict] = []
     tombstones: list[dict] = []
@@ -322,32 +484,12 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
     sessions = []
     for tid, items in per_tape.items():
         produced = min(1.0, sum(p for _, p, _ in items))  # fingerprints owned by the session
-        conf = max(c for _, _, c in items)
-        sessions.append((tid, "direct", produced if produced >= PRODUCED_FLOOR else 0.0, conf, items))
-    producers = {trows[s[0]].tape_id for s in sessions if s[2] > 0}
-
-    def behind_producer(eid: int) -> bool:
-        """Reached from a producing session through continuations/dispatches only: the reasoning
-        before its compaction, or the orchestrator that sent it, is the history of the edit
-        however small a share of the span that session produced."""
-        path = paths_by_event.get(eid, [])
-        return bool(path) and path[0]["from"]["tape_id"] in producers and not any(
-            p.get("kind") not in ("continuation", "dispatch") for p in path)  # (``all`` is shadowed)
-
-    for tid, eids in lineage_tapes.items():
-        conf = max(extra_conf[e] for e in eids)
-        if conf < min_confidence and not all and not any(
-                any(p.get("agent_link") for p in paths_by_event.get(e, [])) or behind_producer(e)
-                for e in eids):
-            continue
-        items = [(e, 0.0, extra_conf[e]) for e in eids]
-        sessions.append((tid, via[eids[0]], 0.0, conf, items))
-
-    recency = {t: i for i, t in enumerate(sorted({trows[s[0]].last_t or "" for s in sessions},
-                                                  reverse=True))}
+        conf = max(produced, max(c for _, _, c in items))  # a session that wrote it all: 1.0
+        sessions.append((tid, "direct", produced if produced > PRODUCED_FLOOR else 0.0, conf, items))
     producer_tapes = {trows[s[0]].tape_id for s in sessions if s[1] == "direct" and s[2] > 0}
     # tapes that continue into a producer, or dispatched it (transitively): their reasoning is the
-    # history of the edit even when they also read the code themselves
+    # history of the edit, however small a share of the span that session produced and however
+    # the walk reached them first (even when they also read the code themselves)
     history_tapes = set(producer_tapes)
     grew = True
     while grew:
@@ -358,6 +500,16 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
                 history_tapes.add(e["to"]["tape_id"])
                 grew = True
 
+    for tid, eids in lineage_tapes.items():
+        conf = max(extra_conf[e] for e in eids)
+        if conf < min_confidence and not all and trows[tid].tape_id not in history_tapes and not any(
+                any(p.get("agent_link") for p in paths_by_event.get(e, [])) for e in eids):
+            continue
+        items = [(e, 0.0, extra_conf[e]) for e in eids]
+        sessions.append((tid, via[eids[0]], 0.0, conf, items))
+
+    recency = {t: i for i, t in enumerate(sorted({trows[s[0]].last_t or "" for s in sessions},
+                                                  reverse=True))}
     def group(s) -> int:
         """0 producers · 1 the history behind them (earlier writers reached through edit, move,
         re-insert or agent edges, and the continuations/dispatches of producing sessions) ·
@@ -373,7 +525,8 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
         path = paths_by_event.get(items[0][0], [])
         history = not any(e.get("kind") not in HISTORY_EDGE_KINDS and not e.get("agent_link")
                           for e in path)  # (``all`` is shadowed by the option of that name)
-        if path and history and path[0].get("from", {}).get("tape_id") in producer_tapes:
+        if (path and history and path[0].get("from", {}).get("tape_id") in producer_tapes
+                or trows[tid].tape_id in history_tapes):
             return 1
         return 3
 
@@ -424,7 +577,7 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
             ev = evidence.get(eid)
             if ev is not None and ev.lines:
                 w["lines"] = ev.lines
-            if ev is not None and ev.produced >= PRODUCED_FLOOR:
+            if ev is not None and ev.produced > PRODUCED_FLOOR:
                 w["produced"] = round(ev.produced, ROUND)
             if r.ofs < 0:  # -- sidecar enrichment (issue 6): engram/index/sidecar.py --
                 from engram.index import sidecar

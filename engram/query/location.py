@@ -1,0 +1,194 @@
+"""Where a span sat in its file at the time of each logged edit: location through time.
+
+Edits carry exact file ranges (``before_range`` / ``after_range``, from the harness's structured
+patch), so the span's position can be carried backwards from now through every logged edit of the
+same file, latest first, as ``git blame`` carries lines back through commits. That gives explain's
+line-level blame two things fingerprints alone cannot:
+
+* the edits that touched the span, however small (a one-line change of a signature reproduces too
+  few fingerprints of a 40-line function to be found by containment);
+* the edits that did *not*: sibling functions (``split_before`` / ``split_after`` /
+  ``split_when``) share most of their lines, and an edit to a sibling reproduces the span's lines
+  at a consistent offset. If its after-range was elsewhere in the file at its time, it did not write
+  this span.
+
+The track is only as good as the log: edits made outside any logged session (by hand, by a
+formatter, by a checkout) shift lines unseen. ``explain`` therefore uses a track only when the
+strongest fingerprint evidence agrees with it (see ``explain._assign_ownership``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections import defaultdict
+
+import apsw
+import numpy as np
+
+from engram.index import queries as Q
+from engram.index import schema as S
+
+SLACK = 2                  # lines between an edit's after-range and the tracked span that still touch it
+MAX_FILE_EDITS = 20_000    # a file with more logged edits than this is not tracked
+
+
+@dataclasses.dataclass
+class Track:
+    at: dict[int, tuple[int, int]]
+    """edit event id → ``(start, end)`` (1-based, inclusive; end < start when the span had no
+    line there yet) of the span in the file just after that edit."""
+    rows: dict[int, Q.EventRow]
+    """every logged edit of the file, by event id."""
+
+    def touched(self, slack: int = 0) -> list[int]:
+        """Edits whose after-range overlapped the span at their time."""
+        out = []
+        for eid, (s, e) in self.at.items():
+            r = self.rows[eid]
+            if r.a_end >= r.a_start and r.a_end >= s - slack and r.a_start <= max(e, s) + slack:
+                out.append(eid)
+        return sorted(out)
+
+    def off(self, eid: int, lines: list[int] | None) -> bool:
+        """Did edit ``eid``'s aligned after-lines (file lines) miss the span's position?"""
+        pos = self.at.get(eid)
+        if pos is None or not lines:
+            return False
+        lo, hi = lines
+        return hi < pos[0] - SLACK or lo > max(pos) + SLACK
+
+
+def _back(p: int, regions: list[tuple[int, int, int, int]]) -> int:
+    """Line ``p`` after one tool call's regions (applied together) → its line before them.
+    A line inside a changed region maps to the same relative line of its before side."""
+    shift = 0
+    for b_s, b_e, a_s, a_e, _id in regions:
+        na, nb = a_e - a_s + 1, b_e - b_s + 1
+        if p > a_e:
+            shift += nb - na
+        elif p >= a_s:
+            return b_s + min(p - a_s, max(nb - 1, 0))
+    return p + shift
+
+
+def span_track(conn: apsw.Connection, rel: str | None, file: str, start: int, end: int) -> Track | None:
+    """The span's position through every logged ``code.edit`` of the absolute path ``file``
+    (whose repo-relative path is ``rel``), carried back from its current lines ``start..end``.
+    Edits are ordered by time, then tape, then offset; the regions of one tool call (same tape,
+    same timestamp) have simultaneous coordinates and are applied together."""
+    hist = Q.memo(conn, ("location.history", rel, file), lambda: _history(conn, rel, file))
+    if hist is None:
+        return None
+    ordered, rows = hist
+    at: dict[int, tuple[int, int]] = {}
+    s, e = start, end
+    for ids, regions in ordered:
+        for i in ids:
+            at[i] = (s, e)
+        s, e = _back(s, regions), _back(e, regions)
+    return Track(at=at, rows=rows)
+
+
+def _history(conn: apsw.Connection, rel: str | None, file: str):
+    """``([(edit ids of one call, its regions (b_s, b_e, a_s, a_e, id) sorted)], latest call
+    first), rows by id)`` for a file, or None when it has no edits or too many."""
+    if rel is not None:
+        cur = conn.execute(f"SELECT {Q.EVENT_COLS} FROM events WHERE rel = ? AND file = ? AND kind = ?"
+                           " LIMIT ?", (rel, file, S.KIND_CODE["code.edit"], MAX_FILE_EDITS + 1))
+    else:
+        cur = conn.execute(f"SELECT {Q.EVENT_COLS} FROM events WHERE file = ? AND kind = ? LIMIT ?",
+                           (file, S.KIND_CODE["code.edit"], MAX_FILE_EDITS + 1))
+    rows = [Q.EventRow(*r) for r in cur]
+    if not rows or len(rows) > MAX_FILE_EDITS:
+        return None
+    calls: dict[tuple, list[Q.EventRow]] = defaultdict(list)
+    for r in rows:
+        if None in (r.a_start, r.a_end, r.b_start, r.b_end):
+            continue
+        calls[(r.tape, r.t)].append(r)
+    ordered = sorted(calls.values(), key=lambda rs: min((r.t or "", r.tape, r.ofs) for r in rs),
+                     reverse=True)
+    return ([(tuple(r.id for r in rs), sorted((r.b_start, r.b_end, r.a_start, r.a_end, r.id) for r in rs))
+             for rs in ordered], {r.id: r for rs in ordered for r in rs})
+
+
+@functools.lru_cache(maxsize=4096)
+def diff_map(after: bytes, before: bytes) -> tuple[list[bool], list[int]]:
+    """For each line of an edit's after-text (int32 line hashes): did the edit write it (inserted
+    or replaced in a line diff of before → after, as ``git blame`` sees it), and the before-text
+    line it was carried over from (-1 for written lines)."""
+    import difflib
+
+    a = np.frombuffer(after, dtype=np.int32).tolist()
+    b = np.frombuffer(before, dtype=np.int32).tolist()
+    new = [True] * len(a)
+    back = [-1] * len(a)
+    if b:
+        for tag, i1, _i2, j1, j2 in difflib.SequenceMatcher(None, b, a, autojunk=False).get_opcodes():
+            if tag == "equal":
+                new[j1:j2] = [False] * (j2 - j1)
+                back[j1:j2] = range(i1, i1 + j2 - j1)
+    return new, back
+
+
+def blame(conn: apsw.Connection, rel: str | None, file: str, start: int, end: int,
+          span: np.ndarray) -> dict[int, int | None] | None:
+    """``git blame`` through the log for lines ``start..end`` of ``file`` (line hashes ``span``).
+
+    Every span line is carried back through the logged edits of the file, latest first; the first
+    edit found to have *written* it (an inserted or replaced line of that edit's own diff) owns it.
+    Returns ``{span line index: edit event id}`` for the lines so attributed, ``None`` for a line
+    whose writer's text differs from it (an unlogged change moved or altered it: the track is off
+    there), and nothing for lines that no logged edit wrote (older than the log, or edited by hand).
+    None when the file has no usable history."""
+    hist = Q.memo(conn, ("location.history", rel, file), lambda: _history(conn, rel, file))
+    if hist is None:
+        return None
+    ordered, _rows = hist
+    span_l = span.tolist()
+    alive = {i: start + i for i in range(len(span_l))}  # span line → its file line at that time
+    owner: dict[int, int | None] = {}
+    g = 0  # shift not yet applied to ``alive`` (calls entirely above every live line)
+    for _ids, regions in ordered:
+        if not alive:
+            break
+        lo, hi = min(alive.values()) + g, max(alive.values()) + g
+        if all(r[3] < lo and r[2] <= lo for r in regions):      # all above: one uniform shift
+            g += sum((r[1] - r[0] + 1) - (r[3] - r[2] + 1) for r in regions)
+            continue
+        if all(r[2] > hi for r in regions):                      # all below: nothing moves
+            continue
+        if g:
+            alive = {i: p + g for i, p in alive.items()}
+            g = 0
+        texts = None
+        moved: dict[int, int] = {}
+        for i, p in alive.items():
+            shift = 0
+            inside = None
+            for r in regions:
+                if r[2] <= p <= r[3]:
+                    inside = r
+                    break
+                if r[3] < p:
+                    shift += (r[1] - r[0] + 1) - (r[3] - r[2] + 1)
+            if inside is None:
+                moved[i] = p + shift
+                continue
+            if texts is None:
+                texts = Q.edit_lines(conn, [r[4] for r in regions])
+            a, b = texts.get(inside[4], (None, None))
+            j = p - inside[2]
+            if a is None or j >= len(a):
+                owner[i] = None
+                continue
+            new, back = diff_map(a.tobytes(), b.tobytes())
+            if new[j]:
+                owner[i] = inside[4] if int(a[j]) == span_l[i] else None
+            elif back[j] >= 0:
+                moved[i] = inside[0] + back[j]
+            else:
+                owner[i] = None
+        alive = moved
+    return owner
