@@ -1,118 +1,411 @@
-"""Session counts for many blocks of one document (code lens, hover): one fingerprint pass over the
-document, one index lookup, and the per-block accounting done with numpy joins rather than Python
-loops over postings.
+"""Session counts for many blocks of one document (code lens, hover): one tokenising pass over the
+document, one posting lookup, and the per-block accounting done as a handful of numpy sorts and
+joins rather than Python loops over postings.
 
 For every block: ``sessions`` (tapes with direct evidence above the explain floor), ``best``
 confidence, ``latest`` time, and ``top`` (the best session; with ``windows``, its first transcript
 window read from the tape).
+
+The confidence of an indexed block ``b`` for a document block ``d`` is the share of ``d``'s
+winnowed fingerprints found in ``b`` (containment). A block is looked up as explain looks up a
+span (``explain.query_fingerprints``), so its lens, its hover and its explain see the same direct
+evidence:
+
+* up to ``explain.ALL_KGRAMS_MAX`` winnowed fingerprints, every k-gram of the block is looked up
+  (a short span matches wherever any run of k tokens of it was copied);
+* more: its winnowed fingerprints, and beyond ``SAMPLE`` of them a bottom-k sample, the
+  ``SAMPLE`` smallest values. The sample is defined by content (winnowing is local and keeps a
+  window's smallest value, so every copy of the block holds and keeps the same small values);
+  the share estimated from it has a standard error of at most ``0.5 / sqrt(SAMPLE)`` (≈ 0.06),
+  less for blocks not much larger than the sample (it is drawn without replacement), and the
+  lookup costs the same for a 60-line and a 600-line block. ``SAMPLE`` is smaller than
+  explain's ``MAX_QUERY_FPS``: for blocks between the two, an indexed block whose share sits
+  within that error of the floor may fall on the other side of it (a lens can differ from the
+  explain of the same block by a session or two).
+
+Boilerplate fingerprints are neither looked up nor counted. Postings come back from SQLite as one
+string of packed integers decoded by numpy (a posting never becomes a Python object). Rows that
+cannot change while the index stays the same (boilerplate, refs, events, tapes) are cached per
+connection and dropped when the database changes (``Connection.data_version``); all reads of
+one call share one read transaction.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+import threading
+import weakref
 
 import apsw
 import numpy as np
 
 from engram import fingerprint
+from engram.fingerprint.tokenize import PAD, encode, hash_spans, line_of, spans
+from engram.fingerprint.winnow import _kgram_hashes, _winnow
 from engram.index import queries as Q
 from engram.index import schema as S
 from engram.query import explain as X
 from engram.query import window as W
 
+SAMPLE = 64            # winnowed fingerprints a block is looked up by, at most (bottom-k)
+_OFS = 1 << 31         # index keys are signed 32-bit; + _OFS makes them non-negative
+_LO32 = (1 << 32) - 1
+_LO40 = (1 << 40) - 1
+_EDIT = S.KIND_CODE["code.edit"]
+_EMPTY = np.zeros(0, dtype=np.int64)
+
 
 def explain_blocks(conn: apsw.Connection, text: str, blocks: list[tuple[int, int]],
                    windows: bool = False) -> list[dict]:
-    if not blocks:
-        return []
-    lines = text.split("\n")
-    allk, klines = fingerprint.all_kgrams(text, fingerprint.DEFAULT_K)
-    allk = np.asarray(allk, dtype=np.int64)
-    klines = np.asarray(klines, dtype=np.int64) + 1
-    wins = fingerprint.fingerprint_batch(["\n".join(lines[s - 1:e]) + "\n" for s, e in blocks])
-    bp = Q.boilerplate(conn, np.unique(allk)) if len(allk) else set()
-    bparr = np.fromiter(bp, dtype=np.int64, count=len(bp)) if bp else np.zeros(0, np.int64)
-    n_win = np.array([len(np.setdiff1d(np.unique(w.hashes), bparr)) for w in wins], dtype=np.int64)
-
-    # (index key, block number) for every k-gram of every block, minus boilerplate
-    keep = ~np.isin(allk, bparr) if len(bparr) else np.ones(len(allk), bool)
-    keys_all = Q.index_keys(allk[keep])
-    lines_all = klines[keep]
-    pk, pi = [], []
-    for i, (s, e) in enumerate(blocks):
-        m = (lines_all >= s) & (lines_all <= e)
-        if n_win[i] and m.any():
-            u = np.unique(keys_all[m])
-            pk.append(u)
-            pi.append(np.full(len(u), i, dtype=np.int64))
     out = [{"range": [s, e], "sessions": 0, "best": 0.0, "latest": None, "top": None}
            for s, e in blocks]
-    if not pk:
+    if not blocks:
         return out
-    pk_a, pi_a = np.concatenate(pk), np.concatenate(pi)
-    ukeys = np.unique(pk_a)
-    rows = conn.execute("SELECT DISTINCT hash, block FROM fingerprints WHERE hash IN carray(?)",
-                        (apsw.carray(Q._i64(ukeys)),)).fetchall()
-    if not rows:
+    cache = _cache(conn)
+    snapshot = not conn.in_transaction   # every read below sees one state of the index
+    with cache.lock:
+        if snapshot:
+            conn.execute("BEGIN")
+        try:
+            return _explain_blocks(cache, conn, text, blocks, windows, out)
+        finally:
+            if snapshot:
+                conn.execute("COMMIT")
+
+
+def _explain_blocks(cache: _RowCache, conn: apsw.Connection, text: str,
+                    blocks: list[tuple[int, int]], windows: bool, out: list[dict]) -> list[dict]:
+    cache.check(conn)
+    q_block, q_key, denom = _block_queries(cache, conn, text, blocks)
+    if not len(q_key):
         return out
-    post = np.array(rows, dtype=np.int64)
-    post = post[np.argsort(post[:, 0], kind="stable")]
-    ph, pb = post[:, 0], post[:, 1]
-    # join (key, block#) with postings on key
-    lo = np.searchsorted(ph, pk_a, side="left")
-    hi = np.searchsorted(ph, pk_a, side="right")
-    cnt = hi - lo
+    # (document block, indexed block, confidence) above the floor
+    d, b, conf = _matches(conn, q_block, q_key, denom)
+    if not len(d):
+        return out
+    # indexed block → its events (a pair per reference) → tape and kind
+    lo, cnt, ref_e = cache.refs(conn, b)
     has = cnt > 0
-    lo, cnt, bi = lo[has], cnt[has], pi_a[has]
-    if not len(lo):
+    d, conf, lo, cnt = d[has], conf[has], lo[has], cnt[has]
+    if not len(d):
         return out
-    idx = np.repeat(lo, cnt) + (np.arange(cnt.sum()) - np.repeat(np.cumsum(cnt) - cnt, cnt))
-    pair = np.repeat(bi, cnt) * (1 << 40) + pb[idx]          # block# · index block
-    upair, hits = np.unique(pair, return_counts=True)
-    doc_i, iblock = upair >> 40, upair & ((1 << 40) - 1)
-    conf = np.minimum(1.0, hits / np.maximum(n_win[doc_i], 1))
-    sel = conf > X.DIRECT_FLOOR
-    doc_i, iblock, conf = doc_i[sel], iblock[sel], conf[sel]
-    if not len(iblock):
+    b = np.repeat(b[has], cnt)
+    e = ref_e[_ranges(lo, cnt)]
+    d, conf = np.repeat(d, cnt), np.repeat(conf, cnt)
+    tape, kind, ok = cache.events(conn, e)
+    d, b, conf, e, tape, edit = d[ok], b[ok], conf[ok], e[ok], tape[ok], kind[ok] == _EDIT
+    if not len(d):
         return out
-    block_events: dict[int, list[int]] = defaultdict(list)
-    for b, eid, _role, _l0 in Q.refs_for_blocks(conn, np.unique(iblock).tolist()):
-        block_events[b].append(eid)
-    erows = Q.events(conn, {e for es in block_events.values() for e in es})
-    trows = Q.tapes(conn, {r.tape for r in erows.values()})
-    edit = S.KIND_CODE["code.edit"]
-    best: list[dict[int, tuple[float, int]]] = [dict() for _ in blocks]   # tape → (conf, event)
-    for i, b, c in zip(doc_i.tolist(), iblock.tolist(), conf.tolist()):
-        tb = best[i]
-        for eid in block_events.get(b, ()):
-            r = erows.get(eid)
-            if r is None:
-                continue
-            cur = tb.get(r.tape)
-            if cur is None or c > cur[0] or (c == cur[0] and r.kind == edit):
-                tb[r.tape] = (c, eid)
-    recency = {t: n for n, t in enumerate(sorted({t.last_t or "" for t in trows.values()},
-                                                 reverse=True))}
+    # per (document block, tape): the best confidence; on ties an edit (the last one by block
+    # and event), else the first reference by block and event
+    order = np.lexsort((np.where(edit, e, -e), np.where(edit, b, -b), edit, conf, tape, d))
+    d, tape, conf, e = d[order], tape[order], conf[order], e[order]
+    last = np.ones(len(d), dtype=bool)
+    last[:-1] = (d[1:] != d[:-1]) | (tape[1:] != tape[:-1])
+    d, tape, conf, e = d[last], tape[last], conf[last], e[last]
+    times, newest, tape_order, ok = cache.tapes(conn, tape)
+    if not ok.all():  # not expected inside one snapshot
+        d, tape, conf, e = d[ok], tape[ok], conf[ok], e[ok]
+        if not len(d):
+            return out
+    # per document block, rank its tapes: confidence (to 2 places), then the most recent, then
+    # tape id; the first is ``top``
+    u, inv = np.unique(conf, return_inverse=True)   # Python's round, as explain ranks
+    conf2 = np.array([round(c, 2) for c in u.tolist()])[inv]
+    order = np.lexsort((tape_order, newest, -conf2, d))
+    d, tape, conf, e, newest = d[order], tape[order], conf[order], e[order], newest[order]
+    first = np.flatnonzero(np.r_[True, d[1:] != d[:-1]])
+    n_sessions = np.diff(np.r_[first, len(d)])
+    latest = np.minimum.reduceat(newest, first)
+    rows = cache.tape_rows(conn, sorted(set(tape[first].tolist())))
     access = W.TapeAccess(conn) if windows else None
-    for i, tb in enumerate(best):
-        if not tb:
+    for f, n, lr in zip(first.tolist(), n_sessions.tolist(), latest.tolist()):
+        top = rows.get(int(tape[f]))
+        if top is None:
             continue
-        ranked = sorted(tb.items(), key=lambda kv: (-round(kv[1][0], 2),
-                                                    recency[trows[kv[0]].last_t or ""],
-                                                    trows[kv[0]].tape_id))
-        top_id, (top_conf, top_event) = ranked[0]
-        top = trows[top_id]
-        res = out[i]
+        top_conf = float(conf[f])
+        res = out[int(d[f])]
         res.update({
-            "sessions": len(tb), "best": round(top_conf, 4),
-            "latest": max((trows[t].last_t or "") for t in tb) or None,
+            "sessions": n, "best": round(top_conf, 4), "latest": times[lr] or None,
             "top": {"tape_id": top.tape_id, "harness": top.harness, "session": top.session,
                     "model": top.model, "label": top.label, "tier": top.tier or "agent",
                     "last_t": top.last_t, "confidence": round(top_conf, 4)}})
         if access is not None:
-            r = erows[top_event]
+            eid = int(e[f])
+            r = Q.events(conn, [eid])[eid]
             w = {"anchor": r.ofs, "kind": S.kind_name(r.kind), "confidence": round(top_conf, 4),
                  "file": r.file}
             w.update(W.window(access, top, r.ofs, 1, 1))
             res["top"]["windows"] = [w]
     return out
+
+
+def _ranges(lo: np.ndarray, cnt: np.ndarray) -> np.ndarray:
+    """``concatenate([arange(l, l + c) for l, c in zip(lo, cnt)])``, vectorised."""
+    total = int(cnt.sum())
+    return np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(total)
+
+
+def _distinct(a: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (``np.unique`` without its overhead; the inputs here are runs of
+    sorted values, which a stable sort merges fast)."""
+    s = np.sort(a, kind="stable")
+    if len(s) < 2:
+        return s
+    keep = np.empty(len(s), dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
+
+
+# -- fingerprints of the blocks ---------------------------------------------------------------
+
+
+def _block_queries(cache: _RowCache, conn: apsw.Connection, text: str,
+                   blocks: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(block, key)`` pairs to look up, sorted by key, and each block's denominator.
+
+    One tokenising pass over the whole document: a block's tokens are the document's tokens on
+    its lines (tokens never cross a line break), so its k-grams and winnowed fingerprints are
+    exactly those of the block's own text — what a hover or explain of that block computes."""
+    k, w = fingerprint.DEFAULT_K, fingerprint.DEFAULT_W
+    nb = len(blocks)
+    denom = np.zeros(nb, dtype=np.int64)
+    buf, _ = encode([text])
+    n = len(buf) - PAD
+    starts, ends = spans(buf, n)
+    if len(starts) < k:
+        return _EMPTY, _EMPTY, denom
+    tok_line = line_of(buf, n, starts)
+    kg = _kgram_hashes(hash_spans(buf, starts, ends), k)
+    se = np.asarray(blocks, dtype=np.int64).reshape(-1, 2)
+    a = np.searchsorted(tok_line, se[:, 0] - 1, "left")
+    z = np.searchsorted(tok_line, se[:, 1], "left")
+    nk = np.maximum(z - a - (k - 1), 0)
+    off = np.zeros(nb + 1, dtype=np.int64)
+    np.cumsum(nk, out=off[1:])
+    if off[-1] == 0:
+        return _EMPTY, _EMPTY, denom
+    v = kg[_ranges(a, nk)]                                    # every block's k-grams, in turn
+    seg = np.repeat(np.arange(nb, dtype=np.int64), nk)
+    code = (seg << 32) | (Q.index_keys(v) + _OFS)             # block · key, both non-negative
+    wcode = _distinct(code[_winnow(v, off, w)])               # distinct winnowed, by block, key
+    wseg = wcode >> 32
+    n_win = np.bincount(wseg, minlength=nb)
+    small = n_win <= X.ALL_KGRAMS_MAX
+    # short blocks: every k-gram; longer ones: their winnowed keys, the SAMPLE smallest at most
+    # (``wcode`` is sorted by block, then key)
+    rank = np.arange(len(wcode)) - np.searchsorted(wseg, wseg, "left")
+    wcode = wcode[rank < SAMPLE]
+    wseg = wcode >> 32
+    q = np.concatenate([_distinct(code[small[seg]]), wcode[~small[wseg]]])
+    # boilerplate keys are neither looked up nor counted in the denominator
+    bp = cache.boilerplate(conn)
+    if len(bp):
+        q = q[~_member((q & _LO32) - _OFS, bp)]
+        wseg = wseg[~_member((wcode & _LO32) - _OFS, bp)]
+    denom = np.bincount(wseg, minlength=nb)
+    q = q[denom[q >> 32] > 0]
+    q_block, q_key = q >> 32, (q & _LO32) - _OFS
+    order = np.argsort(q_key, kind="stable")
+    return q_block[order], q_key[order], denom
+
+
+def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    pos = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
+    return sorted_set[pos] == values
+
+
+# -- postings ------------------------------------------------------------------------------------
+
+# Every (key, block) posting of the given keys as one comma-separated string of
+# ``key << 32 | block`` (keys are signed 32-bit, so this is a valid int64 ordered by key, then
+# block): SQLite formats, numpy parses, no per-row Python object. The lookup is a primary-key
+# range scan per key (``SEARCH fingerprints USING PRIMARY KEY (hash=?)``); a block holding a key
+# on several lines yields adjacent repeats.
+_POSTINGS_SQL = "SELECT group_concat((hash << 32) | block) FROM fingerprints WHERE hash IN carray(?)"
+
+
+def _postings(conn: apsw.Connection, keys: np.ndarray) -> np.ndarray:
+    """Distinct ``key << 32 | block`` codes of the given (sorted, distinct) keys, sorted."""
+    packed = conn.execute(_POSTINGS_SQL, (apsw.carray(Q._i64(keys)),)).fetchone()[0]
+    if not packed:
+        return _EMPTY
+    codes = np.fromstring(packed, dtype=np.int64, sep=",")
+    if len(codes) > 1 and not (codes[1:] >= codes[:-1]).all():
+        codes = np.sort(codes)
+    keep = np.empty(len(codes), dtype=bool)
+    keep[:1] = True
+    np.not_equal(codes[1:], codes[:-1], out=keep[1:])
+    return codes[keep]
+
+
+def _matches(conn: apsw.Connection, q_block: np.ndarray, q_key: np.ndarray, denom: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(document block, indexed block, confidence)`` above the explain floor."""
+    new = np.r_[True, q_key[1:] != q_key[:-1]]
+    first = np.flatnonzero(new)
+    ukeys = q_key[first]
+    per = np.diff(np.r_[first, len(q_key)])
+    codes = _postings(conn, ukeys)
+    if not len(codes):
+        return _EMPTY, _EMPTY, np.zeros(0)
+    kid = np.searchsorted(ukeys, codes >> 32)
+    blk = codes & _LO32
+    # a key asked for by several document blocks counts for each of them
+    rep = per[kid]
+    if (rep == 1).all():
+        doc = q_block[first[kid]]
+    else:
+        doc = q_block[_ranges(first[kid], rep)]
+        blk = np.repeat(blk, rep)
+    d, b, hits = _count_pairs(doc, blk, len(denom))
+    conf = np.minimum(1.0, hits / denom[d])
+    sel = conf > X.DIRECT_FLOOR
+    return d[sel], b[sel], conf[sel]
+
+
+_MAX_BINS = 1 << 22
+
+
+def _count_pairs(doc: np.ndarray, blk: np.ndarray, n_doc: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct ``(doc, blk)`` pairs, sorted, with how often each occurs."""
+    top = int(blk.max()) + 1
+    if top <= _MAX_BINS:
+        present = np.zeros(top, dtype=bool)
+        present[blk] = True
+        ids = np.flatnonzero(present)                  # the distinct blocks, sorted
+        if n_doc * len(ids) <= _MAX_BINS:              # counts in one bincount over doc × block
+            dense = np.cumsum(present) - 1
+            counts = np.bincount(doc * len(ids) + dense[blk], minlength=n_doc * len(ids))
+            cell = np.flatnonzero(counts)
+            return cell // len(ids), ids[cell % len(ids)], counts[cell]
+    pair = np.sort((doc << 40) | blk, kind="stable")
+    edge = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1], True])
+    pair = pair[edge[:-1]]
+    return pair >> 40, pair & _LO40, np.diff(edge)
+
+
+# -- rows that stay the same while the index does --------------------------------------------------
+
+
+class _RowCache:
+    """Boilerplate keys, refs, event (tape, kind) and tape rows read through one connection.
+
+    Valid while ``data_version`` is unchanged: nothing has been committed, so none of these rows
+    can have changed. Lookups of many ids are numpy joins against sorted arrays."""
+
+    MAX_ROWS = 1_000_000       # refs + events held, at most (then the cache starts over)
+    MAX_BOILERPLATE = 200_000   # a larger table is asked per lookup instead of held
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.version = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self.bp: np.ndarray | None = None
+        self.ref_blocks = _EMPTY          # blocks whose refs are held (sorted)
+        self.ref_b = _EMPTY               # refs, sorted by (block, event)
+        self.ref_e = _EMPTY
+        self.ev_id = _EMPTY               # events held, sorted by id
+        self.ev_tape = _EMPTY
+        self.ev_kind = _EMPTY
+        self.tape_meta: dict[int, tuple[str, str]] = {}   # id → (tape_id, last_t or "")
+        self.rows: dict[int, Q.TapeRow] = {}
+
+    def check(self, conn: apsw.Connection) -> None:
+        version = conn.data_version()  # changes on every commit, this connection's included
+        if version != self.version or len(self.ref_b) + len(self.ev_id) > self.MAX_ROWS:
+            self.version = version
+            self._reset()
+
+    def boilerplate(self, conn: apsw.Connection) -> np.ndarray:
+        """The boilerplate index keys, sorted."""
+        if self.bp is None:
+            rows = conn.execute("SELECT hash FROM boilerplate ORDER BY hash LIMIT ?",
+                                (self.MAX_BOILERPLATE + 1,)).fetchall()
+            if len(rows) > self.MAX_BOILERPLATE:
+                return _EMPTY  # not expected; boilerplate then only thins out the denominators
+            self.bp = np.array([r[0] for r in rows], dtype=np.int64)
+        return self.bp
+
+    def refs(self, conn: apsw.Connection, blocks: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For each given block: the start and count of its events in the returned array."""
+        want = _distinct(blocks)
+        missing = want[~_member(want, self.ref_blocks)] if len(self.ref_blocks) else want
+        if len(missing):
+            packed = conn.execute(
+                "SELECT group_concat((block << 32) | event) FROM refs WHERE block IN carray(?)",
+                (apsw.carray(Q._i64(missing)),)).fetchone()[0]
+            codes = np.fromstring(packed, dtype=np.int64, sep=",") if packed else _EMPTY
+            # two sorted runs: a stable sort merges them in one pass
+            allc = np.sort(np.concatenate([(self.ref_b << 32) | self.ref_e, codes]), kind="stable")
+            self.ref_b, self.ref_e = allc >> 32, allc & _LO32
+            self.ref_blocks = np.sort(np.concatenate([self.ref_blocks, missing]), kind="stable")
+        lo = np.searchsorted(self.ref_b, blocks, "left")
+        return lo, np.searchsorted(self.ref_b, blocks, "right") - lo, self.ref_e
+
+    def events(self, conn: apsw.Connection, ids: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(tape, kind, found)`` for each given event id."""
+        want = _distinct(ids)
+        missing = want[~_member(want, self.ev_id)] if len(self.ev_id) else want
+        if len(missing):
+            packed = conn.execute(
+                "SELECT group_concat(id || ',' || tape || ',' || kind) FROM events"
+                " WHERE id IN carray(?)", (apsw.carray(Q._i64(missing)),)).fetchone()[0]
+            if packed:
+                arr = np.fromstring(packed, dtype=np.int64, sep=",").reshape(-1, 3)
+                i = np.concatenate([self.ev_id, arr[:, 0]])
+                order = np.argsort(i, kind="stable")
+                self.ev_id = i[order]
+                self.ev_tape = np.concatenate([self.ev_tape, arr[:, 1]])[order]
+                self.ev_kind = np.concatenate([self.ev_kind, arr[:, 2]])[order]
+        if not len(self.ev_id):
+            return _EMPTY, _EMPTY, np.zeros(len(ids), dtype=bool)
+        pos = np.minimum(np.searchsorted(self.ev_id, ids), len(self.ev_id) - 1)
+        return self.ev_tape[pos], self.ev_kind[pos], self.ev_id[pos] == ids
+
+    def tapes(self, conn: apsw.Connection, tapes: np.ndarray
+              ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+        """The given tapes' distinct ``last_t`` values, newest first (``""``, no time, last); and
+        for each given tape: its rank in that list, its rank by tape id, whether its row exists."""
+        want = _distinct(tapes).tolist()
+        missing = [t for t in want if t not in self.tape_meta]
+        for i in range(0, len(missing), 20000):
+            for tid, tape_id, last_t in conn.execute(
+                    "SELECT id, tape_id, last_t FROM tapes WHERE id IN carray(?)",
+                    (apsw.carray(Q._i64(missing[i:i + 20000])),)):
+                self.tape_meta[tid] = (tape_id, last_t or "")
+        have = [t for t in want if t in self.tape_meta]
+        if not have:
+            return [], _EMPTY, _EMPTY, np.zeros(len(tapes), dtype=bool)
+        meta = [self.tape_meta[t] for t in have]
+        times = sorted({m[1] for m in meta}, reverse=True)
+        t_rank = {t: i for i, t in enumerate(times)}
+        newest = np.array([t_rank[m[1]] for m in meta], dtype=np.int64)
+        by_id = np.empty(len(have), dtype=np.int64)
+        by_id[sorted(range(len(have)), key=lambda i: meta[i][0])] = np.arange(len(have))
+        u = np.array(have, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(u, tapes), len(u) - 1)
+        return times, newest[pos], by_id[pos], u[pos] == tapes
+
+    def tape_rows(self, conn: apsw.Connection, ids: list[int]) -> dict[int, Q.TapeRow]:
+        missing = [t for t in ids if t not in self.rows]
+        if missing:
+            self.rows.update(Q.tapes(conn, missing))
+        return {t: self.rows[t] for t in ids if t in self.rows}
+
+
+_caches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_caches_lock = threading.Lock()
+
+
+def _cache(conn: apsw.Connection) -> _RowCache:
+    with _caches_lock:
+        c = _caches.get(conn)
+        if c is None:
+            c = _caches[conn] = _RowCache()
+        return c
