@@ -6,6 +6,7 @@ import array
 import dataclasses
 import weakref
 from collections.abc import Iterable
+from typing import NamedTuple
 
 import apsw
 import numpy as np
@@ -261,8 +262,43 @@ def counts(conn: apsw.Connection) -> dict:
     }
 
 
-def edit_lines(conn: apsw.Connection, event_ids: Iterable[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """event → (after-text line hashes, before-text line hashes) for code.edit events."""
+class EditLines(NamedTuple):
+    """Line hashes of one edit's two sides: ``after``/``before`` whitespace-stripped, 0 for trivial
+    lines (to match a span's lines wherever they are indented now); ``after_x``/``before_x`` exact
+    (trailing whitespace only stripped; None in indexes written before they were kept), to diff the
+    edit's own before → after the way a line diff of the real text does."""
+
+    after: np.ndarray
+    before: np.ndarray
+    after_x: np.ndarray | None
+    before_x: np.ndarray | None
+
+    def diff_keys(self) -> tuple[bytes, bytes]:
+        """The two sides to diff, as bytes (exact when both are known)."""
+        if (self.after_x is not None and self.before_x is not None
+                and len(self.after_x) == len(self.after) and len(self.before_x) == len(self.before)):
+            return self.after_x.tobytes(), self.before_x.tobytes()
+        return self.after.tobytes(), self.before.tobytes()
+
+
+def edit_lines(conn: apsw.Connection, event_ids: Iterable[int]) -> dict[int, EditLines]:
+    """event → its ``EditLines``, for code.edit events (memoised per ``data_version``)."""
+    cache = _rows(conn)
+    held = cache.memo.setdefault("edit_lines", {}) if cache is not None else {}
+    want = set(event_ids)
+    out = {e: held[e] for e in want if e in held}
+    missing = want - out.keys()
+    if missing:
+        got = _edit_lines(conn, missing)
+        if len(held) > ROW_CACHE:
+            held.clear()
+        held.update(got)
+        held.update({e: None for e in missing if e not in got})
+        out.update(got)
+    return {e: v for e, v in sorted(out.items()) if v is not None}
+
+
+def _edit_lines(conn: apsw.Connection, event_ids: Iterable[int]) -> dict[int, EditLines]:
     il = sorted(set(event_ids))
     blocks: dict[int, dict[int, int]] = {}
     for ch in _chunks(il):
@@ -271,10 +307,16 @@ def edit_lines(conn: apsw.Connection, event_ids: Iterable[int]) -> dict[int, tup
                 (apsw.carray(_i64(ch)),)):
             blocks.setdefault(eid, {})[role] = b
     bl = sorted({b for d in blocks.values() for b in d.values()})
-    blob: dict[int, np.ndarray] = {}
+    blob: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
     for ch in _chunks(bl):
-        for b, h in conn.execute("SELECT block, hashes FROM block_lines WHERE block IN carray(?)",
-                                 (apsw.carray(_i64(ch)),)):
-            blob[b] = np.frombuffer(h, dtype=np.int32)
-    empty = np.zeros(0, dtype=np.int32)
-    return {eid: (blob.get(d.get(0), empty), blob.get(d.get(1), empty)) for eid, d in blocks.items()}
+        for b, h, x in conn.execute("SELECT block, hashes, exact FROM block_lines WHERE block IN carray(?)",
+                                    (apsw.carray(_i64(ch)),)):
+            blob[b] = (np.frombuffer(h, dtype=np.int32),
+                       np.frombuffer(x, dtype=np.int32) if x is not None else None)
+    empty = (np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32))
+    out = {}
+    for eid, d in blocks.items():
+        a = blob.get(d.get(0), empty) if 0 in d else empty
+        b = blob.get(d.get(1), empty) if 1 in d else empty
+        out[eid] = EditLines(a[0], b[0], a[1], b[1])
+    return out

@@ -137,3 +137,10 @@ CREATE INDEX continuations_to ON continuations(to_tape);
 MIGRATIONS.append(("0003_block_lines", """
 CREATE TABLE block_lines(block INTEGER PRIMARY KEY, hashes BLOB NOT NULL);
 """))
+
+# Exact line hashes of edit texts (trailing whitespace stripped, nothing else): explain diffs an
+# edit's own before → after on them, as a line diff of the real text would (the stripped hashes of
+# 0003 make re-indented lines and all blank lines equal). NULL in rows written before.
+MIGRATIONS.append(("0004_exact_lines", """
+ALTER TABLE block_lines ADD COLUMN exact BLOB;
+"""))

@@ -79,6 +79,16 @@ def event_blocks(ev: dict) -> list[tuple[str, int, int]]:
 _WORDISH = __import__("re").compile(r"[A-Za-z0-9]")
 
 
+def exact_hashes(text: str) -> np.ndarray:
+    """One int32 per line: xxh3_64 (top 32 bits) of the line without trailing whitespace — every
+    line, blank ones and indentation included (an edit's own before → after line diff)."""
+    out = np.zeros(text.count("\n") + 1, dtype=np.int32)
+    for i, ln in enumerate(text.split("\n")):
+        h = xxhash.xxh3_64_intdigest(ln.rstrip().encode("utf-8", "surrogatepass")) >> 32
+        out[i] = (h - (1 << 32)) if h >= (1 << 31) else h
+    return out
+
+
 def line_hashes(text: str) -> np.ndarray:
     """One int32 per line: xxh3_64 (top 32 bits) of the whitespace-stripped line; 0 for trivial
     lines (fewer than 3 letters or digits: blank, ``)``, ``else:``) which identify nothing."""
@@ -219,11 +229,13 @@ class Batch:
                         ref_rows.append((bid, eid, role, line0))
                         if role in (S.ROLE_EDIT_AFTER, S.ROLE_EDIT_BEFORE) and bid not in lined:
                             lined.add(bid)
-                            line_rows.append((bid, line_hashes(text).tobytes()))
+                            line_rows.append((bid, line_hashes(text).tobytes(),
+                                              exact_hashes(text).tobytes()))
                 stats["events"] += len(rec.events)
             conn.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?)", event_rows)
             conn.executemany("INSERT OR IGNORE INTO refs VALUES (?,?,?,?)", ref_rows)
-            conn.executemany("INSERT OR IGNORE INTO block_lines VALUES (?,?)", line_rows)
+            conn.executemany("INSERT OR IGNORE INTO block_lines(block, hashes, exact) VALUES (?,?,?)",
+                             line_rows)
             if live_rows:
                 conn.executemany("INSERT INTO live_events VALUES (?,?)", live_rows)
             if fts_rows:

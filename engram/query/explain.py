@@ -239,11 +239,14 @@ def _assign_ownership(conn, ev: dict[int, Evidence], after: dict[int, tuple[set[
             cands = local
             if span_lines is not None:
                 logged = _log_blame(conn, local, rows, span_lines, span)
-                cands = _with_track(conn, cands, rows, ev, after, span_lines, windows, hits, need)
+                if all(h == 0 or i in logged for i, h in enumerate(span_l)):
+                    cands = []  # the log attributed every line: no content matching needed
+                else:
+                    cands = _with_track(conn, cands, rows, ev, after, span_lines, windows, hits, need)
                 rows.update(Q.events(conn, [e for e in set(cands) | set(logged.values())
                                             if e not in rows]))
     tapes = Q.tapes(conn, {rows[e].tape for e in set(cands) | set(logged.values())})
-    lines = Q.edit_lines(conn, cands)
+    lines = Q.edit_lines(conn, cands) if cands else {}
 
     def when(eid: int):
         r = rows[eid]
@@ -253,10 +256,11 @@ def _assign_ownership(conn, ev: dict[int, Evidence], after: dict[int, tuple[set[
     producers: list[list[int]] = [[] for _ in span_l]
     span_b = span.tobytes()
     for eid in cands:
-        a, b = lines.get(eid, (None, None))
-        if a is None or not len(a):
+        el = lines.get(eid)
+        if el is None or not len(el.after):
             continue
-        new = _new_lines(a.tobytes(), b.tobytes())
+        a = el.after
+        new = location.diff_map(*el.diff_keys())[0]
         # line correspondence span ↔ after-text by a line diff over the candidate's region, with
         # room for lines inserted into the span since (one offset would lose everything below an
         # insertion)
@@ -397,22 +401,6 @@ def _with_track(conn, cands: list[int], rows, ev: dict[int, Evidence], after, sp
 
 
 _DEBUG: list | None = None
-
-
-@functools.lru_cache(maxsize=4096)
-def _new_lines(after: bytes, before: bytes) -> list[bool]:
-    """Which lines of an edit's after-text it wrote, as a line diff (``git blame``) sees it: the
-    lines of inserted or replaced runs of ``difflib`` on the two sides' line hashes."""
-    import difflib
-
-    a = np.frombuffer(after, dtype=np.int32).tolist()
-    b = np.frombuffer(before, dtype=np.int32).tolist()
-    new = [True] * len(a)
-    if b:
-        for tag, _i1, _i2, j1, j2 in difflib.SequenceMatcher(None, b, a, autojunk=False).get_opcodes():
-            if tag == "equal":
-                new[j1:j2] = [False] * (j2 - j1)
-    return new
 
 
 @functools.lru_cache(maxsize=4096)

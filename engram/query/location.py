@@ -146,49 +146,63 @@ def blame(conn: apsw.Connection, rel: str | None, file: str, start: int, end: in
     if hist is None:
         return None
     ordered, _rows = hist
-    span_l = span.tolist()
-    alive = {i: start + i for i in range(len(span_l))}  # span line → its file line at that time
+    span = np.asarray(span, dtype=np.int64)
+    idx = np.arange(len(span))                        # live span lines ...
+    pos = np.arange(start, start + len(span), dtype=np.int64)  # ... and their file lines then
     owner: dict[int, int | None] = {}
-    g = 0  # shift not yet applied to ``alive`` (calls entirely above every live line)
+    g = 0  # shift not yet applied to ``pos`` (calls entirely above every live line)
     for _ids, regions in ordered:
-        if not alive:
+        if not len(idx):
             break
-        lo, hi = min(alive.values()) + g, max(alive.values()) + g
-        if all(r[3] < lo and r[2] <= lo for r in regions):      # all above: one uniform shift
+        lo, hi = int(pos[0]) + g, int(pos[-1]) + g   # pos stays sorted: edits keep line order
+        if all(r[3] < lo for r in regions):           # all above: one uniform shift
             g += sum((r[1] - r[0] + 1) - (r[3] - r[2] + 1) for r in regions)
             continue
-        if all(r[2] > hi for r in regions):                      # all below: nothing moves
+        if all(r[2] > hi for r in regions):           # all below: nothing moves
             continue
-        if g:
-            alive = {i: p + g for i, p in alive.items()}
-            g = 0
+        P = pos + g
+        g = 0
+        shift = np.zeros(len(P), dtype=np.int64)
+        moved = P.copy()
+        keep = np.ones(len(P), dtype=bool)
+        inside = np.zeros(len(P), dtype=bool)
         texts = None
-        moved: dict[int, int] = {}
-        for i, p in alive.items():
-            shift = 0
-            inside = None
-            for r in regions:
-                if r[2] <= p <= r[3]:
-                    inside = r
-                    break
-                if r[3] < p:
-                    shift += (r[1] - r[0] + 1) - (r[3] - r[2] + 1)
-            if inside is None:
-                moved[i] = p + shift
+        for b_s, b_e, a_s, a_e, eid in regions:
+            shift[P > a_e] += (b_e - b_s + 1) - (a_e - a_s + 1)
+            ins = np.flatnonzero((P >= a_s) & (P <= a_e))
+            if not len(ins):
                 continue
             if texts is None:
                 texts = Q.edit_lines(conn, [r[4] for r in regions])
-            a, b = texts.get(inside[4], (None, None))
-            j = p - inside[2]
-            if a is None or j >= len(a):
-                owner[i] = None
+            el = texts.get(eid)
+            keep[ins] = False
+            inside[ins] = True
+            if el is None:
+                owner.update((int(i), None) for i in idx[ins])
                 continue
-            new, back = diff_map(a.tobytes(), b.tobytes())
-            if new[j]:
-                owner[i] = inside[4] if int(a[j]) == span_l[i] else None
-            elif back[j] >= 0:
-                moved[i] = inside[0] + back[j]
-            else:
-                owner[i] = None
-        alive = moved
+            new, back = diff_arrays(*el.diff_keys())
+            j = P[ins] - a_s
+            ok = j < len(el.after)
+            for i in idx[ins[~ok]]:
+                owner[int(i)] = None
+            ins, j = ins[ok], j[ok]
+            wrote = new[j]
+            for i, jj in zip(idx[ins[wrote]].tolist(), j[wrote].tolist()):
+                owner[i] = eid if int(el.after[jj]) == int(span[i]) else None
+            carried = ~wrote & (back[j] >= 0)
+            moved[ins[carried]] = b_s + back[j[carried]]
+            keep[ins[carried]] = True
+            for i in idx[ins[~wrote & (back[j] < 0)]]:
+                owner[int(i)] = None
+        moved[~inside] = P[~inside] + shift[~inside]
+        idx, pos = idx[keep], moved[keep]
+        order = np.argsort(pos, kind="stable")
+        idx, pos = idx[order], pos[order]
     return owner
+
+
+@functools.lru_cache(maxsize=4096)
+def diff_arrays(after: bytes, before: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """``diff_map`` as numpy arrays (written: bool, carried-from line: int, -1 when written)."""
+    new, back = diff_map(after, before)
+    return np.asarray(new, dtype=bool), np.asarray(back, dtype=np.int64)
