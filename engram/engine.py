@@ -151,7 +151,8 @@ class Engine:
             before=self.config.window_before if before is None else before,
             after=self.config.window_after if after is None else after,
             min_confidence=self.config.min_confidence if min_confidence is None else min_confidence,
-            all=all, expand_until=expand_until, brief=brief, semantic=self._semantic())
+            all=all, expand_until=expand_until, brief=brief, semantic=self._semantic(),
+            path=self._abs_path(file))
 
     def explain_text(self, text: str, **kw) -> dict:
         """Explain raw text (no file): e.g. ``engram explain --stdin``."""
@@ -195,6 +196,13 @@ class Engine:
         except Exception:  # symbol lookup is a convenience; never fail explain over it
             log.debug("enclosing_block failed for %s", file, exc_info=True)
             return start, end
+
+    def _abs_path(self, file: str) -> str | None:
+        p = Path(file)
+        try:
+            return str(p if p.is_absolute() else (self.root / p))
+        except (OSError, ValueError):
+            return None
 
     def _display_path(self, file: str) -> str:
         p = Path(file)

@@ -339,6 +339,48 @@ def _log_blame(conn, local: list[int], rows, span_lines: tuple[int, int], span: 
     return best
 
 
+def _path_blame(conn, display: str, path: str | None, lines: tuple[int, int], text: str
+                ) -> dict[int, float]:
+    """``{edit: share of the span's lines}`` from ``location.blame`` on the file found by its path
+    alone: logged edits of ``path`` itself (absolute), else of files whose repo-relative path is a
+    suffix of ``display`` with at least two components (``pkg/mod.py``, never a bare ``mod.py``).
+    Every attribution is checked against today's text; the file whose history attributes the most
+    lines wins, and two files attributing equally many (copies of one project) answer nothing."""
+    span = store.line_hashes(text)
+    parts = display.replace("\\", "/").lstrip("./").split("/")
+    suffixes = ["/".join(parts[i:]) for i in range(len(parts) - 1)]
+    found: list[tuple[str | None, str]] = []
+    if path:
+        found += [(r, f) for r, f in conn.execute(
+            "SELECT DISTINCT rel, file FROM events WHERE file = ? AND kind = ?",
+            (path, S.KIND_CODE["code.edit"]))]
+    if not found and suffixes:
+        marks = ",".join("?" * len(suffixes))
+        found += sorted(conn.execute(
+            f"SELECT DISTINCT rel, file FROM events WHERE rel IN ({marks}) AND kind = ?",
+            (*suffixes, S.KIND_CODE["code.edit"])), key=lambda rf: (rf[0] or "", rf[1] or ""))
+    best: list[tuple[int, dict]] = []
+    words = [len(_WORD.findall(ln)) for ln in text.split("\n")]
+    for rel, f in found[:MAX_PATH_FILES]:
+        got = location.blame(conn, rel, f, lines[0], lines[1], span)
+        ok = {i: e for i, e in (got or {}).items() if e is not None}
+        real = [i for i in ok if span[i] != 0 and words[i] > WEAK_WORDS]
+        if real and len(ok) >= LOG_BLAME_AGREE * len(got):
+            best.append((len(ok), ok))
+    best.sort(key=lambda b: -b[0])
+    if not best or (len(best) > 1 and best[0][0] == best[1][0]):
+        return {}
+    ok = best[0][1]
+    n = sum(1 for _ in ok)
+    shares: dict[int, float] = defaultdict(float)
+    for e in ok.values():
+        shares[e] += 1 / n
+    return dict(shares)
+
+
+MAX_PATH_FILES = 8        # files sharing a path suffix that path blame looks at
+
+
 def _with_track(conn, cands: list[int], rows, ev: dict[int, Evidence], after, span_lines,
                 windows: dict[int, tuple[int, int]], hits, need: int) -> list[int]:
     """Candidates corrected by the span's location through time, per file (see ``location.py``).
@@ -416,7 +458,7 @@ def _matches(span: bytes, after: bytes) -> list[tuple[int, int, int]]:
 def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 3, after: int = 3,
                  min_confidence: float = 0.5, all: bool = False, expand_until: int | None = None,
                  brief: bool = False, max_sessions: int | None = None,
-                 semantic=None) -> dict:
+                 semantic=None, path: str | None = None) -> dict:
     """The explain result object of ``shared/DESIGN.md``.
 
     ``semantic``: a callable ``(conn, text, sessions, before, after, brief) -> list[dict]`` that
@@ -426,6 +468,13 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
     floor = 0.0 if all else DIRECT_FLOOR
     lines = (span["start"], span["end"]) if span.get("file") and span.get("start") else None
     evidence, stats = direct_evidence(conn, text, span.get("file"), floor, lines)
+    if lines is not None and not any(e.produced > 0 for e in evidence.values()):
+        # too short or too common for fingerprints to tell who wrote it: blame by the file's path
+        for eid, share in _path_blame(conn, span["file"], path, lines, text).items():
+            e = evidence.setdefault(eid, Evidence(eid))
+            e.roles.add(S.ROLE_EDIT_AFTER)
+            e.produced = share
+            e.lines = [lines[0], lines[1]]
     evidence = {k: v for k, v in evidence.items()
                 if v.confidence > floor or v.produced > 0 or (all and v.confidence > 0)}
     erows = Q.events(conn, evidence.keys())

@@ -190,3 +190,35 @@ def test_track_carries_positions_back_through_edits(world):
     assert at[B] == (start, end)
     assert at[A] == (start - 4, end - 4)
     assert text.splitlines()[start - 1].startswith("def split_before")
+
+
+def test_a_span_too_common_to_fingerprint_is_blamed_by_its_path(world, capsys, monkeypatch):
+    from engram.index import store
+
+    # on a real index "def __iter__(self): return self" sits in thousands of blocks: boilerplate,
+    # so no fingerprint of it identifies anything; here every fingerprint in 2+ blocks is
+    monkeypatch.setattr(store, "BOILERPLATE_MIN", 2)
+    w = world
+    cls = ("class Window:\n    def __init__(self, items):\n        self._items = list(items)\n\n"
+           "    def __iter__(self):\n        return self\n\n"
+           "    def __len__(self):\n        return len(self._items)\n")
+    w.session(session_id=A).user("add Window").write("pkg/window.py", cls).save()
+    w.session(session_id=B).user("what does Window do?").read("pkg/window.py").save()
+    w.checkout()
+    run_json(capsys, "ingest", "--seal")
+    res = run_json(capsys, "explain", "pkg/window.py:5-6", "--brief")
+    assert res["stats"]["matched"] == 0
+    assert res["sessions"] and res["sessions"][0]["session"] == A
+    assert produced(res)[A] == 1.0
+
+
+def test_path_blame_checks_the_text(world, capsys):
+    w = world
+    w.session(session_id=A).user("add Window").write(
+        "pkg/window.py", "class Window:\n    def __iter__(self):\n        return self\n").save()
+    w.checkout()
+    # the file was changed by hand afterwards: the logged history no longer matches these lines
+    (w.root / "pkg" / "window.py").write_text("class Window:\n    def __len__(self):\n        return 0\n")
+    run_json(capsys, "ingest", "--seal")
+    res = run_json(capsys, "explain", "pkg/window.py:2-3", "--brief")
+    assert all(s["session"] != A or produced(res)[A] == 0 for s in res["sessions"])
