@@ -19,10 +19,13 @@ Ground truth is blame across releases: every applied hunk is diffed line by line
 the editing session, unchanged context keeps its provenance. For each function/class/method of the
 final tree (``ast`` spans, decorators included) the origin is the session owning most of its lines.
 
-Scenarios (``--scenarios a,b,c,d,e`` or ``all``) add sessions to the same corpus, each with its own
+Scenarios (``--scenarios a,b,c,d,e,h`` or ``all``) add sessions to the same corpus, each with its own
 truth file under ``<out>/scenarios/``: (a) compaction splits, (b) orchestrator sessions (OpenClaw
 JSONL) quoting the code they dispatch, (c) functions moved between files, (d) unrelated code written
-where deleted code used to be, (e) prose-only discussions of a function.
+where deleted code used to be, (e) prose-only discussions of a function. (h) changes the main truth
+instead: after all sessions, people edit the code by hand, unlogged (comment blocks inserted above
+definitions shift every line below them; single lines get a trailing comment), as happens in every
+real repository: line positions in the log no longer match today's file.
 
 Deterministic: seeded RNG, fixed timestamps, sorted iteration. Only the standard library is needed
 (``orjson`` is used when present). Run ``python bench/corpus.py --help``.
@@ -62,7 +65,8 @@ except ImportError:  # pragma: no cover
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache" / "sdist"
-CORPUS_VERSION = 1
+CORPUS_VERSION = 2
+HUMAN_EDITS = 40        # scenario (h): hand edits per package after all sessions (not logged)
 
 PACKAGES = {
     "more-itertools": {
@@ -686,7 +690,7 @@ class Generator:
         self.meta: dict[str, dict] = {}     # session id → {kind, pkg, first_t, last_t, format}
         self.bytes = 0
         self.counts: dict[str, int] = {}
-        self.scen_truth: dict[str, list] = {s: [] for s in "abcde"}
+        self.scen_truth: dict[str, list] = {s: [] for s in "abcdeh"}
         self.split_part1: dict[str, str] = {}     # part-2 session → part-1 session
         self.dispatch: dict[str, str] = {}        # coding session → orchestrator session
         self.mentions: dict[tuple[str, str, str], set[str]] = {}  # (pkg, file, sym) → sessions
@@ -787,6 +791,8 @@ class Generator:
                              reads=int(reads_left * len(sessions_by_pkg[pkg]) / max(1, n_edit)))
         if "c" in self.scenarios or "d" in self.scenarios:
             self.gen_moves_and_replacements(filler)
+        if "h" in self.scenarios:
+            self.gen_human_edits()
         done = sum(self.counts.get(k, 0) for k in ("bootstrap", "edit", "read"))
         for i in range(max(0, self.target - done)):
             self.gen_filler(filler, i)
@@ -1287,6 +1293,48 @@ class Generator:
                                      "forbidden_sessions": sorted(forbidden), "_block": new_block})
         return s.t
 
+    # -- scenario (h): edits nobody logged
+    HUMAN = "human-unlogged"
+
+    def gen_human_edits(self) -> None:
+        """After all sessions, people edit by hand (no log): comment blocks inserted above
+        definitions (every line below shifts, so the logged edits' ranges are off by that much for
+        the code below) and single lines changed inside functions (a trailing review comment). The
+        truth counts the changed lines as nobody's session; at most a comment block or one line
+        per function changes, so no span's lines are mostly hand-written."""
+        rng = self.rng
+        self.meta[self.HUMAN] = {"kind": "human", "pkg": "", "format": "none", "first_t": "", "last_t": ""}
+        for pkg in PACKAGES:
+            files = [f for f in sorted(self.files[pkg]) if f.endswith(".py")]
+            for _ in range(HUMAN_EDITS):
+                f = rng.choice(files)
+                fs = self.files[pkg][f]
+                syms = [x for x in symbols(join_lines(fs.lines)) if x.end - x.start >= 4]
+                if not syms:
+                    continue
+                sym = rng.choice(syms)
+                if rng.random() < 0.5:
+                    at = sym.start - 1
+                    line = fs.lines[at]
+                    indent = line[: len(line) - len(line.lstrip())]
+                    block = [f"{indent}# NOTE({rng.choice(['ana', 'bo', 'chen', 'dee'])}): "
+                             + rng.choice(["keep in sync with the docs", "see issue tracker",
+                                           "hot path, measure before changing", "reviewed"])]
+                    block += [f"{indent}# " + rng.choice(["-", "TODO: tests", "ok"])
+                              for _ in range(rng.randint(0, 4))]
+                    fs.replace(at, at, block, self.HUMAN)
+                else:
+                    quotes = ('"' * 3, "'" * 3)
+                    cand = [i for i in range(sym.start, sym.end)
+                            if fs.lines[i].strip() and "#" not in fs.lines[i]
+                            and not any(q in fs.lines[i] for q in quotes)
+                            and not fs.lines[i].rstrip().endswith("\\")]
+                    if not cand:
+                        continue
+                    i = rng.choice(cand)
+                    fs.replace(i, i + 1, [fs.lines[i] + "  # reviewed"], self.HUMAN)
+                self.counts["human_edit"] = self.counts.get("human_edit", 0) + 1
+
     # -- scenario (e)
     def gen_prose(self, truth: list[dict]) -> None:
         rng = self.rng
@@ -1392,7 +1440,7 @@ class Generator:
         sd = self.out / "scenarios"
         sd.mkdir(exist_ok=True)
         names = {"a": "continuation", "b": "orchestrator", "c": "moved", "d": "false_lineage", "e": "semantic"}
-        for k in sorted(self.scenarios):
+        for k in sorted(self.scenarios - {"h"}):
             (sd / f"{names[k]}.json").write_text(json.dumps(self.scen_truth[k], indent=1))
 
 
@@ -1401,12 +1449,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=HERE / "corpus" / "base")
     ap.add_argument("--sessions", type=int, default=1000, help="target number of base sessions (edit+read+filler)")
     ap.add_argument("--seed", type=int, default=20250303)
-    ap.add_argument("--scenarios", default="", help="comma list of a,b,c,d,e or 'all'")
+    ap.add_argument("--scenarios", default="", help="comma list of a,b,c,d,e,h or 'all'")
     ap.add_argument("--orchestrator-format", choices=["openclaw", "claude_code"], default="openclaw")
     ap.add_argument("--cwd-base", default=CWD_BASE, help="absolute dir the sessions' cwd/file paths live under")
     a = ap.parse_args(argv)
-    sc = set("abcde") if a.scenarios == "all" else {x.strip() for x in a.scenarios.split(",") if x.strip()}
-    if sc - set("abcde"):
+    sc = set("abcdeh") if a.scenarios == "all" else {x.strip() for x in a.scenarios.split(",") if x.strip()}
+    if sc - set("abcdeh"):
         ap.error("scenarios are a,b,c,d,e")
     g = Generator(a.out, a.sessions, a.seed, sc, a.orchestrator_format, a.cwd_base)
     summary = g.run()

@@ -308,8 +308,6 @@ def _assign_ownership(conn, ev: dict[int, Evidence], after: dict[int, tuple[set[
                 blo, bhi, _m = windows[eid]
                 e.lines = [r.a_start + blo, r.a_start + bhi]
         e.produced = n / covered
-    if _DEBUG is not None:
-        _DEBUG.append((span_l, producers, {e: when(e) for e in cands}))
 
 
 WEAK_WORDS = 2            # a line of at most this many words identifies no author on its own
@@ -440,9 +438,6 @@ def _with_track(conn, cands: list[int], rows, ev: dict[int, Evidence], after, sp
         if rows[e].file is None and e not in out:
             out.append(e)
     return out
-
-
-_DEBUG: list | None = None
 
 
 @functools.lru_cache(maxsize=4096)
