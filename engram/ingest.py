@@ -23,6 +23,7 @@ import dataclasses
 import json
 import logging
 import os
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -32,7 +33,7 @@ from pathlib import Path
 import apsw
 import xxhash
 
-from engram import adapters, paths
+from engram import adapters, parse_worker, paths
 from engram.adapters.base import Adapter, ParseOutput
 from engram.config import Config
 from engram.errors import CorruptTape, EngramError
@@ -42,7 +43,12 @@ from engram.tape import reader, writer
 log = logging.getLogger(__name__)
 
 BATCH_EVENTS = 50_000
+BATCH_BYTES = 64 << 20          # ... or this many bytes of source logs: a commit per batch
 PARSE_AHEAD = 4
+PROCESS_MIN_BYTES = 16 << 20    # this much to parse: in a worker process (``parse_worker.py``)
+PROCESS_AHEAD_BYTES = 64 << 20  # source bytes the worker may parse ahead of the indexing
+PROCESS_AHEAD = 256
+GROUP_SOURCES, GROUP_BYTES = 32, 2 << 20  # sources sent to the worker at a time
 Progress = Callable[[int, int, str], None]
 
 
@@ -93,6 +99,7 @@ class Ingestor:
         self.root = Path(root)
         self.config = config
         self.conn = conn
+        self.cache = None
 
     # -- discovery ---------------------------------------------------------------------------
     def harness_roots(self) -> list[tuple[Adapter, Path]]:
@@ -159,49 +166,98 @@ class Ingestor:
             todo.append((s, sk))
         total_bytes = sum(max(sk[0], 0) for _, sk in todo)
         done_bytes = 0
-        batch = store.Batch(self.conn)
+        self.cache = _ingest_cache()
+        batch = store.Batch(self.conn, self.cache)
         pending_cursors: list[tuple] = []
         self.stager = writer.TapeStager()
-        # Parsing (pure Python) runs one source ahead in a thread while SQLite commits (which
-        # releases the GIL) proceed here; results are consumed strictly in source order.
+        # Parsing (pure Python) runs ahead of the indexing: in a worker process for big ingests
+        # (``parse_worker.py``), else one source ahead in a thread while SQLite commits (which
+        # release the GIL) proceed here. Results are consumed strictly in source order.
+        procs = self._parse_processes(todo, total_bytes)
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-parse")
         ahead: deque = deque()
         queue = iter(todo)
+        ahead_bytes = 0
 
         def refill() -> None:
-            while len(ahead) < PARSE_AHEAD:
-                nxt = next(queue, None)
-                if nxt is None:
+            nonlocal ahead_bytes
+            if procs is None:
+                while len(ahead) < PARSE_AHEAD:
+                    nxt = next(queue, None)
+                    if nxt is None:
+                        return
+                    ahead.append((nxt, pool.submit(self._parse, nxt[0])))
+                return
+            # the worker parses groups of sources (fewer, bigger batches of its block work)
+            while len(ahead) < PROCESS_AHEAD and ahead_bytes < PROCESS_AHEAD_BYTES:
+                group: list = []
+                size = 0
+                while len(group) < GROUP_SOURCES and size < GROUP_BYTES:
+                    nxt = next(queue, None)
+                    if nxt is None:
+                        break
+                    group.append(nxt)
+                    size += max(nxt[1][0], 0)
+                if not group:
                     return
-                ahead.append((nxt, pool.submit(self._parse, nxt[0])))
+                fut = procs.submit([(g[0].adapter.name, str(g[0].path)) for g in group],
+                                   self.config.mode)
+                ahead.extend((g, (fut, j)) for j, g in enumerate(group))
+                ahead_bytes += size
 
-        refill()
-        while ahead:
-            (s, sk), fut = ahead.popleft()
+        batch_bytes = 0
+        try:
             refill()
-            if progress:
-                progress(done_bytes, total_bytes, str(s.path))
+            while ahead:
+                (s, sk), fut = ahead.popleft()
+                ahead_bytes -= max(sk[0], 0)
+                refill()
+                if progress:
+                    progress(done_bytes, total_bytes, str(s.path))
+                try:
+                    parsed, prepared = self._parsed(s, fut, procs)
+                    self._ingest_source(s, sk, cursors.get(str(s.path)), seal, now, batch,
+                                        pending_cursors, summary, parsed=parsed,
+                                        prepared=prepared)
+                except EngramError as e:
+                    self._record_errors(str(s.path), [e.to_dict()], summary, pending_cursors)
+                except Exception as e:  # an adapter bug must not stop the other sources
+                    if isinstance(e, _WorkerCrash):
+                        log.error("adapter %s failed on %s\n%s", s.adapter.name, s.path, e.trace)
+                    else:
+                        log.exception("adapter %s failed on %s", s.adapter.name, s.path)
+                    err = {"error": {"code": "E_ADAPTER_CRASH", "path": str(s.path), "line": None,
+                                     "message": f"{type(e).__name__}: {e}"
+                                     if not isinstance(e, _WorkerCrash) else e.message}}
+                    self._record_errors(str(s.path), [err], summary, pending_cursors)
+                done_bytes += max(sk[0], 0)
+                summary["bytes"] += max(sk[0], 0)
+                summary["parsed"] += 1
+                batch_bytes += max(sk[0], 0)
+                if batch.n_events >= BATCH_EVENTS or batch_bytes >= BATCH_BYTES:
+                    self._commit(batch, pending_cursors, summary)
+                    batch = store.Batch(self.conn, self.cache)
+                    pending_cursors = []
+                    batch_bytes = 0
+        except BaseException:
+            if procs is not None:
+                procs.close()
+            self.stager.close()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        try:
             try:
-                self._ingest_source(s, sk, cursors.get(str(s.path)), seal, now, batch,
-                                    pending_cursors, summary, parsed=fut.result())
-            except EngramError as e:
-                self._record_errors(str(s.path), [e.to_dict()], summary, pending_cursors)
-            except Exception as e:  # an adapter bug must not stop the other sources
-                log.exception("adapter %s failed on %s", s.adapter.name, s.path)
-                err = {"error": {"code": "E_ADAPTER_CRASH", "path": str(s.path), "line": None,
-                                 "message": f"{type(e).__name__}: {e}"}}
-                self._record_errors(str(s.path), [err], summary, pending_cursors)
-            done_bytes += max(sk[0], 0)
-            summary["bytes"] += max(sk[0], 0)
-            summary["parsed"] += 1
-            if batch.n_events >= BATCH_EVENTS:
                 self._commit(batch, pending_cursors, summary)
-                batch = store.Batch(self.conn)
-                pending_cursors = []
-        pool.shutdown(wait=True)
-        self._commit(batch, pending_cursors, summary)
-        self._index_tape_dirs(summary, progress)
-        self._post_index(summary)
+            finally:
+                self.stager.close()
+            self._index_tape_dirs(summary, progress)
+            if self.cache is not None:
+                self.cache.worker = procs  # idle now: it computes continuations meanwhile
+            self._post_index(summary)
+        finally:
+            if procs is not None:
+                procs.close()
         if progress:
             progress(total_bytes, total_bytes, "done")
         summary["elapsed_s"] = round(time.perf_counter() - t0, 3)
@@ -217,21 +273,55 @@ class Ingestor:
             return
         hook = getattr(lineage, "after_ingest", None)
         if hook is not None:
-            summary["lineage"] = hook(self.conn)
+            summary["lineage"] = hook(self.conn, cache=getattr(self, "cache", None))
+        self.cache = None
 
     def _parse(self, s: Source) -> ParseOutput:
         return s.adapter.parse_source(s.path, mode=self.config.mode)
 
+    def _parse_processes(self, todo: list, total_bytes: int) -> parse_worker.ParseProcess | None:
+        """A worker process when there is enough to parse, a second core, and every adapter is
+        the registered one (the worker looks adapters up by name); ``ENGRAM_PARSE_PROCESS=0``
+        turns it off."""
+        if (total_bytes < PROCESS_MIN_BYTES or (os.cpu_count() or 1) < 2 or not sys.executable
+                or os.environ.get("ENGRAM_PARSE_PROCESS") == "0"):
+            return None
+        try:
+            if any(adapters.get(s.adapter.name) is not s.adapter for s, _sk in todo):
+                return None
+            return parse_worker.ParseProcess()
+        except (KeyError, OSError, ValueError):
+            return None
+
+    def _parsed(self, s: Source, fut, procs: parse_worker.ParseProcess | None
+                ) -> tuple[ParseOutput, list | None]:
+        """The result of a parse submitted to the thread or the worker process (a worker that
+        died: parsed here instead), and the block work the worker did ahead, if any."""
+        if procs is None:
+            return fut.result(), None
+        try:
+            res = procs.result(fut[0])[fut[1]]
+        except parse_worker.WorkerGone:
+            log.warning("parse worker exited; parsing %s in-process", s.path)
+            return self._parse(s), None
+        if res[0] == "ok":
+            return res[1], res[2]
+        if res[0] == "error":
+            raise _WorkerError(res[1])
+        raise _WorkerCrash(res[1], res[2])
+
     def _ingest_source(self, s: Source, sk, cur, seal: bool, now: float, batch: store.Batch,
-                       pending_cursors: list, summary: dict, parsed: ParseOutput | None = None) -> None:
+                       pending_cursors: list, summary: dict, parsed: ParseOutput | None = None,
+                       prepared: list[store.Prepared] | None = None) -> None:
         out: ParseOutput = parsed if parsed is not None else self._parse(s)
         src = str(s.path)
         state = json.loads(cur[5]) if cur is not None else {}
         quiet = seal or (now - sk[1] / 1e9) >= self.config.seal_after
         any_live = False
-        for sess in out.sessions:
+        for i, sess in enumerate(out.sessions):
             summary["sessions"] += 1
             events = sess.events
+            prep = prepared[i] if prepared is not None else None
             st = state.get(sess.key, {"sealed": 0, "tape": None})
             sealed = int(st.get("sealed", 0))
             if sealed:
@@ -240,21 +330,26 @@ class Ingestor:
                 meta = dict(events[0])
                 meta["continues"] = st.get("tape")
                 events = [meta] + events[sealed:]
+                if prep is not None:  # the new meta event is worked out at commit
+                    prep = store.Prepared([None] + prep.blocks[sealed:], prep.texts)
             lid = live_tape_id(src, sess.key)
             if quiet:
                 tape_dir = self._tape_dir_for(events[0])
                 ref = self.stager.stage(tape_dir, events)
+                if self.cache is not None:
+                    self.cache.keep_tape(ref.tape_id, events, ref.raw)
                 summary["tapes_written"] += int(ref.created)
                 summary["sealed"] += 1
                 store.delete_tape(self.conn, lid)
                 batch.add(store.SessionRecord(ref.tape_id, events, path=str(ref.path),
-                                              source_path=src, source_key=sess.key))
+                                              source_path=src, source_key=sess.key,
+                                              prepared=prep))
                 state[sess.key] = {"sealed": len(sess.events), "tape": ref.tape_id}
             else:
                 any_live = True
                 summary["live"] += 1
                 batch.add(store.SessionRecord(lid, events, live=True, source_path=src,
-                                              source_key=sess.key))
+                                              source_key=sess.key, prepared=prep))
             summary["events"] += len(events)
         self._record_errors(src, out.errors, summary, pending_cursors)
         pending_cursors.append((
@@ -329,6 +424,36 @@ class Ingestor:
         if n:
             summary["sidecars"] = n
     # -- end sidecars --------------------------------------------------------------------------
+
+
+class _WorkerError(EngramError):
+    """An ``EngramError`` raised in the parse worker (as its ``to_dict()``)."""
+
+    def __init__(self, d: dict):
+        err = d.get("error", {})
+        super().__init__(err.get("message") or "", path=err.get("path"), line=err.get("line"))
+        self.d = d
+
+    def to_dict(self) -> dict:
+        return self.d
+
+
+class _WorkerCrash(Exception):
+    """Any other exception in the parse worker: its ``Type: message`` and traceback."""
+
+    def __init__(self, message: str, trace: str):
+        super().__init__(message)
+        self.message, self.trace = message, trace
+
+
+def _ingest_cache():
+    """What the lineage pass will read of this run's sessions (``engram/query/ingest_cache.py``);
+    ``None`` when lineage is not available."""
+    try:
+        from engram.query.ingest_cache import IngestCache
+    except ImportError:
+        return None
+    return IngestCache()
 
 
 def _matches(src: Path, only: set[str]) -> bool:

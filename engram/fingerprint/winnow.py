@@ -57,6 +57,9 @@ class Fingerprints:
     """int32[n]: 0-based line of the first token of each kept k-gram."""
     n_tokens: int
     """Number of tokens in the text."""
+    kgrams: np.ndarray | None = None
+    """int64[m]: every k-gram hash of the text, un-winnowed (``all_kgrams``), in text order — only
+    when ``fingerprint_batch`` was asked for it (``keep_kgrams``), else ``None``."""
 
 
 def fingerprint(text: str, k: int = DEFAULT_K, w: int = DEFAULT_W) -> Fingerprints:
@@ -86,14 +89,17 @@ def span_prints(text: str, k: int = DEFAULT_K, w: int = DEFAULT_W
 
 
 def fingerprint_batch(
-    texts: list[str], k: int = DEFAULT_K, w: int = DEFAULT_W
+    texts: list[str], k: int = DEFAULT_K, w: int = DEFAULT_W, *,
+    keep_kgrams: list[bool] | None = None,
 ) -> list[Fingerprints]:
     """``[fingerprint(t, k, w) for t in texts]``, computed in one vectorised pass.
 
     The texts are joined with ``\\n`` and tokenised together; k-grams and windows never cross
     from one text into the next. Large batches are processed in sub-batches of about
     ``SUB_BATCH`` characters (whole texts), which keeps the working set in cache; the result is
-    the same for any split.
+    the same for any split. ``keep_kgrams[i]`` true also returns text ``i``'s un-winnowed
+    k-gram hashes (``Fingerprints.kgrams``, equal to ``all_kgrams(texts[i], k)[0]``), computed in
+    the same pass.
     """
     _check(k, w)
     out: list[Fingerprints] = []
@@ -103,12 +109,13 @@ def fingerprint_batch(
         while j < len(texts) and (size < SUB_BATCH or j == i):
             size += len(texts[j])
             j += 1
-        out.extend(_batch(texts[i:j], k, w))
+        out.extend(_batch(texts[i:j], k, w, keep_kgrams[i:j] if keep_kgrams is not None else None))
         i = j
     return out
 
 
-def _batch(texts: list[str], k: int, w: int) -> list[Fingerprints]:
+def _batch(texts: list[str], k: int, w: int, keep_kgrams: list[bool] | None = None
+           ) -> list[Fingerprints]:
     buf, nbytes = encode(texts)
     n = len(buf) - PAD
     starts, ends = spans(buf, n)
@@ -143,7 +150,12 @@ def _batch(texts: list[str], k: int, w: int) -> list[Fingerprints]:
         a, z = cut[t], cut[t + 1]
         lines = fp_line[a:z] - line0[t]
         lines.flags.writeable = False
-        out.append(Fingerprints(hashes=fp_hash[a:z], lines=lines, n_tokens=int(n_tok[t])))
+        kgrams = None
+        if keep_kgrams is not None and keep_kgrams[t]:
+            kgrams = kg[kg_off[t]:kg_off[t + 1]].copy()
+            kgrams.flags.writeable = False
+        out.append(Fingerprints(hashes=fp_hash[a:z], lines=lines, n_tokens=int(n_tok[t]),
+                                kgrams=kgrams))
     return out
 
 

@@ -103,6 +103,14 @@ def line_hashes(text: str) -> np.ndarray:
     return out
 
 
+def edit_lines_row(text: str) -> tuple:
+    """The ``block_lines`` values after ``block`` for an edit's text (see ``BLOCK_LINES_SQL``)."""
+    return (line_hashes(text).tobytes(), exact_hashes(text).tobytes())
+
+
+BLOCK_LINES_SQL = "INSERT OR IGNORE INTO block_lines(block, hashes, exact) VALUES (?,?,?)"
+
+
 def _fts_text(ev: dict) -> str | None:
     k = ev.get("k")
     if k in ("msg.in", "msg.out"):
@@ -130,8 +138,26 @@ class BlockIds:
         self.new: list[tuple[bytes, str]] = []
         self.next_id = conn.execute("SELECT coalesce(max(id), 0) FROM blocks").fetchone()[0] + 1
 
-    def id_of(self, text: str) -> tuple[str, int]:
-        """``(text as indexed — capped at MAX_BLOCK_CHARS, block id)``."""
+    def id_of_hash(self, h: bytes, keep: set[bytes] | None = None) -> int:
+        """``id_of`` for a block whose hash was computed ahead (``prepare``): a new one is queued
+        without its text (``None``), its fingerprints come prepared."""
+        bid = self.ids.get(h)
+        if bid is None:
+            row = self.conn.execute("SELECT id FROM blocks WHERE hash=?", (h,)).fetchone()
+            if row:
+                bid = row[0]
+            else:
+                bid = self.next_id
+                self.next_id += 1
+                self.new.append((h, None))
+            self.ids[h] = bid
+        if keep is not None:
+            keep.add(h)
+        return bid
+
+    def id_of(self, text: str, keep: set[bytes] | None = None) -> tuple[str, int]:
+        """``(text as indexed — capped at MAX_BLOCK_CHARS, block id)``; the block's hash is added to
+        ``keep`` when given (if it is new, its k-grams are kept for the lineage pass)."""
         text = text[:MAX_BLOCK_CHARS]
         h = xxhash.xxh3_128_digest(text.encode("utf-8", "surrogatepass"))
         bid = self.ids.get(h)
@@ -144,12 +170,90 @@ class BlockIds:
                 self.next_id += 1
                 self.new.append((h, text))
             self.ids[h] = bid
+        if keep is not None:
+            keep.add(h)
         return text, bid
 
 
 @dataclasses.dataclass
+class Prepared:
+    """The block work of one session done ahead, in the parse worker (``prepare``): for each event
+    its blocks as ``(hash, role, line0)`` (``None``: worked out at commit), and ``texts[hash]``:
+    ``(n_lines, fingerprint hashes, their lines, all k-grams or None, edit_lines_row or None)`` —
+    what ``Batch.commit`` would compute from the texts, the same values."""
+
+    blocks: list[list[tuple[bytes, int, int]] | None]
+    texts: PreparedTexts
+
+
+class PreparedTexts:
+    """The prepared values of many block texts in a few flat arrays (quick to pickle)."""
+
+    def __init__(self, keys: list[bytes], n_lines: list[int], fps: list, edit_lines: list):
+        self.keys, self.n_lines, self.edit_lines = keys, n_lines, edit_lines
+        counts = np.fromiter((len(f.hashes) for f in fps), np.int64, len(fps))
+        self.off = np.zeros(len(fps) + 1, np.int64)
+        np.cumsum(counts, out=self.off[1:])
+        self.H = np.concatenate([f.hashes for f in fps]) if fps else np.zeros(0, np.int64)
+        self.L = np.concatenate([f.lines for f in fps]) if fps else np.zeros(0, np.int32)
+        kg = [f.kgrams if f.kgrams is not None else np.zeros(0, np.int64) for f in fps]
+        self.has_k = [f.kgrams is not None for f in fps]
+        kc = np.fromiter((len(k) for k in kg), np.int64, len(kg))
+        self.koff = np.zeros(len(kg) + 1, np.int64)
+        np.cumsum(kc, out=self.koff[1:])
+        self.K = np.concatenate(kg) if kg else np.zeros(0, np.int64)
+        self._index: dict[bytes, int] | None = None
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_index"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._index = None
+
+    def __getitem__(self, h: bytes) -> tuple:
+        if self._index is None:
+            self._index = {k: i for i, k in enumerate(self.keys)}
+        i = self._index[h]
+        a, z = self.off[i], self.off[i + 1]
+        kg = self.K[self.koff[i]:self.koff[i + 1]] if self.has_k[i] else None
+        return self.n_lines[i], self.H[a:z], self.L[a:z], kg, self.edit_lines[i]
+
+
+def prepare(sessions: list[list[dict]], wanted=None) -> list[Prepared]:
+    """``Prepared`` for each session's events (block texts capped, hashed and fingerprinted as
+    the commit does; one batch for all); ``wanted(ofs, event)`` marks the events whose block
+    k-grams the lineage pass reads (``engram/query/ingest_cache.py``)."""
+    texts: dict[bytes, list] = {}   # hash → [capped text, k-grams wanted, an edit's text]
+    out = []
+    for events in sessions:
+        per = []
+        for ofs, ev in enumerate(events):
+            want = wanted is not None and wanted(ofs, ev)
+            bl = []
+            for text, role, line0 in event_blocks(ev):
+                text = text[:MAX_BLOCK_CHARS]
+                h = xxhash.xxh3_128_digest(text.encode("utf-8", "surrogatepass"))
+                info = texts.get(h)
+                if info is None:
+                    info = texts[h] = [text, False, False]
+                info[1] |= want
+                info[2] |= role in (S.ROLE_EDIT_AFTER, S.ROLE_EDIT_BEFORE)
+                bl.append((h, role, line0))
+            per.append(bl)
+        out.append(per)
+    keys = list(texts)
+    fps = fingerprint.fingerprint_batch([texts[h][0] for h in keys],
+                                        keep_kgrams=[texts[h][1] for h in keys])
+    done = PreparedTexts(keys, [texts[h][0].count("\n") + 1 for h in keys], fps,
+                         [edit_lines_row(texts[h][0]) if texts[h][2] else None for h in keys])
+    return [Prepared(per, done) for per in out]
+
+
+@dataclasses.dataclass
 class SessionRecord:
-    """One session to index: a sealed tape (``path`` set) or a live one (``live=True``)."""
+    """One session to index: a sealed tape (``path`` set) or a live one (``live=True``);
+    ``prepared``: its block work done ahead (aligned with ``events``), if any."""
 
     tape_id: str
     events: list[dict]
@@ -157,13 +261,15 @@ class SessionRecord:
     live: bool = False
     source_path: str | None = None
     source_key: str | None = None
+    prepared: Prepared | None = None
 
 
 class Batch:
     """Collects sessions, then ``commit()`` writes them all in one transaction."""
 
-    def __init__(self, conn: apsw.Connection):
+    def __init__(self, conn: apsw.Connection, cache=None):
         self.conn = conn
+        self.cache = cache   # engram.query.ingest_cache.IngestCache, or None
         self.sessions: list[SessionRecord] = []
         self.n_events = 0
 
@@ -183,11 +289,14 @@ class Batch:
             blocks = BlockIds(conn)
             next_event = (conn.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()[0]) + 1
             ref_rows: list[tuple[int, int, int, int]] = []
-            line_rows: list[tuple[int, bytes]] = []
+            line_rows: list[tuple] = []
             lined: set[int] = set()
             event_rows = []
             fts_rows = []
             live_rows = []
+            cache = self.cache
+            keep: set[bytes] | None = set() if cache is not None else None
+            ready: dict[bytes, tuple] = {}   # prepared block hash → its values (``PreparedTexts``)
             for rec in self.sessions:
                 if conn.execute("SELECT 1 FROM tapes WHERE tape_id=?", (rec.tape_id,)).fetchone():
                     if rec.live:
@@ -209,6 +318,7 @@ class Batch:
                                   option=orjson.OPT_SORT_KEYS).decode()))
                 tape_row = conn.last_insert_rowid()
                 stats["tapes"] += 1
+                prep = rec.prepared
                 for ofs, ev in enumerate(rec.events):
                     eid = next_event
                     next_event += 1
@@ -224,50 +334,87 @@ class Batch:
                     ft = _fts_text(ev)
                     if ft:
                         fts_rows.append((eid, ft))
+                    kept = keep if keep is not None and cache.wanted(ofs, ev) else None
+                    pb = prep.blocks[ofs] if prep is not None else None
+                    if pb is not None:
+                        for h, role, line0 in pb:
+                            bid = blocks.id_of_hash(h, kept)
+                            ready[h] = prep.texts[h]
+                            ref_rows.append((bid, eid, role, line0))
+                            if role in (S.ROLE_EDIT_AFTER, S.ROLE_EDIT_BEFORE) and bid not in lined:
+                                lined.add(bid)
+                                line_rows.append((bid, *ready[h][4]))
+                        continue
                     for text, role, line0 in event_blocks(ev):
-                        text, bid = blocks.id_of(text)
+                        text, bid = blocks.id_of(text, kept)
                         ref_rows.append((bid, eid, role, line0))
                         if role in (S.ROLE_EDIT_AFTER, S.ROLE_EDIT_BEFORE) and bid not in lined:
                             lined.add(bid)
-                            line_rows.append((bid, line_hashes(text).tobytes(),
-                                              exact_hashes(text).tobytes()))
+                            line_rows.append((bid, *edit_lines_row(text)))
                 stats["events"] += len(rec.events)
             conn.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?)", event_rows)
             conn.executemany("INSERT OR IGNORE INTO refs VALUES (?,?,?,?)", ref_rows)
-            conn.executemany("INSERT OR IGNORE INTO block_lines(block, hashes, exact) VALUES (?,?,?)",
-                             line_rows)
+            conn.executemany(BLOCK_LINES_SQL, line_rows)
             if live_rows:
                 conn.executemany("INSERT INTO live_events VALUES (?,?)", live_rows)
             if fts_rows:
                 conn.executemany("INSERT INTO fts(rowid, text) VALUES (?,?)", fts_rows)
             if blocks.new:
-                stats["fingerprints"] = self._insert_blocks(blocks.new, blocks.ids)
+                stats["fingerprints"] = self._insert_blocks(blocks.new, blocks.ids, keep, ready)
                 stats["blocks"] = len(blocks.new)
         return stats
 
-    def _insert_blocks(self, new_blocks: list[tuple[bytes, str]], block_ids: dict[bytes, int]) -> int:
+    def _insert_blocks(self, new_blocks: list[tuple[bytes, str | None]],
+                       block_ids: dict[bytes, int], keep: set[bytes] | None = None,
+                       ready: dict[bytes, tuple] | None = None) -> int:
+        """``new_blocks``: (hash, capped text), or (hash, None) for a block prepared ahead
+        (its values in ``ready``)."""
         conn = self.conn
-        texts = [t for _, t in new_blocks]
-        fps = fingerprint.fingerprint_batch(texts)
+        todo = [(h, t) for h, t in new_blocks if t is not None]
+        texts = [t for _, t in todo]
+        if keep:
+            fps = fingerprint.fingerprint_batch(texts, keep_kgrams=[h in keep for h, _ in todo])
+        else:
+            fps = fingerprint.fingerprint_batch(texts)
+        done = {h: (t.count("\n") + 1, fp.hashes, fp.lines, fp.kgrams)
+                for (h, t), fp in zip(todo, fps)}
         brows = []
-        hs, bs, ls = [], [], []
-        for (h, text), fp in zip(new_blocks, fps):
+        hs, ls, bids, counts = [], [], [], []
+        for h, _text in new_blocks:
             bid = block_ids[h]
-            brows.append((bid, h, int(len(fp.hashes)), text.count("\n") + 1))
-            if len(fp.hashes):
-                hs.append(fp.hashes.astype(np.int64, copy=False))
-                bs.append(np.full(len(fp.hashes), bid, dtype=np.int64))
-                ls.append(fp.lines.astype(np.int64, copy=False))
+            n_lines, fh, fl, kgrams = done[h] if h in done else ready[h][:4]
+            if kgrams is not None and self.cache is not None:
+                self.cache.keep_prints(h, fh, kgrams)
+            brows.append((bid, h, len(fh), n_lines))
+            if len(fh):
+                hs.append(fh)
+                ls.append(fl)
+                bids.append(bid)
+                counts.append(len(fh))
         conn.executemany("INSERT INTO blocks VALUES (?,?,?,?)", brows)
         if not hs:
             return 0
-        H, B, L = Q.index_keys(np.concatenate(hs)), np.concatenate(bs), np.concatenate(ls)
+        H = Q.index_keys(np.concatenate(hs))
+        B = np.repeat(np.asarray(bids, dtype=np.int64), counts)
+        L = np.concatenate(ls).astype(np.int64)
         order = np.lexsort((L, B, H))
         H, B, L = H[order], B[order], L[order]
+        n = len(H)
+        # repeated (hash, block, line) rows (a k-gram twice on a line) are what INSERT OR IGNORE
+        # would drop anyway
+        dup = np.zeros(n, dtype=bool)
+        dup[1:] = (H[1:] == H[:-1]) & (B[1:] == B[:-1]) & (L[1:] == L[:-1])
+        if dup.any():
+            H, B, L = H[~dup], B[~dup], L[~dup]
         conn.executemany("INSERT OR IGNORE INTO fingerprints VALUES (?,?,?)",
                          zip(H.tolist(), B.tolist(), L.tolist()))
-        self._update_boilerplate(np.unique(H))
-        return int(len(H))
+        if self.cache is not None:
+            bids = [block_ids[h] for h, _ in new_blocks]
+            self.cache.keep_postings(H, B, L, min(bids), max(bids))
+        first = np.ones(len(H), dtype=bool)
+        first[1:] = H[1:] != H[:-1]
+        self._update_boilerplate(H[first])
+        return n
 
     def _update_boilerplate(self, hashes: np.ndarray) -> None:
         conn = self.conn

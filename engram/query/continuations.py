@@ -6,18 +6,21 @@ and an agent tape's first request against orchestrator-tier text.
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 from collections import defaultdict
+from pathlib import Path
 
 import apsw
 import numpy as np
 
-from engram import fingerprint
 from engram.errors import CorruptTape
 from engram.index import queries as Q
 from engram.index import schema as S
+from engram.parse_worker import WorkerGone
 from engram.query import window as W
+from engram.query.ingest_cache import IngestCache, boilerplate, member, postings, uniq
 from engram.query.lineage import (
     BOILERPLATE_SHARE,
     BOILERPLATE_TAPES,
@@ -37,30 +40,58 @@ from engram.query.lineage import (
     ROUND,
     SOON_MINUTES,
     TAIL_EVENTS,
-    _allk,
-    _allk_many,
+    _chunks,
     _flagged,
-    _hashes,
     _hours,
     _texts,
 )
 
 log = logging.getLogger(__name__)
 
+TABLE_MIN_TAPES = 8     # this many new tapes or more: predecessors etc. from one read of ``tapes``
+DISPATCH_AGENTS = 200   # later agent tapes an orchestrator tape may have dispatched
+
 
 class TapeText:
     """What a tape was given at its start (head input, harness markers, first request), read back
     from the tape's first events and cached per run. Tails are looked up in the index instead."""
 
-    def __init__(self, access: W.TapeAccess):
+    def __init__(self, access: W.TapeAccess, prints: IngestCache):
         self.access = access
+        self.prints = prints
         self.cache: dict[int, dict] = {}
         self.bp: dict = {}
+        # per run (the pass changes none of what they hold): sidechain flags, the offset at which
+        # a tape first acted, the tape count of a harness, the tape table (when many are new)
+        self.side: dict[int, bool] = {}
+        self.acted: dict[int, int] = {}
+        self.n_tapes: dict = {}
+        self.table: _TapeTable | None = None
+        self.write = None
 
     def get(self, t: Q.TapeRow) -> dict:
         c = self.cache.get(t.id)
         if c is not None:
             return c
+        texts, markers, task = self._head(t)
+        head_w, head_k = self.prints.many_prints(texts)
+        c = {"head": head_w, "head_k": head_k, "markers": markers, "task": task}
+        self.cache[t.id] = c
+        return c
+
+    def prefetch(self, tapes: list[Q.TapeRow]) -> None:
+        """Fingerprint the head texts of many tapes in one batch (``get`` then finds them)."""
+        texts = []
+        for t in tapes:
+            if t.id not in self.cache:
+                head_texts, _markers, task = self._head(t)
+                texts.extend(head_texts)
+                if task:
+                    texts.append(task)
+        self.prints.prefetch(texts)
+
+    def _head(self, t: Q.TapeRow) -> tuple[list[str], set[str], str | None]:
+        """(head input texts, harness markers, first request) of a tape."""
         try:
             head = self.access.read(t, range(min(t.n_events, HEAD_EVENTS + 1)))
         except (CorruptTape, OSError):
@@ -78,13 +109,12 @@ class TapeText:
                 task = text
         given = [(o, e) for o, e in head if o > 0 and not _flagged(e) and e.get("k") == "msg.in"]
         texts = _texts(given or [(o, e) for o, e in head if o > 0 and not _flagged(e)])
-        c = {"head": _hashes(texts), "head_k": _allk_many(texts), "markers": markers, "task": task}
-        self.cache[t.id] = c
-        return c
+        return texts, markers, task
 
 
 def _head_boilerplate(conn: apsw.Connection, harness: str | None, hashes: np.ndarray,
-                      cache: dict | None = None) -> set[int]:
+                      cache: dict | None = None, n_tapes: dict | None = None,
+                      prints: IngestCache | None = None) -> set[int]:
     """Hashes of ``hashes`` found in the user/harness input (``msg.in``) at the head of ≥
     ``BOILERPLATE_TAPES`` tapes of a harness (or ``BOILERPLATE_SHARE`` of them, when more): system
     prompts, AGENTS.md, environment preambles — not code that a few summaries quote.
@@ -94,77 +124,246 @@ def _head_boilerplate(conn: apsw.Connection, harness: str | None, hashes: np.nda
     if cache is not None:  # decisions are per run: hashes at the head of many tapes repeat a lot
         known = cache.setdefault(harness, {})
         todo = np.asarray([h for h in hashes.tolist() if h not in known], dtype=np.int64)
-        fresh = _head_boilerplate(conn, harness, todo) if len(todo) else set()
+        fresh = (_head_boilerplate(conn, harness, todo, None, n_tapes, prints) if len(todo)
+                 else set())
         for h in todo.tolist():
             known[h] = h in fresh
         return {h for h in hashes.tolist() if known[h]}
-    by_block: dict[int, set[int]] = defaultdict(set)
-    popular = set()
-    counts: dict[int, int] = defaultdict(int)
-    for h, b, _ln in Q.postings(conn, hashes):
-        counts[h] += 1
-        by_block[b].add(h)
-    popular = {h for h, c in counts.items() if c > POPULAR_POSTINGS}
+    rows = postings(conn, hashes, cache=prints)
+    if not len(rows):
+        return set()
+    h_sorted = np.sort(rows[:, 0])
+    popular = set(_runs_over(h_sorted, POPULAR_POSTINGS).tolist())
+    # the tapes of the harness whose head input (msg.in at offset <= HEAD_EVENTS) holds a block
+    tapes_in: dict[int, set[int]] = defaultdict(set)
+    for ch in _chunks(uniq(rows[:, 1]).tolist()):
+        for b, tape in conn.execute(
+                "SELECT r.block, e.tape FROM refs r JOIN events e ON e.id=r.event"
+                " JOIN tapes t ON t.id=e.tape WHERE r.block IN carray(?) AND r.role=?"
+                " AND e.ofs<=? AND t.harness IS ?",
+                (apsw.carray(Q._i64(ch)), S.ROLE_MSG_IN, HEAD_EVENTS, harness)):
+            tapes_in[b].add(tape)
     tapes_of: dict[int, set[int]] = defaultdict(set)
-    refs = Q.refs_for_blocks(conn, by_block)
-    ev = Q.events(conn, {r[1] for r in refs})
-    trows = Q.tapes(conn, {e.tape for e in ev.values()})
-    for b, eid, role, _l in refs:
-        e = ev.get(eid)
-        if (e is None or role != S.ROLE_MSG_IN or e.ofs > HEAD_EVENTS
-                or trows[e.tape].harness != harness):
-            continue
-        for h in by_block[b]:
-            tapes_of[h].add(e.tape)
-    n = conn.execute("SELECT count(*) FROM tapes WHERE harness IS ?", (harness,)).fetchone()[0]
+    if tapes_in:
+        sel = member(rows[:, 1], uniq(np.fromiter(tapes_in, np.int64, len(tapes_in))))
+        for h, b in rows[sel, :2].tolist():
+            tapes_of[h] |= tapes_in[b]
+    n = n_tapes.get(harness) if n_tapes is not None else None
+    if n is None:
+        n = conn.execute("SELECT count(*) FROM tapes WHERE harness IS ?", (harness,)).fetchone()[0]
+        if n_tapes is not None:
+            n_tapes[harness] = n
     need = max(BOILERPLATE_TAPES, int(BOILERPLATE_SHARE * n))
     return popular | {h for h, ts in tapes_of.items() if len(ts) >= need}
 
 
+def _runs_over(sorted_values: np.ndarray, limit: int) -> np.ndarray:
+    """The values occurring more than ``limit`` times in ``sorted_values``."""
+    if not len(sorted_values):
+        return sorted_values
+    start = np.flatnonzero(np.r_[True, sorted_values[1:] != sorted_values[:-1]])
+    cnt = np.diff(np.r_[start, len(sorted_values)])
+    return sorted_values[start[cnt > limit]]
+
+
 def compute(conn: apsw.Connection, new_tapes: list[Q.TapeRow], access: W.TapeAccess,
-                   stats: dict) -> None:
-    text = TapeText(access)
+            stats: dict, prints: IngestCache | None = None, write=None) -> None:
+    """Continuation and dispatch rows for ``new_tapes`` (and the tapes they may precede).
+    ``write(sql, args)``: where the row changes go (default: executed on ``conn``). Nothing here
+    reads ``continuations``, so the changes may be applied later, in order, with the same
+    result (the parse worker computes them beside the edges: ``compute_remote``)."""
+    text = TapeText(access, prints if prints is not None else IngestCache())
+    text.write = write if write is not None else conn.execute
+    if len(new_tapes) >= TABLE_MIN_TAPES:
+        text.table = _TapeTable.load(conn)
     todo: dict[int, Q.TapeRow] = {t.id: t for t in new_tapes}
     # a new tape may be the predecessor of tapes that started after it
     for t in new_tapes:
+        if text.table is not None:
+            for r in text.table.successors(t):
+                todo.setdefault(r.id, r)
+            continue
         for r in conn.execute(f"SELECT {Q.TAPE_COLS} FROM tapes WHERE harness IS ? AND first_t > ?"
                               " AND id<>? AND (cwd IS ? OR ? IS NULL) ORDER BY first_t, tape_id"
                               " LIMIT ?", (t.harness, t.first_t or "", t.id, t.cwd, t.cwd,
                                            MAX_SUCCESSORS)):
             todo.setdefault(r[0], Q.TapeRow(*r))
+    if text.table is not None:  # many tapes: their heads in one fingerprinting batch
+        text.prefetch(sorted(todo.values(), key=lambda t: (t.first_t or "", t.tape_id)))
     for b in sorted(todo.values(), key=lambda t: (t.first_t or "", t.tape_id)):
         _continuation_of(conn, b, text, stats)
     # dispatch: orchestrator tapes holding an agent tape's first request
     orch_new = [t for t in new_tapes if t.tier == "orchestrator"]
     agents: dict[int, Q.TapeRow] = {t.id: t for t in new_tapes if t.tier != "orchestrator"}
     for o in orch_new:
+        if text.table is not None:
+            for r in text.table.agents_from(o.first_t or "", DISPATCH_AGENTS):
+                agents.setdefault(r.id, r)
+            continue
         for r in conn.execute(f"SELECT {Q.TAPE_COLS} FROM tapes WHERE tier IS NOT 'orchestrator'"
-                              " AND first_t >= ? ORDER BY first_t, tape_id LIMIT 200",
-                              (o.first_t or "",)):
+                              " AND first_t >= ? ORDER BY first_t, tape_id LIMIT ?",
+                              (o.first_t or "", DISPATCH_AGENTS)):
             agents.setdefault(r[0], Q.TapeRow(*r))
     for a in sorted(agents.values(), key=lambda t: (t.first_t or "", t.tape_id)):
         _dispatch_of(conn, a, text, stats)
 
 
-def _sidechains(conn: apsw.Connection, tape_rows: set[int]) -> set[int]:
+class _TapeTable:
+    """Every tape row, for choosing the predecessors, successors and dispatched agents of many new
+    tapes without one full scan of ``tapes`` per tape: the same rows in the same order as the SQL
+    beside each use (text compared as SQLite's BINARY collation does, NULLs as SQL treats them).
+    Only when every compared column holds text or NULL (``load`` returns None otherwise)."""
+
+    def __init__(self, rows: list[Q.TapeRow]):
+        by_tape_id = sorted(rows, key=lambda r: r.tape_id)
+        # ORDER BY last_t DESC, tape_id (NULL last): a stable sort by last_t, reversed
+        by_last = sorted(by_tape_id, key=lambda r: (r.last_t is not None, r.last_t or ""),
+                         reverse=True)
+        # ORDER BY first_t, tape_id, rows with a NULL first_t left out (they never compare true)
+        by_first = sorted((r for r in by_tape_id if r.first_t is not None),
+                          key=lambda r: r.first_t)
+        self.first: dict[tuple, list[Q.TapeRow]] = defaultdict(list)
+        for r in by_first:
+            self.first[(r.harness,)].append(r)
+            self.first[(r.harness, r.cwd)].append(r)
+        self.all_first = by_first
+        self.first_keys = {k: [r.first_t for r in v] for k, v in self.first.items()}
+        self.all_first_keys = [r.first_t for r in by_first]
+        self.by_last = by_last
+        self.rank = {r.id: i for i, r in enumerate(by_last)}
+        # per group: (rows of ``first`` taken so far, their ranks in ``by_last`` sorted, the
+        # bound they were taken under) — predecessors are asked for in first_t order
+        self._taken: dict[tuple, tuple[int, list[int], str]] = {}
+
+    @classmethod
+    def load(cls, conn: apsw.Connection) -> _TapeTable | None:
+        rows = [Q.TapeRow(*r) for r in conn.execute(f"SELECT {Q.TAPE_COLS} FROM tapes")]
+        texty = all(isinstance(v, str) or v is None for r in rows
+                    for v in (r.harness, r.cwd, r.tier, r.first_t, r.last_t, r.tape_id))
+        return cls(rows) if texty else None
+
+    def predecessors(self, b: Q.TapeRow) -> list[Q.TapeRow]:
+        """``harness IS b.harness AND id<>b.id AND first_t < b.first_t AND (cwd IS b.cwd OR
+        b.cwd IS NULL) ORDER BY last_t DESC, tape_id LIMIT MAX_PREDECESSORS``."""
+        x = b.first_t or ""
+        key = (b.harness,) if b.cwd is None else (b.harness, b.cwd)
+        rows = self.first.get(key, ())
+        n, ranks, bound = self._taken.get(key, (0, [], ""))
+        if x < bound:
+            n, ranks = 0, []
+        while n < len(rows) and rows[n].first_t < x:   # the rows with first_t < x, by rank
+            bisect.insort(ranks, self.rank[rows[n].id])
+            n += 1
+        self._taken[key] = (n, ranks, x)
+        out = []
+        for rk in ranks:
+            r = self.by_last[rk]
+            if r.id != b.id:
+                out.append(r)
+                if len(out) >= MAX_PREDECESSORS:
+                    break
+        return out
+
+    def successors(self, t: Q.TapeRow) -> list[Q.TapeRow]:
+        """``harness IS t.harness AND first_t > t.first_t AND id<>t.id AND (cwd IS t.cwd OR
+        t.cwd IS NULL) ORDER BY first_t, tape_id LIMIT MAX_SUCCESSORS``."""
+        key = (t.harness,) if t.cwd is None else (t.harness, t.cwd)
+        rows = self.first.get(key, ())
+        out = []
+        if rows:
+            for r in rows[bisect.bisect_right(self.first_keys[key], t.first_t or ""):]:
+                if r.id != t.id:
+                    out.append(r)
+                    if len(out) >= MAX_SUCCESSORS:
+                        break
+        return out
+
+    def agents_from(self, first_t: str, limit: int) -> list[Q.TapeRow]:
+        """``tier IS NOT 'orchestrator' AND first_t >= ? ORDER BY first_t, tape_id LIMIT ?``."""
+        out = []
+        for r in self.all_first[bisect.bisect_left(self.all_first_keys, first_t):]:
+            if r.tier != "orchestrator":
+                out.append(r)
+                if len(out) >= limit:
+                    break
+        return out
+
+
+def submit_remote(conn: apsw.Connection, tape_rows: list[int], cache) -> tuple | None:
+    """Ask the run's parse worker (``cache.worker``, when the run has one and many tapes are
+    new) for ``compute_remote``; ``(worker, future)`` or None."""
+    worker = getattr(cache, "worker", None)
+    path = getattr(conn, "filename", "")
+    if worker is None or len(tape_rows) < TABLE_MIN_TAPES or not path:
+        return None
+    return worker, worker.submit_continuations(path, list(tape_rows))
+
+
+def apply_remote(conn: apsw.Connection, remote: tuple | None, stats: dict) -> bool:
+    """Apply what the worker computed, in order; False (nothing applied) if there is nothing or
+    it failed — the caller then computes here."""
+    if remote is None:
+        return False
+    worker, fut = remote
+    try:
+        res = worker.result(fut)
+    except WorkerGone:
+        log.warning("lineage: the parse worker exited; continuations computed here")
+        return False
+    if res[0] != "ok":
+        log.warning("lineage: continuations in the parse worker failed (%s); computed here\n%s",
+                    res[1], res[2])
+        return False
+    for sql, args in res[1]:
+        conn.execute(sql, args)
+    for k, v in res[2].items():
+        stats[k] += v
+    return True
+
+
+def compute_remote(db_path: str, tape_rows: list[int]) -> tuple:
+    """``compute`` on a read-only connection of its own (in the parse worker, while the ingest's
+    connection computes edges): ``("ok", [(sql, args), ...], stats)`` — the changes to apply."""
+    from engram.index import db
+
+    conn = db.connect(Path(db_path), readonly=True)
+    try:
+        ops: list[tuple] = []
+        stats = {"continuations": 0, "dispatch": 0}
+        with conn:  # one snapshot
+            trows = Q.tapes(conn, tape_rows)
+            compute(conn, [trows[t] for t in tape_rows], W.TapeAccess(conn), stats,
+                    write=lambda sql, args: ops.append((sql, args)))
+        return ("ok", ops, stats)
+    finally:
+        conn.close()
+
+
+def _sidechains(conn: apsw.Connection, tape_rows: set[int], known: dict[int, bool] | None = None
+                ) -> set[int]:
     """The tapes among ``tape_rows`` whose meta marks a subagent transcript (sidechain)."""
-    out = set()
-    for tid, meta in conn.execute("SELECT id, meta_json FROM tapes WHERE id IN carray(?)",
-                                  (apsw.carray(Q._i64(sorted(tape_rows))),)):
-        if meta and '"sidechain":true' in meta.replace(" ", ""):
-            out.add(tid)
-    return out
+    known = {} if known is None else known
+    todo = sorted(t for t in tape_rows if t not in known)
+    for ch in _chunks(todo):
+        for tid, meta in conn.execute("SELECT id, meta_json FROM tapes WHERE id IN carray(?)",
+                                      (apsw.carray(Q._i64(ch)),)):
+            known[tid] = bool(meta and '"sidechain":true' in meta.replace(" ", ""))
+    return {t for t in tape_rows if known.get(t)}
 
 
 def _continuation_of(conn: apsw.Connection, b: Q.TapeRow, text: TapeText, stats: dict) -> None:
-    conn.execute("DELETE FROM continuations WHERE to_tape=? AND coalesce(markers,'') NOT LIKE"
-                 " '%dispatch%'", (b.id,))
+    text.write("DELETE FROM continuations WHERE to_tape=? AND coalesce(markers,'') NOT LIKE"
+               " '%dispatch%'", (b.id,))
     preds: dict[int, Q.TapeRow] = {}
-    for r in conn.execute(f"SELECT {Q.TAPE_COLS} FROM tapes WHERE harness IS ? AND id<>?"
-                          " AND first_t < ? AND (cwd IS ? OR ? IS NULL)"
-                          " ORDER BY last_t DESC, tape_id LIMIT ?",
-                          (b.harness, b.id, b.first_t or "", b.cwd, b.cwd, MAX_PREDECESSORS)):
-        preds[r[0]] = Q.TapeRow(*r)
+    if text.table is not None:
+        for r in text.table.predecessors(b):
+            preds[r.id] = r
+    else:
+        for r in conn.execute(f"SELECT {Q.TAPE_COLS} FROM tapes WHERE harness IS ? AND id<>?"
+                              " AND first_t < ? AND (cwd IS ? OR ? IS NULL)"
+                              " ORDER BY last_t DESC, tape_id LIMIT ?",
+                              (b.harness, b.id, b.first_t or "", b.cwd, b.cwd, MAX_PREDECESSORS)):
+            preds[r[0]] = Q.TapeRow(*r)
     if b.session:
         for r in conn.execute(f"SELECT {Q.TAPE_COLS} FROM tapes WHERE session=? AND id<>?"
                               " AND first_t <= ?", (b.session, b.id, b.first_t or "")):
@@ -177,19 +376,22 @@ def _continuation_of(conn: apsw.Connection, b: Q.TapeRow, text: TapeText, stats:
              if not (v.first_t and b.first_t and v.first_t > b.first_t)}
     # a subagent transcript (sidechain) shares its parent's session id but never continues it,
     # nor does the parent continue it
-    side = _sidechains(conn, set(preds) | {b.id})
+    side = _sidechains(conn, set(preds) | {b.id}, text.side)
     preds = {k: v for k, v in preds.items() if (k in side) == (b.id in side)}
     if not preds:
         return
     hb = text.get(b)
     head, head_k = hb["head"], hb["head_k"]
-    bp = _head_boilerplate(conn, b.harness, head_k, text.bp) | Q.boilerplate(conn, head_k)
+    bp = (_head_boilerplate(conn, b.harness, head_k, text.bp, text.n_tapes, text.prints)
+          | boilerplate(conn, head_k))
     if bp:
         bpa = np.fromiter(bp, np.int64, len(bp))
-        head, head_k = head[~np.isin(head, bpa)], head_k[~np.isin(head_k, bpa)]
+        bpa = uniq(bpa)
+        head, head_k = head[~member(head, bpa)], head_k[~member(head_k, bpa)]
     # a compaction summary restates the earlier session's request: with that marker the earlier
     # tape's preamble counts too; without it, the preamble (often shared scaffolding) does not
-    found = _tail_hits(conn, preds, head_k, "summary" in hb["markers"]) if len(head) else {}
+    found = (_tail_hits(conn, preds, head_k, "summary" in hb["markers"], text.acted, text.prints)
+             if len(head) else {})
     best = None
     for a in preds.values():
         hits = found.get(a.id, {})
@@ -228,64 +430,74 @@ def _continuation_of(conn: apsw.Connection, b: Q.TapeRow, text: TapeText, stats:
         r = conn.execute("SELECT id FROM events WHERE tape=? ORDER BY ofs DESC LIMIT 1",
                          (a.id,)).fetchone()
         anchor = r[0] if r else None
-    conn.execute("INSERT OR REPLACE INTO continuations(from_tape, to_tape, score, markers, anchor)"
-                 " VALUES (?,?,?,?,?)", (a.id, b.id, score, json.dumps(markers), anchor))
+    text.write("INSERT OR REPLACE INTO continuations(from_tape, to_tape, score, markers, anchor)"
+               " VALUES (?,?,?,?,?)", (a.id, b.id, score, json.dumps(markers), anchor))
     stats["continuations"] += 1
 
 
 def _tail_hits(conn: apsw.Connection, preds: dict[int, Q.TapeRow], hashes: np.ndarray,
-               with_preamble: bool = False) -> dict[int, dict[int, set[int]]]:
+               with_preamble: bool = False, acted: dict | None = None,
+               prints: IngestCache | None = None) -> dict[int, dict[int, set[int]]]:
     """{tape: {event: head hashes found}} over the tails of ``preds`` (the last ``TAIL_EVENTS``
     events), leaving out each tape's preamble (the input before it first acted) unless
     ``with_preamble``."""
-    by_block: dict[int, set[int]] = defaultdict(set)
-    counts: dict[int, int] = defaultdict(int)
-    rows = Q.postings(conn, hashes)
-    for h, _b, _ln in rows:
-        counts[h] += 1
-    for h, blk, _ln in rows:
-        if counts[h] <= POPULAR_POSTINGS:
-            by_block[blk].add(h)
-    if not by_block:
+    rows = postings(conn, uniq(hashes), prints)
+    if not len(rows):
         return {}
-    refs = Q.refs_for_blocks(conn, by_block)
-    ev = Q.events(conn, {r[1] for r in refs})
-    acted: dict[int, int] = {}
+    rows = rows[~member(rows[:, 0], _runs_over(np.sort(rows[:, 0]), POPULAR_POSTINGS))]
+    if not len(rows):
+        return {}
+    rows = rows[np.argsort(rows[:, 1], kind="stable")]
+    blocks = uniq(rows[:, 1])
+    bstart = np.searchsorted(rows[:, 1], blocks)
+    bend = np.searchsorted(rows[:, 1], blocks, "right")
+    by_block: dict[int, set[int]] = {}
+
+    def hashes_of(blk: int) -> set[int]:
+        hs = by_block.get(blk)
+        if hs is None:
+            i = int(np.searchsorted(blocks, blk))
+            hs = by_block[blk] = set(rows[bstart[i]:bend[i], 0].tolist())
+        return hs
+
+    acted = {} if acted is None else acted
     out: dict[int, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
-    for blk, eid, role, _l in refs:
-        e = ev.get(eid)
-        if e is None or e.tape not in preds:
-            continue
-        a = preds[e.tape]
-        if e.ofs < a.n_events - TAIL_EVENTS:
-            continue
-        if role == S.ROLE_MSG_IN and not with_preamble:
-            if e.tape not in acted:
-                r = conn.execute("SELECT min(ofs) FROM events WHERE tape=? AND kind IN (?,?)",
-                                 (e.tape, S.kind_code("msg.out"), S.kind_code("tool.call"))).fetchone()
-                acted[e.tape] = r[0] if r and r[0] is not None else 1 << 30
-            if e.ofs < acted[e.tape]:
+    tapes = apsw.carray(Q._i64(sorted(preds)))
+    for ch in _chunks(blocks.tolist()):
+        for blk, eid, role, tape, ofs in conn.execute(
+                "SELECT r.block, r.event, r.role, e.tape, e.ofs FROM refs r"
+                " JOIN events e ON e.id=r.event WHERE r.block IN carray(?) AND e.tape IN carray(?)",
+                (apsw.carray(Q._i64(ch)), tapes)):
+            a = preds[tape]
+            if ofs < a.n_events - TAIL_EVENTS:
                 continue
-        out[e.tape][eid] |= by_block[blk]
+            if role == S.ROLE_MSG_IN and not with_preamble:
+                if tape not in acted:
+                    r = conn.execute("SELECT min(ofs) FROM events WHERE tape=? AND kind IN (?,?)",
+                                     (tape, S.kind_code("msg.out"), S.kind_code("tool.call"))).fetchone()
+                    acted[tape] = r[0] if r and r[0] is not None else 1 << 30
+                if ofs < acted[tape]:
+                    continue
+            out[tape][eid] |= hashes_of(blk)
     return out
 
 
 def _dispatch_of(conn: apsw.Connection, a: Q.TapeRow, text: TapeText, stats: dict) -> None:
-    conn.execute("DELETE FROM continuations WHERE to_tape=? AND markers LIKE '%dispatch%'", (a.id,))
+    text.write("DELETE FROM continuations WHERE to_tape=? AND markers LIKE '%dispatch%'", (a.id,))
     task = text.get(a)["task"]
     if not task:
         return
-    win = np.unique(fingerprint.fingerprint(task).hashes)
-    q = _allk(task)
-    bp = Q.boilerplate(conn, q)
+    win, q = text.prints.text_prints(task)
+    bp = boilerplate(conn, q)
     if bp:
         bpa = np.fromiter(bp, np.int64, len(bp))
-        q, win = q[~np.isin(q, bpa)], win[~np.isin(win, bpa)]
+        bpa = uniq(bpa)
+        q, win = q[~member(q, bpa)], win[~member(win, bpa)]
     nq = len(win)
     if nq < 2:
         return
     by_block: dict[int, set] = defaultdict(set)
-    for h, b, _ln in Q.postings(conn, q):
+    for h, b, _ln in postings(conn, q, text.prints).tolist():
         by_block[b].add(h)
     blocks = [b for b, hs in by_block.items() if len(hs) / nq >= DISPATCH_THRESHOLD]
     if not blocks:
@@ -310,6 +522,6 @@ def _dispatch_of(conn: apsw.Connection, a: Q.TapeRow, text: TapeText, stats: dic
     if best is None:
         return
     sim, _, _, o, eid = best
-    conn.execute("INSERT OR REPLACE INTO continuations(from_tape, to_tape, score, markers, anchor)"
-                 " VALUES (?,?,?,?,?)", (o.id, a.id, sim, json.dumps(["dispatch"]), eid))
+    text.write("INSERT OR REPLACE INTO continuations(from_tape, to_tape, score, markers, anchor)"
+               " VALUES (?,?,?,?,?)", (o.id, a.id, sim, json.dumps(["dispatch"]), eid))
     stats["dispatch"] += 1

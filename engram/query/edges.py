@@ -7,19 +7,26 @@ cardinality of every touched edge recomputed.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections import defaultdict
 
 import apsw
 import numpy as np
 
-from engram import fingerprint
 from engram.adapters.base import rel_path
 from engram.errors import CorruptTape
 from engram.index import queries as Q
 from engram.index import schema as S
 from engram.index.store import event_blocks
-from engram.query import window as W
+from engram.query.ingest_cache import (
+    CachedAccess,
+    IngestCache,
+    boilerplate,
+    member,
+    postings,
+    uniq,
+)
 from engram.query.lineage import (
     _EDIT,
     _LINK,
@@ -32,7 +39,6 @@ from engram.query.lineage import (
     POPULAR_POSTINGS,
     REINSERT_THRESHOLD,
     ROUND,
-    _allk,
     _chunks,
     _int,
     _neg,
@@ -88,63 +94,145 @@ class Node:
 
 
 class Postings:
-    """The index postings of a set of hashes as sorted arrays, matched per query vectorised."""
+    """The index postings of a set of hashes as sorted arrays, matched against many queries at
+    once (``match_all``)."""
 
-    def __init__(self, conn: apsw.Connection, hashes: np.ndarray, skip: set[int]):
-        rows = []
-        for ch in _chunks(hashes.tolist(), 20000):
-            rows.extend(Q.postings(conn, np.asarray(ch, dtype=np.int64)))
-        arr = np.asarray(rows, dtype=np.int64).reshape(-1, 3)
-        o = np.lexsort((arr[:, 1], arr[:, 0]))
-        H, B, L = arr[o, 0], arr[o, 1], arr[o, 2]
-        if len(H):
-            uh, cnt = np.unique(H, return_counts=True)
-            drop = uh[cnt > POPULAR_POSTINGS]
+    def __init__(self, conn: apsw.Connection, hashes: np.ndarray, skip: set[int],
+                 cache: IngestCache | None = None, linkable_only: bool = False):
+        """``linkable_only``: keep only the postings in blocks that an edit or a read holds (the
+        only ones that can link, or count for a location-only edge) — after the popular hashes
+        are found, which counts postings in every block."""
+        parts = [postings(conn, hashes[i:i + 20000], cache) for i in range(0, len(hashes), 20000)]
+        arr = np.concatenate(parts) if parts else np.zeros((0, 3), np.int64)
+        if len(arr):
+            # hashes with more than POPULAR_POSTINGS postings, and the skipped ones, are dropped
+            hs = np.sort(arr[:, 0])
+            run = np.flatnonzero(np.r_[True, hs[1:] != hs[:-1]])
+            cnt = np.diff(np.r_[run, len(hs)])
+            drop = hs[run[cnt > POPULAR_POSTINGS]]
             if skip:
-                drop = np.union1d(drop, np.fromiter(skip, np.int64, len(skip)))
-            keep = ~np.isin(H, drop)
-            H, B, L = H[keep], B[keep], L[keep]
-        self.H, self.B, self.L = H, B, L
+                drop = uniq(np.concatenate([drop, np.fromiter(skip, np.int64, len(skip))]))
+            keep = ~member(arr[:, 0], drop)
+            if linkable_only:
+                keep &= member(arr[:, 1], _held_blocks(conn, uniq(arr[keep, 1])))
+            arr = arr[keep]
+        o = np.lexsort((arr[:, 1], arr[:, 0]))
+        self.H, self.B, self.L = arr[o, 0], arr[o, 1], arr[o, 2]
 
-    def match(self, q: np.ndarray, qn: int) -> dict[int, list]:
-        """{block: [hashes matched (only when the block may link), min line, max line, count]}."""
+    def match_all(self, queries: list[tuple[np.ndarray, int] | None]) -> list[Match | None]:
+        """For each query ``(distinct hashes, denominator)``: per block of the postings, the
+        number of its hashes found, the lowest and highest line they are on."""
+        live = [i for i, q in enumerate(queries) if q is not None]
+        out: list[Match | None] = [None] * len(queries)
+        if not live:
+            return out
         H = self.H
-        lo = np.searchsorted(H, q, "left")
-        hi = np.searchsorted(H, q, "right")
-        lens = hi - lo
+        qs = [queries[i][0] for i in live]
+        qlen = np.fromiter((len(q) for q in qs), np.int64, len(qs))
+        qcat = np.concatenate(qs) if qs else np.zeros(0, np.int64)
+        lo = np.searchsorted(H, qcat, "left")
+        lens = np.searchsorted(H, qcat, "right") - lo
         tot = int(lens.sum())
-        if tot == 0:
-            return {}
+        pq = np.repeat(np.repeat(np.arange(len(live)), qlen), lens)     # query of each posting
         idx = np.repeat(lo - (np.cumsum(lens) - lens), lens) + np.arange(tot)
         b, h, ln = self.B[idx], H[idx], self.L[idx]
-        o = np.lexsort((h, b))
-        b, h, ln = b[o], h[o], ln[o]
-        new = np.ones(len(b), dtype=bool)
-        new[1:] = (b[1:] != b[:-1]) | (h[1:] != h[:-1])
-        ub, bstart = np.unique(b, return_index=True)
-        counts = np.add.reduceat(new.astype(np.int64), bstart)
-        lmin = np.minimum.reduceat(ln, bstart)
-        lmax = np.maximum.reduceat(ln, bstart)
-        bend = np.append(bstart[1:], len(b))
-        out = {}
-        for i, blk in enumerate(ub.tolist()):
-            c = int(counts[i])
-            hs = set(h[bstart[i]:bend[i]].tolist()) if c / qn >= LINK_THRESHOLD else None
-            out[blk] = [hs, int(lmin[i]), int(lmax[i]), c]
+        # order by (query, block, hash): postings come ordered by (query, hash), so a stable
+        # sort by (query, block) suffices — on one int64 key when block ids fit in 32 bits
+        if tot and int(b.max()) < (1 << 32) and int(b.min()) >= 0:
+            o = np.argsort((pq << 32) | b, kind="stable")
+        else:
+            o = np.lexsort((h, b, pq))
+        pq, b, h, ln = pq[o], b[o], h[o], ln[o]
+        gnew = np.ones(tot, dtype=bool)
+        if tot:
+            gnew[1:] = (pq[1:] != pq[:-1]) | (b[1:] != b[:-1])
+        hnew = gnew.copy()
+        if tot:
+            hnew[1:] |= h[1:] != h[:-1]
+        gs = np.flatnonzero(gnew)
+        if len(gs):
+            counts = np.add.reduceat(hnew.astype(np.int64), gs)
+            lmin = np.minimum.reduceat(ln, gs)
+            lmax = np.maximum.reduceat(ln, gs)
+        else:
+            counts = lmin = lmax = np.zeros(0, np.int64)
+        gq, gb = pq[gs], b[gs]
+        ge = np.append(gs[1:], tot)
+        qn = np.fromiter((queries[i][1] for i in live), np.float64, len(live))
+        passing = counts / qn[gq] >= LINK_THRESHOLD if len(gs) else np.zeros(0, bool)
+        bounds = np.searchsorted(gq, np.arange(len(live) + 1))
+        shared = _Groups(h, gs, ge)
+        for j, i in enumerate(live):
+            a, z = bounds[j], bounds[j + 1]
+            out[i] = Match(shared, a, gb[a:z], counts[a:z], lmin[a:z], lmax[a:z], passing[a:z])
         return out
 
 
+def _held_blocks(conn: apsw.Connection, blocks: np.ndarray) -> np.ndarray:
+    """The blocks among ``blocks`` that an edit (either side) or a read refers to, sorted."""
+    out = []
+    for ch in _chunks(blocks.tolist()):
+        out.extend(itertools.chain.from_iterable(conn.execute(
+            "SELECT DISTINCT block FROM refs WHERE block IN carray(?) AND role IN (?,?,?)",
+            (apsw.carray(Q._i64(ch)), S.ROLE_EDIT_AFTER, S.ROLE_EDIT_BEFORE, S.ROLE_READ))))
+    return uniq(np.asarray(out, dtype=np.int64))
+
+
+class _Groups:
+    """The matched hashes of every (query, block) group of one ``match_all``."""
+
+    __slots__ = ("ge", "gs", "h")
+
+    def __init__(self, h: np.ndarray, gs: np.ndarray, ge: np.ndarray):
+        self.h, self.gs, self.ge = h, gs, ge
+
+    def hashes(self, g: int) -> set[int]:
+        return set(self.h[self.gs[g]:self.ge[g]].tolist())
+
+
+class Match:
+    """One query's matches: blocks (ascending) with hash counts and line ranges."""
+
+    __slots__ = ("blocks", "counts", "first", "groups", "lmax", "lmin", "passing")
+
+    def __init__(self, groups: _Groups, first: int, blocks, counts, lmin, lmax, passing):
+        self.groups, self.first = groups, first
+        self.blocks, self.counts, self.lmin, self.lmax = blocks, counts, lmin, lmax
+        self.passing = passing
+
+    def linkable(self, among: np.ndarray | None = None) -> list[tuple[int, int, int, int, int]]:
+        """``(group, block, min line, max line, count)`` of the blocks holding at least
+        ``LINK_THRESHOLD`` of the query (and in the sorted ``among``, when given), in block
+        order."""
+        keep = self.passing if among is None else self.passing & member(self.blocks, among)
+        sel = np.flatnonzero(keep)
+        return list(zip((sel + self.first).tolist(), self.blocks[sel].tolist(),
+                        self.lmin[sel].tolist(), self.lmax[sel].tolist(), self.counts[sel].tolist()))
+
+    def count(self, block: int) -> int | None:
+        i = int(np.searchsorted(self.blocks, block))
+        if i < len(self.blocks) and self.blocks[i] == block:
+            return int(self.counts[i])
+        return None
+
+
 class Linker:
-    def __init__(self, conn: apsw.Connection, stats: dict):
+    def __init__(self, conn: apsw.Connection, stats: dict, cache: IngestCache | None = None):
         self.conn = conn
         self.stats = stats
-        self.access = W.TapeAccess(conn)
+        self.cache = cache if cache is not None else IngestCache()
+        self.cache.bind(conn)
+        self.access = CachedAccess(conn, self.cache)
         self.tape_cache: dict[int, Q.TapeRow] = {}
 
     # -- reading -------------------------------------------------------------------------------
-    def _events_of(self, tape: Q.TapeRow) -> list[tuple[int, dict]]:
+    def _events_of(self, tape: Q.TapeRow, offsets: set[int]) -> list[tuple[int, dict]]:
+        """The events at ``offsets`` of ``tape``, in offset order."""
         try:
-            return self.access.read(tape, range(tape.n_events))
+            if tape.live:
+                return [(o, e) for o, e in self.access.read(tape, range(tape.n_events))
+                        if o in offsets]
+            return self.access.read(tape, sorted(offsets))
         except (CorruptTape, OSError):  # an unreadable tape has no lineage; ingest reported it
             log.warning("lineage: cannot read tape %s", tape.tape_id, exc_info=True)
             return []
@@ -154,20 +242,20 @@ class Linker:
         nodes: list[Node] = []
         links: list[tuple[Q.TapeRow, int, dict]] = []
         new_ids = [t.id for t in new_tapes]
-        ev_ids: dict[tuple[int, int], int] = {}
+        ev_ids: dict[int, dict[int, int]] = defaultdict(dict)   # tape → {ofs: event id}
         for tid in new_ids:
             for eid, ofs in conn.execute("SELECT id, ofs FROM events WHERE tape=? AND kind IN (?,?)",
                                          (tid, _EDIT, _LINK)):
-                ev_ids[(tid, ofs)] = eid
+                ev_ids[tid][ofs] = eid
         for t in new_tapes:
-            wanted = {ofs for (tid, ofs) in ev_ids if tid == t.id}
+            wanted = ev_ids.get(t.id)
             if not wanted:
                 continue
-            for ofs, ev in self._events_of(t):
+            for ofs, ev in self._events_of(t, set(wanted)):
                 if ofs not in wanted:
                     continue
                 if ev.get("k") == "code.edit":
-                    nodes.append(Node(ev_ids[(t.id, ofs)], t, ofs, ev))
+                    nodes.append(Node(wanted[ofs], t, ofs, ev))
                 elif ev.get("k") == "span.link":
                     links.append((t, ofs, ev))
         # edits indexed earlier but later in time may continue text of the new tapes
@@ -234,48 +322,50 @@ class Linker:
         if not nodes:
             return
         conn = self.conn
-        texts = []
-        for n in nodes:
-            texts.append(n.before)
-            texts.append(n.after)
-        fps = fingerprint.fingerprint_batch(texts)
         allh = []
-        for i, n in enumerate(nodes):
-            bw = np.unique(fps[2 * i].hashes)
-            aw = np.unique(fps[2 * i + 1].hashes)
-            bk = _allk(n.before) if len(bw) else bw
-            ak = _allk(n.after) if len(aw) else aw
+        for n in nodes:
+            # distinct winnowed and all k-gram hashes (a text without k-grams has neither)
+            bw, bk = self.cache.text_prints(n.before)
+            aw, ak = self.cache.text_prints(n.after)
             if len(bw):
                 n.qa = (bk, len(bw))
-                n.cont = round(float(np.isin(bw, ak).sum() / len(bw)), ROUND)
+                n.cont = round(float(member(bw, ak).sum() / len(bw)), ROUND)
                 n.tomb = n.cont < LINK_THRESHOLD
-            if len(aw) and np.isin(aw, bk).sum() / len(aw) < NEW_TEXT_MAX:
+            if len(aw) and member(aw, bk).sum() / len(aw) < NEW_TEXT_MAX:
                 n.qb = (ak, len(aw))
             for q in (n.qa, n.qb):
                 if q is not None:
                     allh.append(q[0])
         if allh:
-            uh = np.unique(np.concatenate(allh))
-            bp = Q.boilerplate(conn, uh)
+            uh = uniq(np.concatenate(allh))
+            bp = boilerplate(conn, uh)
         else:
             uh, bp = np.zeros(0, np.int64), set()
-        post = Postings(conn, uh, bp)
-        # per query: block → [matched hashes (when it may link), min line, max line, count]
-        per_node: list[tuple[dict, dict]] = []
-        cand_blocks: set[int] = set()
-        for n in nodes:
-            res = []
-            for q in (n.qa, n.qb):
-                m = post.match(q[0], q[1]) if q is not None else {}
-                cand_blocks.update(b for b, e in m.items() if e[0] is not None)
-                res.append(m)
-            per_node.append((res[0], res[1]))
-        refs = defaultdict(list)
+        post = Postings(conn, uh, bp, self.cache, linkable_only=True)
+        # per query: the blocks it matched (hash counts, line ranges); those that may link
+        matches = post.match_all([q for n in nodes for q in (n.qa, n.qb)])
+        per_node = list(zip(matches[0::2], matches[1::2]))
+        lk = [m.blocks[m.passing] for m in matches if m is not None]
+        cand_blocks = uniq(np.concatenate(lk)).tolist() if lk else []
+        refs_of = defaultdict(list)
         for b, eid, role, line0 in Q.refs_for_blocks(conn, cand_blocks):
             if role in (S.ROLE_EDIT_AFTER, S.ROLE_EDIT_BEFORE, S.ROLE_READ):
-                refs[b].append((eid, role, line0))
-        erows = Q.events(conn, {eid for v in refs.values() for eid, _, _ in v})
+                refs_of[b].append((eid, role, line0))
+        erows = Q.events(conn, {eid for v in refs_of.values() for eid, _, _ in v})
         trows = Q.tapes(conn, {r.tape for r in erows.values()})
+        # block → [(event, role, line0, event row, tape row, time order key)] (known events only)
+        refs: dict[int, list] = {}
+        for b, rs in refs_of.items():
+            ext = []
+            for eid, role, line0 in rs:
+                r = erows.get(eid)
+                if r is not None:
+                    t = trows[r.tape]
+                    ext.append((eid, role, line0, r, t, _order(r.t, t.tape_id, r.ofs)))
+            if ext:
+                refs[b] = ext
+        ref_blocks = uniq(np.fromiter(refs, np.int64, len(refs)))
+        self._loc_cache: dict[tuple, list] = {}
         tomb_rows, edge_rows = [], []
         for n in nodes:
             if n.tomb:
@@ -288,7 +378,7 @@ class Linker:
                          " VALUES (?,?,?,?,?,?,?)", tomb_rows)
         self.stats["tombstones"] += len(tomb_rows)
         for n, (ma, mb) in zip(nodes, per_node):
-            edges = self._candidates(n, ma, mb, refs, erows, trows)
+            edges = self._candidates(n, ma, mb, refs, ref_blocks)
             linked = {e[1] for e in edges}
             edges.extend(self._location_only(n, ma, mb, linked))
             for e in edges:
@@ -302,25 +392,23 @@ class Linker:
             [(e[0], e[1], e[2], e[3], e[6], e[4], e[5][0], e[5][1], e[7], e[8], e[9])
              for e in edge_rows])
 
-    def _candidates(self, n: Node, ma: dict, mb: dict, refs, erows, trows) -> list[tuple]:
+    def _candidates(self, n: Node, ma: Match | None, mb: Match | None, refs: dict,
+                    ref_blocks: np.ndarray) -> list[tuple]:
         """Linking edges of one edit: (from, to, conf, delta, kind, (to_start, to_end), 0)."""
         found: dict[tuple, list] = {}   # (to_event, query) → best
+        groups = None
+        nkey = n.key
         for qi, (m, q) in enumerate(((ma, n.qa), (mb, n.qb))):
             if q is None:
                 continue
+            groups = m.groups
             my_range = n.b_range if qi == 0 else n.a_range
-            for b, (hs, lo, hi, cnt) in m.items():
-                if hs is None:
-                    continue
+            for hs, b, lo, hi, cnt in m.linkable(ref_blocks):
                 sim = min(1.0, cnt / q[1])
-                for eid, role, line0 in refs.get(b, ()):
+                for eid, role, line0, r, t, rkey in refs[b]:
                     if eid == n.eid:
                         continue
-                    r = erows.get(eid)
-                    if r is None:
-                        continue
-                    t = trows[r.tape]
-                    if _order(r.t, t.tape_id, r.ofs) >= n.key:
+                    if rkey >= nkey:
                         continue
                     if t.session == n.session and r.ofs == n.ofs and r.t == n.t:
                         continue  # the same event in another copy of the session (live/sealed)
@@ -360,9 +448,10 @@ class Linker:
             for c in edits:
                 if kept >= MAX_EDIT_CANDIDATES_PER_TAPE:
                     break
-                if c[7] <= covered:
+                hs = groups.hashes(c[7])   # the hashes the candidate matched
+                if hs <= covered:
                     continue
-                covered |= c[7]
+                covered |= hs
                 out.append(c)
                 kept += 1
         out.sort(key=lambda c: (c[1], c[4]))
@@ -373,9 +462,9 @@ class Linker:
                 best[c[1]] = c
         return [tuple(c[:7]) + (c[11], c[10]) for c in sorted(best.values(), key=lambda c: c[1])]
 
-    def _location_only(self, n: Node, ma: dict, mb: dict, linked: set[int]) -> list[tuple]:
+    def _location_only(self, n: Node, ma: Match | None, mb: Match | None,
+                       linked: set[int]) -> list[tuple]:
         """Earlier edits / tombstones at the same place whose text does not match."""
-        conn = self.conn
         place = _place(n.file, n.rel)
         if not place:
             return []
@@ -383,21 +472,37 @@ class Linker:
         out = []
         if n.before and n.b_range and n.b_range[0] is not None:
             b0, b1 = n.b_range[0], max(n.b_range[0], n.b_range[1])
-            rows = list(conn.execute(
-                f"SELECT e.id, e.t, e.a_start, e.a_end, t.tape_id, e.ofs FROM events e"
-                f" JOIN tapes t ON t.id=e.tape WHERE e.{col}=? AND e.kind=? AND e.id<>?"
-                f" AND e.a_start<=? AND max(e.a_start, e.a_end)>=? ORDER BY e.t DESC, e.id DESC",
-                (place, _EDIT, n.eid, b1, b0)))
+            # e.id<>? AND e.a_start<=? AND max(e.a_start, e.a_end)>=? (NULL never passes)
+            rows = [r for r in self._place_rows("edits", col, place)
+                    if r[0] != n.eid and r[2] <= b1 and max(r[2], r[3]) >= b0]
             out += self._loc_rows(n, rows, ma, n.qa, S.ROLE_EDIT_AFTER, linked, 0)
         if n.qb is not None and n.a_range and n.a_range[0] is not None:
             a0, a1 = n.a_range[0], max(n.a_range[0], n.a_range[1])
-            rows = list(conn.execute(
-                f"SELECT s.event, s.t, s.start, s.end, t.tape_id, e.ofs FROM tombstones s"
-                f" JOIN events e ON e.id=s.event JOIN tapes t ON t.id=e.tape"
-                f" WHERE s.{col}=? AND s.event<>? AND s.start<=? AND max(s.start, s.end)>=?"
-                f" ORDER BY s.t DESC, s.event DESC", (place, n.eid, a1, a0)))
+            rows = [r for r in self._place_rows("tombstones", col, place)
+                    if r[0] != n.eid and r[2] <= a1 and max(r[2], r[3]) >= a0]
             out += self._loc_rows(n, rows, mb, n.qb, S.ROLE_EDIT_BEFORE, linked, 1)
         return out
+
+    def _place_rows(self, what: str, col: str, place: str) -> list[tuple]:
+        """The earlier-edit (``edits``) or tombstone rows at a place that have a line range,
+        latest first; read once per place in a ``_link`` (neither table changes meanwhile)."""
+        key = (what, col, place)
+        rows = self._loc_cache.get(key)
+        if rows is None:
+            if what == "edits":
+                sql = (f"SELECT e.id, e.t, e.a_start, e.a_end, t.tape_id, e.ofs FROM events e"
+                       f" JOIN tapes t ON t.id=e.tape WHERE e.{col}=? AND e.kind=?"
+                       f" AND e.a_start IS NOT NULL AND e.a_end IS NOT NULL"
+                       f" ORDER BY e.t DESC, e.id DESC")
+                args = (place, _EDIT)
+            else:
+                sql = (f"SELECT s.event, s.t, s.start, s.end, t.tape_id, e.ofs FROM tombstones s"
+                       f" JOIN events e ON e.id=s.event JOIN tapes t ON t.id=e.tape"
+                       f" WHERE s.{col}=? AND s.start IS NOT NULL AND s.end IS NOT NULL"
+                       f" ORDER BY s.t DESC, s.event DESC")
+                args = (place,)
+            rows = self._loc_cache[key] = list(self.conn.execute(sql, args))
+        return rows
 
     def _loc_rows(self, n, rows, m, q, role, linked, side) -> list[tuple]:
         out = []
@@ -408,8 +513,9 @@ class Linker:
             if q is not None:
                 for (blk,) in self.conn.execute("SELECT block FROM refs WHERE event=? AND role=?",
                                                 (eid, role)):
-                    if blk in m:
-                        sim = max(sim, min(1.0, m[blk][3] / q[1]))
+                    c = m.count(blk)
+                    if c is not None:
+                        sim = max(sim, min(1.0, c / q[1]))
             out.append((n.eid, eid, round(sim, ROUND), "same", "location", (s, e), 1, side, role))
             linked.add(eid)
             if len(out) >= MAX_LOCATION_CANDIDATES:
@@ -475,10 +581,10 @@ class Linker:
         texts = [tx for tx, rl, _ in event_blocks(evs[0][1]) if rl == role]
         if not texts:
             return 0.0
-        nq = len(np.unique(fingerprint.fingerprint(texts[0]).hashes))
+        w, q = self.cache.text_prints(texts[0])
+        nq = len(w)
         if not nq:
             return 0.0
-        q = _allk(texts[0])
         blocks = {b for (b,) in conn.execute("SELECT block FROM refs WHERE event=?", (other,))}
         hit: dict[int, set] = defaultdict(set)
         for h, b, _ln in Q.postings(conn, q):
@@ -508,6 +614,11 @@ class Linker:
                     dst[r[1] if col == "from_event" else r[2]].append(r)
         tape_of = {e.id: e.tape for e in Q.events(
             conn, {i[1] for v in in_e.values() for i in v} | {r[1] for r in rows.values()}).values()}
+        # (target, tape of the source) → {span continued: the sources that continued it}
+        spans_in: dict[tuple, dict[tuple, set[int]]] = defaultdict(lambda: defaultdict(set))
+        for to, ins in in_e.items():
+            for i in ins:
+                spans_in[(to, tape_of.get(i[1]))][(i[4], i[5])].add(i[1])
         updates = []
         for r in rows.values():
             card = "1:1"
@@ -516,11 +627,10 @@ class Linker:
                 card = "N:1"
             else:
                 # a split: other edits of the same session continued other lines of the same span
-                ins = in_e.get(r[2], [])
-                spans = {(i[4], i[5]) for i in ins
-                         if i[1] != r[1] and tape_of.get(i[1]) == tape_of.get(r[1])}
+                spans = spans_in.get((r[2], tape_of.get(r[1])), {})
                 mine = (r[4], r[5])
-                if any(not _overlap(s, mine) for s in spans):
+                if any((len(fs) > 1 or r[1] not in fs) and not _overlap(s, mine)
+                       for s, fs in spans.items()):
                     card = "1:N"
             updates.append((card, r[0]))
         conn.executemany("UPDATE edges SET cardinality=? WHERE id=?", updates)

@@ -112,8 +112,9 @@ ROUND = 4
 # ingest side
 
 
-def after_ingest(conn: apsw.Connection) -> dict:
-    """Compute edges, tombstones and continuations for tapes not processed yet (incremental)."""
+def after_ingest(conn: apsw.Connection, cache=None) -> dict:
+    """Compute edges, tombstones and continuations for tapes not processed yet (incremental).
+    ``cache``: what the ingest run kept of its sessions (``ingest_cache.IngestCache``), if any."""
     t0 = time.perf_counter()
     stats = {"tapes": 0, "edits": 0, "edges": 0, "location_only": 0, "agent_links": 0,
              "tombstones": 0, "continuations": 0, "dispatch": 0}
@@ -134,10 +135,16 @@ def after_ingest(conn: apsw.Connection) -> dict:
             return stats
         trows = Q.tapes(conn, [r[1] for r in new_rows])
         from engram.query import continuations, edges
+        from engram.query.ingest_cache import IngestCache
 
-        linker = edges.Linker(conn, stats)
+        linker = edges.Linker(conn, stats, cache if cache is not None else IngestCache())
+        # continuations in the parse worker (a process of its own), if the run has one, while
+        # the edges are computed here
+        remote = continuations.submit_remote(conn, [r[1] for r in new_rows], cache)
         linker.run([trows[r[1]] for r in new_rows])
-        continuations.compute(conn, [trows[r[1]] for r in new_rows], linker.access, stats)
+        if not continuations.apply_remote(conn, remote, stats):
+            continuations.compute(conn, [trows[r[1]] for r in new_rows], linker.access, stats,
+                                  linker.cache)
         conn.executemany("INSERT OR REPLACE INTO lineage_done VALUES (?,?)",
                          [(tid, sig) for tid, _, sig in new_rows])
         stats["tapes"] = len(new_rows)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import orjson
@@ -28,6 +29,8 @@ class TapeRef:
     created: bool
     n_events: int
     raw_bytes: int
+    raw: bytes = dataclasses.field(default=b"", repr=False, compare=False)
+    """The canonical JSONL (``TapeStager.stage`` only: ingest keeps what the lineage pass reads)."""
 
 
 def encode_event(ev: dict) -> bytes:
@@ -46,25 +49,50 @@ class TapeStager:
     (one sync), renames them into place and fsyncs each directory once. Until ``flush()`` a tape is
     invisible; after it, exactly as ``write_tape`` would have left it. Ingest flushes before it
     commits the index rows that point at the tapes.
+
+    Compressing and writing the temp file happen on a background thread (``workers`` > 0; both
+    release the GIL), so the caller goes on indexing meanwhile; ``flush()`` waits for them and
+    raises the first error any of them met (the other temp files are then removed).
     """
 
-    def __init__(self):
+    def __init__(self, workers: int = 1):
         self.pending: list[tuple[str, Path]] = []
         self._names: set[Path] = set()
+        self._workers = workers
+        self._pool: ThreadPoolExecutor | None = None
+        self._writes: list[tuple[Future, Path]] = []
 
     def stage(self, directory: Path, events: list[dict]) -> TapeRef:
         raw, tape_id, final = _prepare(directory, events)
         directory = final.parent
         if final in self._names or final.exists():
-            return TapeRef(tape_id, final, False, len(events), len(raw))
-        fd, tmp = tempfile.mkstemp(prefix=f".{tape_id}.", suffix=".tmp", dir=directory)
-        with os.fdopen(fd, "wb") as f:
-            f.write(zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(raw))
-        self.pending.append((tmp, final))
+            return TapeRef(tape_id, final, False, len(events), len(raw), raw)
+        if self._workers > 0:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self._workers,
+                                                thread_name_prefix="engram-tape")
+            self._writes.append((self._pool.submit(_write_temp, directory, tape_id, raw), final))
+        else:
+            self.pending.append((_write_temp(directory, tape_id, raw), final))
         self._names.add(final)
-        return TapeRef(tape_id, final, True, len(events), len(raw))
+        return TapeRef(tape_id, final, True, len(events), len(raw), raw)
+
+    def _wait(self) -> None:
+        """Collect the background writes into ``pending`` (all of them, even after an error)."""
+        error = None
+        for fut, final in self._writes:
+            e = fut.exception()  # waits
+            if e is None:
+                self.pending.append((fut.result(), final))
+            else:
+                error = error or e
+        self._writes = []
+        if error is not None:
+            self.discard()
+            raise error
 
     def flush(self) -> int:
+        self._wait()
         if not self.pending:
             return 0
         os.sync()
@@ -83,11 +111,33 @@ class TapeStager:
         return n
 
     def discard(self) -> None:
+        for fut, final in self._writes:
+            if fut.exception() is None:  # waits; a failed write left no file behind
+                self.pending.append((fut.result(), final))
+        self._writes = []
         for tmp, _final in self.pending:
             if os.path.exists(tmp):
                 os.unlink(tmp)
         self.pending = []
         self._names.clear()
+
+    def close(self) -> None:
+        """Stop the background thread (after ``flush()`` or ``discard()``)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+
+def _write_temp(directory: Path, tape_id: str, raw: bytes) -> str:
+    """The compressed tape in a new temp file of ``directory`` (not synced); its path."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{tape_id}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(raw))
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return tmp
 
 
 def _fsync_dir(directory: Path) -> None:

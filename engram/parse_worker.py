@@ -1,0 +1,194 @@
+"""Parsing harness logs in a worker process, for big ingests (``engram/ingest.py``).
+
+Adapters are pure Python; in a thread beside the indexing they hold the GIL, and every call of the
+indexing thread that releases it (SQLite, the file system, numpy) then waits to get it back. A
+second process parses instead, on the other core. Adapters are pure and deterministic, so what
+comes back is what parsing in-process gives.
+
+The worker is ``python -m engram.parse_worker``, talking length-prefixed pickles over its stdin
+and stdout (not ``multiprocessing``, which would import the caller's ``__main__`` again in the
+child). It imports only the adapters, so it starts fast. Requests are answered in order; a
+reader thread in the parent collects the answers so the worker never blocks on a full pipe.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import pickle
+import subprocess
+import sys
+import threading
+import traceback
+from concurrent.futures import Future
+from pathlib import Path
+
+_HEADER = 8
+
+
+class WorkerGone(RuntimeError):
+    """The worker process exited or its pipe broke before answering."""
+
+
+def parse(harness: str, path: str, mode: str) -> tuple:
+    """``("ok", ParseOutput)``, ``("error", EngramError.to_dict())`` or ``("crash", message,
+    traceback)`` — exceptions are returned as data, since not every one survives pickling."""
+    from engram import adapters
+    from engram.errors import EngramError
+
+    try:
+        return ("ok", adapters.get(harness).parse_source(Path(path), mode=mode))
+    except EngramError as e:
+        return ("error", e.to_dict())
+    except Exception as e:  # noqa: BLE001 — an adapter bug: reported for this source
+        return ("crash", f"{type(e).__name__}: {e}", traceback.format_exc())
+
+
+def parse_many(items: list[tuple[str, str]], mode: str) -> list[tuple]:
+    """``parse`` for each ``(harness, path)``; an ``ok`` result also carries the block work of
+    the indexing for its sessions (``store.prepare``, one batch for the group; None if that
+    failed — the indexing then does it itself)."""
+    res = [parse(h, p, mode) for h, p in items]
+    oks = [r[1] for r in res if r[0] == "ok"]
+    preps = _prepare([s.events for out in oks for s in out.sessions])
+    out, i = [], 0
+    for r in res:
+        if r[0] != "ok":
+            out.append(r)
+            continue
+        n = len(r[1].sessions)
+        out.append(("ok", r[1], preps[i:i + n] if preps is not None else None))
+        i += n
+    return out
+
+
+def _prepare(sessions: list[list[dict]]) -> list | None:
+    try:
+        from engram.index import store
+        try:
+            from engram.query.ingest_cache import wanted
+        except ImportError:
+            wanted = None
+        return store.prepare(sessions, wanted)
+    except Exception:  # noqa: BLE001 — only an optimisation
+        return None
+
+
+class ParseProcess:
+    """One worker process; ``submit()`` returns a ``Future`` of ``parse()``'s tuple."""
+
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        root = str(Path(__file__).resolve().parent.parent)  # the worker imports this engram
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self.proc = subprocess.Popen([sys.executable, "-m", "engram.parse_worker"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self.pending: collections.deque[Future] = collections.deque()
+        self._lock = threading.Lock()
+        self._gone = False
+        self.reader = threading.Thread(target=self._read, name="engram-parse-reader", daemon=True)
+        self.reader.start()
+
+    def submit(self, items: list[tuple[str, str]], mode: str) -> Future:
+        """``parse_many(items, mode)`` in the worker; ``result()`` gives its list."""
+        return self._send(("parse", items, mode))
+
+    def submit_continuations(self, db_path: str, tape_rows: list[int]) -> Future:
+        """``continuations.compute_remote(db_path, tape_rows)`` in the worker."""
+        return self._send(("continuations", db_path, tape_rows))
+
+    def _send(self, request: tuple) -> Future:
+        fut: Future = Future()
+        data = pickle.dumps(request)
+        with self._lock:
+            if self._gone:
+                fut.set_exception(WorkerGone("parse worker exited"))
+                return fut
+            self.pending.append(fut)
+            try:
+                self.proc.stdin.write(len(data).to_bytes(_HEADER, "little") + data)
+                self.proc.stdin.flush()
+            except OSError:
+                self._fail()
+        return fut
+
+    def _read(self) -> None:
+        out = self.proc.stdout
+        try:
+            while True:
+                head = out.read(_HEADER)
+                if len(head) < _HEADER:
+                    break
+                n = int.from_bytes(head, "little")
+                data = out.read(n)
+                if len(data) < n:
+                    break
+                with self._lock:
+                    fut = self.pending.popleft()
+                fut.set_result(data)
+        except (OSError, ValueError):
+            pass
+        with self._lock:
+            self._fail()
+
+    def _fail(self) -> None:
+        """(lock held) every unanswered request fails."""
+        self._gone = True
+        while self.pending:
+            fut = self.pending.popleft()
+            if not fut.done():
+                fut.set_exception(WorkerGone("parse worker exited"))
+
+    @staticmethod
+    def result(fut: Future) -> list:
+        """The answer to a request (unpickled once, however often asked)."""
+        val = getattr(fut, "engram_value", None)
+        if val is None:
+            val = fut.engram_value = pickle.loads(fut.result())
+        return val
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.reader.join(timeout=10)
+
+
+def main() -> None:
+    """The worker: answer requests from stdin on a private copy of stdout (anything printed
+    goes to stderr) until stdin closes."""
+    reply = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    requests = sys.stdin.buffer
+    while True:
+        head = requests.read(_HEADER)
+        if len(head) < _HEADER:
+            return
+        request = pickle.loads(requests.read(int.from_bytes(head, "little")))
+        if request[0] == "continuations":
+            try:
+                from engram.query import continuations
+                res = continuations.compute_remote(request[1], request[2])
+            except Exception as e:  # noqa: BLE001 — the ingest computes them itself then
+                res = ("crash", f"{type(e).__name__}: {e}", traceback.format_exc())
+            data = pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL)
+        else:
+            _kind, items, mode = request
+            res = parse_many(items, mode)
+            try:
+                data = pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as e:  # noqa: BLE001 — an unpicklable result: reported as crashes
+                crash = ("crash", f"{type(e).__name__}: {e}", traceback.format_exc())
+                data = pickle.dumps([crash] * len(items))
+        reply.write(len(data).to_bytes(_HEADER, "little") + data)
+        reply.flush()
+
+
+if __name__ == "__main__":
+    main()

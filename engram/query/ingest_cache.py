@@ -1,0 +1,241 @@
+"""What the lineage pass needs of the sessions one ingest run just indexed, kept from the run.
+
+The lineage pass (``lineage.after_ingest``) reads each new tape's edits, span links and head back,
+fingerprints their texts again and looks their hashes up in the index. During the same run ingest
+already holds all of that. ``IngestCache`` keeps
+
+* ``lines``: tape id → {offset: JSONL line} for the events the pass reads (``wanted``) — the very
+  bytes the tape holds, so parsing them gives the dicts a tape read gives (``CachedAccess``);
+* ``prints``: xxh3_128 of a text → its winnowed hashes and all its k-gram hashes (made distinct
+  on first use), for the texts of those events, from the fingerprinting ``store.Batch`` (or the
+  parse worker) does anyway;
+* the ``fingerprints`` rows the run inserted (``keep_postings``), so ``postings`` reads only the
+  rows of other blocks from the index (none at all after a rebuild);
+* ``worker``: the run's parse worker, which computes the continuations meanwhile.
+
+Nothing here is stored, and every answer equals what reading the tape, fingerprinting the text or
+querying the index gives (a run without a cache, or a tape of an earlier run, does just that).
+Also here: ``uniq``/``member``, faster equivalents of ``np.unique``/``np.isin`` on hashes.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import apsw
+import numpy as np
+import orjson
+import xxhash
+
+from engram import fingerprint
+from engram.index import queries as Q
+from engram.query import window as W
+from engram.query.lineage import HEAD_EVENTS
+
+_WANTED_KINDS = ("code.edit", "span.link")
+MAX_POSTINGS = 20_000_000   # fingerprint rows kept in memory (12 bytes each) before giving up
+_EMPTY = np.zeros(0, np.int64)
+
+
+def uniq(a: np.ndarray) -> np.ndarray:
+    """``np.unique(a)`` (sorted distinct values) by a sort and a comparison — several times
+    faster than numpy 2's hash-based ``unique`` on int64 hashes."""
+    s = np.sort(a)
+    if len(s) < 2:
+        return s
+    keep = np.empty(len(s), dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
+
+
+def member(a: np.ndarray, sorted_b: np.ndarray) -> np.ndarray:
+    """``np.isin(a, sorted_b)`` for a sorted ``sorted_b``, by binary search."""
+    if not len(sorted_b) or not len(a):
+        return np.zeros(len(a), dtype=bool)
+    i = np.searchsorted(sorted_b, a)
+    i[i == len(sorted_b)] = 0
+    return sorted_b[i] == a
+
+
+def postings(conn: apsw.Connection, hashes: np.ndarray, cache: IngestCache | None = None
+             ) -> np.ndarray:
+    """``Q.postings`` as an ``(n, 3)`` int64 array (the same rows; those of one hash and block
+    in line order): ``hashes`` sorted and distinct; each 32-bit index key found maps back to the
+    largest of ``hashes`` with that key. Rows this run inserted come from ``cache`` when it kept
+    them, the others from the index."""
+    if not len(hashes):
+        return np.zeros((0, 3), np.int64)
+    ukeys, ufull = _keyed(hashes)
+    kept = cache.kept_postings() if cache is not None else None
+    sql = "SELECT hash, block, line FROM fingerprints WHERE hash IN carray(?)"
+    args: tuple = (apsw.carray(Q._i64(ukeys)),)
+    if kept is not None:
+        sql += " AND (block < ? OR block > ?)"
+        args += cache.post_range
+    if kept is None or cache.others_in_index:
+        flat = np.fromiter(itertools.chain.from_iterable(conn.execute(sql, args)), np.int64)
+        rows = flat.reshape(-1, 3)
+    else:
+        rows = np.zeros((0, 3), np.int64)
+    if kept is not None:
+        K, B, L = kept
+        k32 = ukeys.astype(np.int32)   # index keys are 32-bit: exact, and no copy of K per call
+        lo = np.searchsorted(K, k32, "left")
+        lens = np.searchsorted(K, k32, "right") - lo
+        tot = int(lens.sum())
+        if tot:
+            idx = np.repeat(lo - (np.cumsum(lens) - lens), lens) + np.arange(tot)
+            mem = np.empty((tot, 3), np.int64)
+            mem[:, 0], mem[:, 1], mem[:, 2] = K[idx], B[idx], L[idx]
+            rows = np.concatenate([rows, mem]) if len(rows) else mem
+    rows[:, 0] = ufull[np.searchsorted(ukeys, rows[:, 0])]
+    return rows
+
+
+def _keyed(hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct 32-bit index keys of ``hashes``, for each the largest of ``hashes`` with that key)
+    — ``Q._keyed``'s mapping back, for sorted distinct ``hashes``."""
+    keys = Q.index_keys(hashes)
+    last = np.r_[keys[1:] != keys[:-1], True]
+    return keys[last], hashes[last]
+
+
+def boilerplate(conn: apsw.Connection, hashes: np.ndarray) -> set[int]:
+    """``Q.boilerplate`` (the same set), vectorised."""
+    if not len(hashes):
+        return set()
+    ukeys, ufull = _keyed(uniq(np.asarray(hashes, dtype=np.int64)))
+    found = np.fromiter(itertools.chain.from_iterable(conn.execute(
+        "SELECT hash FROM boilerplate WHERE hash IN carray(?)", (apsw.carray(Q._i64(ukeys)),))),
+        np.int64)
+    return set(ufull[np.searchsorted(ukeys, found)].tolist())
+
+
+def wanted(ofs: int, ev: dict) -> bool:
+    """Events the lineage pass reads back: edits and span links anywhere, and a tape's head."""
+    return ofs <= HEAD_EVENTS or ev.get("k") in _WANTED_KINDS
+
+
+def text_key(text: str) -> bytes:
+    return xxhash.xxh3_128_digest(text.encode("utf-8", "surrogatepass"))
+
+
+class IngestCache:
+    wanted = staticmethod(wanted)
+
+    def __init__(self) -> None:
+        self.lines: dict[str, dict[int, bytes]] = {}
+        self.prints: dict[bytes, tuple[np.ndarray, np.ndarray, bool]] = {}
+        # fingerprint rows this run inserted, for blocks lo..hi (None: not usable)
+        self._post: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = []
+        self._post_rows = 0
+        self.post_range: tuple[int, int] | None = None
+        self._merged: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.others_in_index = True   # the index may hold fingerprints of other blocks
+        self.worker = None            # the run's parse worker (``parse_worker.ParseProcess``)
+
+    # -- filled by ingest -------------------------------------------------------------------------
+    def keep_tape(self, tape_id: str, events: list[dict], raw: bytes) -> None:
+        """``raw``: the tape's canonical JSONL (line ``n`` is event ``n``)."""
+        if tape_id in self.lines:
+            return
+        lines = raw.split(b"\n")
+        self.lines[tape_id] = {o: lines[o] for o, ev in enumerate(events) if wanted(o, ev)}
+
+    def keep_prints(self, key: bytes, hashes: np.ndarray, kgrams: np.ndarray) -> None:
+        """The winnowed hashes and all k-grams of the text whose ``text_key`` is ``key`` (made
+        distinct when first asked for: not every kept text is)."""
+        if key not in self.prints:
+            self.prints[key] = (hashes, kgrams, False)
+
+    def keep_postings(self, keys: np.ndarray, blocks: np.ndarray, lines: np.ndarray,
+                      lo: int, hi: int) -> None:
+        """The ``fingerprints`` rows just inserted (distinct, sorted) for the new blocks ``lo..hi``
+        (every block in that range). Kept while the ranges of successive calls are contiguous
+        and the rows fit in ``MAX_POSTINGS``."""
+        if self._post is None:
+            return
+        if (self.post_range is not None and lo != self.post_range[1] + 1) or (
+                self._post_rows + len(keys) > MAX_POSTINGS):
+            self._post, self.post_range, self._merged = None, None, None
+            return
+        self._post.append((keys.astype(np.int32), blocks.copy(), lines.astype(np.int32)))
+        self._post_rows += len(keys)
+        self.post_range = (lo if self.post_range is None else self.post_range[0], hi)
+        self._merged = None
+
+    def bind(self, conn: apsw.Connection) -> None:
+        """Before the lineage pass (no blocks are added during it): note whether the index holds
+        blocks besides the kept ones, whose postings must still be read from it."""
+        if self.post_range is not None:
+            self.others_in_index = conn.execute(
+                "SELECT 1 FROM blocks WHERE id < ? OR id > ? LIMIT 1", self.post_range
+            ).fetchone() is not None
+
+    def kept_postings(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(keys, blocks, lines) of the kept rows, sorted as the primary key; None if none."""
+        if not self._post:
+            return None
+        if self._merged is None:
+            K, B, L = (np.concatenate(x) for x in zip(*self._post))
+            if len(self._post) > 1:
+                o = np.lexsort((L, B, K))
+                K, B, L = K[o], B[o], L[o]
+            self._merged = (K, B, L)
+        return self._merged
+
+    # -- used by the lineage pass -----------------------------------------------------------------
+    def text_prints(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """(distinct winnowed hashes, distinct k-gram hashes) of ``text``: ``np.unique`` of
+        ``fingerprint(text).hashes`` and of ``all_kgrams(text)[0]`` (both int64)."""
+        key = text_key(text)
+        hit = self.prints.get(key)
+        if hit is None:
+            fp = fingerprint.fingerprint_batch([text], keep_kgrams=[True])[0]
+            hit = (fp.hashes, fp.kgrams, False)
+        if not hit[2]:
+            hit = ((uniq(hit[0]), uniq(hit[1]), True) if len(hit[1])
+                   else (_EMPTY, _EMPTY, True))
+            self.prints[key] = hit
+        return hit[0], hit[1]
+
+    def prefetch(self, texts: list[str]) -> None:
+        """Fingerprint the texts not kept yet, in one batch (``text_prints`` then finds them)."""
+        todo: dict[bytes, str] = {}
+        for t in texts:
+            key = text_key(t)
+            if key not in self.prints:
+                todo.setdefault(key, t)
+        if todo:
+            fps = fingerprint.fingerprint_batch(list(todo.values()), keep_kgrams=[True] * len(todo))
+            for key, fp in zip(todo, fps):
+                self.prints[key] = (fp.hashes, fp.kgrams, False)
+
+    def many_prints(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The same for the union of ``texts``."""
+        ws, ks = [], []
+        for t in texts:
+            w, k = self.text_prints(t)
+            if len(w):
+                ws.append(w)
+            if len(k):
+                ks.append(k)
+        return (uniq(np.concatenate(ws)) if ws else _EMPTY,
+                uniq(np.concatenate(ks)) if ks else _EMPTY)
+
+
+class CachedAccess(W.TapeAccess):
+    """``TapeAccess`` answering from the run's kept lines when it holds every offset asked for."""
+
+    def __init__(self, conn, cache: IngestCache):
+        super().__init__(conn)
+        self.cache = cache
+
+    def read(self, tape, offsets):
+        kept = None if tape.live else self.cache.lines.get(tape.tape_id)
+        if kept is not None:
+            offs = list(offsets)
+            if all(o in kept for o in offs):
+                return [(o, orjson.loads(kept[o])) for o in offs]
+        return super().read(tape, offsets)
