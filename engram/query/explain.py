@@ -479,6 +479,7 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
     via: dict[int, str] = {}
     extra_conf: dict[int, float] = {}
     paths_by_event: dict[int, list[dict]] = {}
+    history_paths: dict[int, list[dict]] = {}
     try:
         from engram.query import lineage
     except ImportError:
@@ -493,7 +494,8 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
         tombstones = walk.get("tombstones", [])
         truncated = walk.get("truncated", truncated)
         for eid, info in walk.get("reached", {}).items():
-            if eid in evidence:
+            if eid in evidence:  # also direct evidence: remember how the walk reached it
+                history_paths[eid] = info.get("path", [])
                 continue
             via[eid] = info["via"]
             extra_conf[eid] = info["confidence"]
@@ -542,6 +544,11 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
 
     recency = {t: i for i, t in enumerate(sorted({trows[s[0]].last_t or "" for s in sessions},
                                                   reverse=True))}
+    def is_history(path: list[dict]) -> bool:
+        """A walk path from a producing session through history edges only."""
+        return bool(path) and path[0].get("from", {}).get("tape_id") in producer_tapes and not any(
+            e.get("kind") not in HISTORY_EDGE_KINDS and not e.get("agent_link") for e in path)
+
     def group(s) -> int:
         """0 producers · 1 the history behind them (earlier writers reached through edit, move,
         re-insert or agent edges, and the continuations/dispatches of producing sessions) ·
@@ -550,9 +557,11 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
         if v == "direct":
             if produced > 0:
                 return 0
-            wrote = any(S.ROLE_EDIT_AFTER in evidence[e].roles and evidence[e].quoted >= WROTE_MIN
-                        for e, _p, _c in items if e in evidence)
-            # wrote this text (in another file, or before), or led to the edit, vs quoted it
+            wrote = any(S.ROLE_EDIT_AFTER in evidence[e].roles and (
+                evidence[e].quoted >= WROTE_MIN or is_history(history_paths.get(e, [])))
+                for e, _p, _c in items if e in evidence)
+            # wrote this text (in another file, or before: an edit the walk reaches from a
+            # producer through edit/move edges), or led to the edit, vs quoted it
             return 1 if wrote or trows[tid].tape_id in history_tapes else 2
         path = paths_by_event.get(items[0][0], [])
         history = not any(e.get("kind") not in HISTORY_EDGE_KINDS and not e.get("agent_link")
