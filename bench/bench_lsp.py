@@ -12,16 +12,25 @@ serialization and the pipe are included):
 
 * ``hover``: one hover on each of N distinct functions (no result cache: every block is new);
   also ``hover_cached``: the same positions again.
-* ``code_lens_5000``: ``textDocument/codeLens`` on a 5,000-line file whose every block is new to
-  the server (first open, or after an ingest); ``code_lens_5000_after_edit``: after an edit inside
-  one function (only that block is looked up); ``code_lens_5000_cached``: unchanged buffer.
+* ``code_lens_5000``: the first open of a 5,000-line file of real code (the largest files of the
+  corpus, unmodified): ``didOpen`` → ``textDocument/codeLens`` answered, each trial in a fresh
+  server process (``--cold-n``), since every server cache is keyed by text or filled by earlier
+  requests and only a new process sees the same text for the first time twice. Each server is
+  first used like an editor's (startup ingest done, another file opened with its lenses and a
+  hover, the postings it keeps in memory read; see ``cold_lens``), so the figure is a first open
+  in a running editor, not the server's startup. ``code_lens_5000_after_edit``: after an edit
+  inside one function (only that block is looked up); ``code_lens_5000_cached``: unchanged buffer.
+  (Until issue 3 the "cold" variant appended ``# cold i`` to every line of an open buffer, which
+  matched less of the index than the real file and so understated the cost.)
 * ``explain``: ``engram/explain`` on N distinct function spans.
 * ``freshness``: a Claude Code Write record appended to a live log → the first hover that shows it
   (the watcher's debounce, the incremental ingest and the hover together).
 
 Targets (issue 3): hover p95 ≤ 10 ms, code lens p95 ≤ 30 ms, explain p95 ≤ 20 ms, freshness ≤ 2 s.
-Run: ``python bench/bench_lsp.py [--corpus DIR] [--n 200] [--json out.json]``. The index is built
-once and reused; pass ``--fresh`` after a change to the index schema or fingerprint parameters.
+Run: ``python bench/bench_lsp.py [--corpus DIR] [--n 200] [--cold-n 20] [--json out.json]``. The
+index is built once and reused; pass ``--fresh`` after a change to the index schema or fingerprint
+parameters. The machine is shared in CI and on laptops: note ``uptime``'s load with every figure
+and compare runs taken close together.
 """
 
 from __future__ import annotations
@@ -137,14 +146,24 @@ def pick_spans(corpus: Path, repo: Path, n: int, seed: int) -> list[dict]:
     return spans[:n]
 
 
+def big_parts(repo: Path, min_lines: int = 5000) -> list[Path]:
+    """The largest Python files, largest first, until they have ≥ ``min_lines`` lines."""
+    files = sorted(
+        (p for p in repo.rglob("*.py") if not p.name.startswith(("_bench_", "_live_"))),
+        key=lambda p: (-p.stat().st_size, str(p)),
+    )
+    parts, n = [], -2  # lines of the parts joined by blank lines
+    for f in files:
+        if n >= min_lines:
+            break
+        parts.append(f)
+        n += f.read_text().count("\n") + 2
+    return parts
+
+
 def big_file(repo: Path, min_lines: int = 5000) -> Path:
     """The largest Python file, followed by other real code until it has ≥ ``min_lines`` lines."""
-    files = sorted(repo.rglob("*.py"), key=lambda p: (-p.stat().st_size, str(p)))
-    text = files[0].read_text()
-    for extra in files[1:]:
-        if text.count("\n") >= min_lines:
-            break
-        text += "\n\n" + extra.read_text()
+    text = "\n\n".join(p.read_text() for p in big_parts(repo, min_lines))
     target = repo / "_bench_5000.py"
     target.write_text("\n".join(text.split("\n")[:min_lines]) + "\n")
     return target
@@ -277,13 +296,9 @@ def _pos_params(uri: str, line: int) -> dict:
     return {"textDocument": {"uri": uri}, "position": {"line": line, "character": 4}}
 
 
-async def run(args) -> dict:
-    corpus = find_corpus(args.corpus)
-    work = Path(args.work).resolve()
-    repo, env, settings = prepare(corpus, work, args.fresh)
-    spans = pick_spans(corpus, repo, args.n, args.seed)
-    results: dict = {"corpus": str(corpus), "n": args.n}
-
+async def launch(repo: Path, env: dict, settings: dict) -> tuple[RawClient, float, dict]:
+    """A server initialized on ``repo`` whose startup ingest is done: (client, initialize ms,
+    the last ``engram/status``)."""
     client = RawClient(settings)
     t_start = time.monotonic()
     await client.start(env)
@@ -296,15 +311,69 @@ async def run(args) -> dict:
             "initializationOptions": settings,
         },
     )
-    results["initialize_ms"] = round((time.monotonic() - t_start) * 1000, 1)
+    init_ms = round((time.monotonic() - t_start) * 1000, 1)
     assert init["capabilities"]["hoverProvider"]
     client.notify("initialized", {})
-
     while True:  # the startup ingest (incremental on the prebuilt index)
         st = await client.request("engram/status", {})
         if st["server"]["last_ingest_at"] and not st["server"]["ingesting"]:
             break
         await asyncio.sleep(0.2)
+    return client, init_ms, st
+
+
+def did_open(client: RawClient, path: Path, text: str) -> str:
+    uri = path.as_uri()
+    client.notify(
+        "textDocument/didOpen",
+        {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}},
+    )
+    return uri
+
+
+async def cold_lens(repo: Path, env: dict, settings: dict, big: Path, warm: Path) -> float:
+    """One first open of ``big`` (its real text) in a fresh server process that has been in use:
+    ``didOpen`` → ``textDocument/codeLens`` answered, in ms.
+
+    Every cache of the server (block results, parse trees, rows read from the index) is keyed by
+    text or filled by earlier requests, so the only honest first open of the same text twice is
+    in a new process. Before the measured open the server is used like an editor's would be:
+    its startup ingest is done, another file (``warm``) was opened, its lenses and a hover were
+    asked for, and the postings the server keeps in memory have been read (the status says so;
+    a server without that feature is measured after the same warm-up).
+    """
+    client, _, _ = await launch(repo, env, settings)
+    try:
+        uri = did_open(client, warm, warm.read_text())
+        await client.request("textDocument/codeLens", {"textDocument": {"uri": uri}})
+        await client.request("textDocument/hover", _pos_params(uri, 10))
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            st = await client.request("engram/status", {})
+            memory = st["server"].get("memory")
+            if not memory or memory.get("postings") is not None or not memory.get("reading"):
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.2)  # let background work settle (the warm file's parse)
+        text = big.read_text()
+        t0 = time.perf_counter()
+        uri = did_open(client, big, text)
+        await client.request("textDocument/codeLens", {"textDocument": {"uri": uri}})
+        return (time.perf_counter() - t0) * 1000
+    finally:
+        await client.stop()
+
+
+async def run(args) -> dict:
+    corpus = find_corpus(args.corpus)
+    work = Path(args.work).resolve()
+    repo, env, settings = prepare(corpus, work, args.fresh)
+    spans = pick_spans(corpus, repo, args.n, args.seed)
+    results: dict = {"corpus": str(corpus), "n": args.n}
+
+    t_start = time.monotonic()
+    client, init_ms, st = await launch(repo, env, settings)
+    results["initialize_ms"] = init_ms
     results["startup_to_ready_ms"] = round((time.monotonic() - t_start) * 1000, 1)
     c = st["counts"]
     results["index"] = {
@@ -360,9 +429,9 @@ async def run(args) -> dict:
     results["hover_cached"] = summary(cached)
     print(f"hover: {results['hover']}", file=sys.stderr)
 
-    # code lens on a 5,000-line file: cold (every block new to the server: the first open, or
-    # after an ingest), after an edit inside one function (only that block is looked up again),
-    # and unchanged (the per-version cache)
+    # code lens on a 5,000-line file: after an edit inside one function (only that block is
+    # looked up again) and unchanged (the per-version cache) here; the first open ("cold") in
+    # fresh server processes below
     from engram import symbols
 
     big = big_file(repo)
@@ -372,21 +441,10 @@ async def run(args) -> dict:
     results["code_lens_file_lines"] = len(lines) - 1
     bodies = [(s, e) for s, e, _ in symbols.top_level_blocks(text, big) if e > s]
     version = 1
-    cold, edit, cached, n_lenses = [], [], [], 0
+    edit, cached = [], []
+    _, lenses = await timed("textDocument/codeLens", {"textDocument": {"uri": uri}})
+    n_lenses = len(lenses or [])
     rng = random.Random(args.seed)
-    for i in range(args.lens_n):
-        version += 1
-        variant = "\n".join(ln + f"  # cold {i}" if ln.strip() else ln for ln in lines)
-        client.notify(
-            "textDocument/didChange",
-            {
-                "textDocument": {"uri": uri, "version": version},
-                "contentChanges": [{"text": variant}],
-            },
-        )
-        ms, lenses = await timed("textDocument/codeLens", {"textDocument": {"uri": uri}})
-        cold.append(ms)
-        n_lenses = len(lenses or [])
     for i in range(args.lens_n):
         version += 1
         s, e = rng.choice(bodies)
@@ -403,12 +461,11 @@ async def run(args) -> dict:
         edit.append(ms)
         ms, _ = await timed("textDocument/codeLens", {"textDocument": {"uri": uri}})
         cached.append(ms)
-    results["code_lens_5000"] = {**summary(cold), "lenses": n_lenses}
     results["code_lens_5000_after_edit"] = summary(edit)
     results["code_lens_5000_cached"] = summary(cached)
     print(
-        f"code lens: cold {results['code_lens_5000']}, after edit "
-        f"{results['code_lens_5000_after_edit']}",
+        f"code lens: after edit {results['code_lens_5000_after_edit']}, "
+        f"cached {results['code_lens_5000_cached']}",
         file=sys.stderr,
     )
 
@@ -467,6 +524,18 @@ async def run(args) -> dict:
     await client.stop()
     for p in repo.glob("_live_*.py"):
         p.unlink()
+
+    # the first open of the 5,000-line file, each in a fresh server (see ``cold_lens``); the
+    # warm-up file is real code that is not part of it
+    parts = set(big_parts(repo))
+    warm = next(
+        p
+        for p in sorted(repo.rglob("*.py"), key=lambda p: (-p.stat().st_size, str(p)))
+        if p not in parts and not p.name.startswith("_")
+    )
+    cold = [await cold_lens(repo, env, settings, big, warm) for _ in range(args.cold_n)]
+    results["code_lens_5000"] = {**summary(cold), "lenses": n_lenses}
+    print(f"code lens: first open {results['code_lens_5000']}", file=sys.stderr)
     results["targets_ms_p95"] = TARGETS
     results["meets_targets"] = {k: results[k]["p95"] <= v for k, v in TARGETS.items()}
     return results
@@ -480,7 +549,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", default=str(HERE / "out" / "lsp"), help="scratch dir (index, repo)")
     ap.add_argument("--n", type=int, default=200, help="hovers (distinct functions)")
     ap.add_argument("--explain-n", type=int, default=100)
-    ap.add_argument("--lens-n", type=int, default=30)
+    ap.add_argument("--lens-n", type=int, default=30, help="lenses after an edit, and cached")
+    ap.add_argument(
+        "--cold-n", type=int, default=20, help="first opens of the 5,000-line file (a server each)"
+    )
     ap.add_argument("--fresh-n", type=int, default=10, help="freshness trials")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--fresh", action="store_true", help="rebuild the index from scratch")

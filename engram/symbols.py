@@ -155,6 +155,8 @@ _lock = threading.Lock()
 _parsers: dict[str, object | None] = {}
 _trees: OrderedDict[tuple[str, str], object] = OrderedDict()
 _recent: OrderedDict[tuple[str, str], tuple[bytes, object]] = OrderedDict()  # last tree per doc
+_lines: OrderedDict[str, list[str]] = OrderedDict()  # text → its lines, for the last few texts
+_LINES_CACHE_SIZE = 8
 _parse_locks: dict[str, threading.Lock] = {}
 
 
@@ -228,11 +230,15 @@ def _edited(tree, old: bytes, new: bytes):
     return edited
 
 
-def _tree(text: str, lang: str | None, doc: str | None = None):
+def _tree(text: str, lang: str | None, doc: str | None = None, cancel=None):
     """A (cached) parse tree of ``text``, or None when the fallback must be used.
 
     ``doc`` names the document (its path): the previous tree of the same document is reused for
     an incremental reparse, so re-parsing a big file after an edit costs about a millisecond.
+    ``cancel``: a parse in the background checks it every few microseconds and gives up (None,
+    nothing cached) when it returns true; such a parse also lets a thread that wants the GIL
+    take it at a check, after the switch interval (a plain parse holds the GIL throughout:
+    15 ms for 5,000 lines).
     """
     if not lang or len(text) > _MAX_PARSE_BYTES:
         return None
@@ -242,29 +248,44 @@ def _tree(text: str, lang: str | None, doc: str | None = None):
         if tree is not None:
             _trees.move_to_end(key)
             return tree
-        previous = _recent.get((lang, doc)) if doc else None
     parser = _parser(lang)
     if parser is None:
         return None
     src = text.encode("utf-8", "surrogatepass")
     try:
         with _parse_locks.setdefault(lang, threading.Lock()):  # a Parser is not thread-safe
+            with _lock:  # parsed meanwhile by the thread that held the parser?
+                tree = _trees.get(key)
+                if tree is not None:
+                    return tree
+                previous = _recent.get((lang, doc)) if doc else None
+            args = []  # the old tree for an incremental parse
             if previous is not None and previous[0] != src:
-                tree = parser.parse(src, _edited(previous[1], previous[0], src))
+                args.append(_edited(previous[1], previous[0], src))
+            if cancel is None:
+                tree = parser.parse(src, *args)
             else:
-                tree = parser.parse(src)
+                try:
+                    tree = parser.parse(
+                        lambda at, _point: src[at : at + 65536],
+                        *args,
+                        progress_callback=lambda *_: bool(cancel()),
+                    )
+                except ValueError:  # cancelled
+                    parser.reset()
+                    return None
+            with _lock:
+                _trees[key] = tree
+                while len(_trees) > _TREE_CACHE_SIZE:
+                    _trees.popitem(last=False)
+                if doc:
+                    _recent[(lang, doc)] = (src, tree)
+                    _recent.move_to_end((lang, doc))
+                    while len(_recent) > _TREE_CACHE_SIZE:
+                        _recent.popitem(last=False)
     except Exception as exc:  # a grammar crash must never break a hover
         log.debug("tree-sitter parse failed (%s): %s", lang, exc)
         return None
-    with _lock:
-        _trees[key] = tree
-        while len(_trees) > _TREE_CACHE_SIZE:
-            _trees.popitem(last=False)
-        if doc:
-            _recent[(lang, doc)] = (src, tree)
-            _recent.move_to_end((lang, doc))
-            while len(_recent) > _TREE_CACHE_SIZE:
-                _recent.popitem(last=False)
     return tree
 
 
@@ -406,12 +427,217 @@ def _fallback_block(lines: list[str], line: int) -> tuple[int, int]:
     return line, line
 
 
+# --- Python: top-level definitions by a lexical scan -------------------------------------------
+#
+# A code lens needs only the top-level definitions, and for Python they can be found without a
+# parse: a top-level statement starts at column 0 outside strings, brackets and backslash
+# continuations, and a definition runs to the last code line before the next one, plus the
+# comments right after it that tree-sitter's indentation scanner keeps inside it (those indented
+# at least as deep as its body, up to the first that is not). Several times faster than the
+# parse (which holds the GIL). The scan gives up (``None``: the parse answers) on what it does
+# not model: an unterminated string, unbalanced brackets, a decorator without a definition,
+# line breaks other than \n and \r\n. tests/unit/test_symbols.py checks it against tree-sitter.
+
+# strings and comments, left to right: outside them every quote or hash starts one (a prefix
+# such as ``rb`` is letters, neither a quote nor a bracket, so it needs no matching). Group 1 is
+# the string or comment; the possessive skip to the next quote or hash, and the empty match at
+# the end, make the scan a tight loop (about twice as fast as searching for the alternatives).
+_PY_LEX = re.compile(
+    r"""[^#"']*+(?:("""
+    r"""\#[^\n]*"""
+    r'''|"""[^"\\]*(?:(?:\\.|"(?!""))[^"\\]*)*(?:"""|\Z)'''
+    r"""|'''[^'\\]*(?:(?:\\.|'(?!''))[^'\\]*)*(?:'''|\Z)"""
+    r'''|"[^"\\\n]*(?:\\.[^"\\\n]*)*"'''
+    r"""|'[^'\\\n]*(?:\\.[^'\\\n]*)*'"""
+    r"""|["']"""  # a quote that starts no complete string
+    r""")|\Z)""",
+    re.DOTALL,
+)
+_PY_TRIPLE = re.compile(
+    r'''"""[^"\\]*(?:(?:\\.|"(?!""))[^"\\]*)*"""|'''
+    r"""'''[^'\\]*(?:(?:\\.|'(?!''))[^'\\]*)*'''""",
+    re.DOTALL,
+)
+_PY_DEF = re.compile(r"(?:async[ \t]+)?(?:def|class)[ \t]+(\w+)|@")
+# line breaks str.splitlines() knows and tree-sitter does not (or the reverse)
+_ODD_BREAKS = ("\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+_py_tables = None
+
+
+def _ts_indent(line: str) -> int:
+    """A line's indentation as tree-sitter's Python scanner counts it (a tab is 8)."""
+    n = 0
+    for ch in line:
+        if ch == " ":
+            n += 1
+        elif ch == "\t":
+            n += 8
+        elif ch == "\r":
+            n = 0
+        else:
+            break
+    return n
+
+
+def _python_top_level(text: str) -> list[tuple[int, int, str]] | None:
+    """``(first, last, name)`` (0-based rows) of the top-level definitions, as the tree-sitter
+    grammar delimits them (the rows of its nodes), or None (see above)."""
+    global _py_tables
+    import numpy as np
+
+    odd = _ODD_BREAKS[:5] if text.isascii() else _ODD_BREAKS
+    if any(c in text for c in odd) or ("\r" in text and text.count("\r") != text.count("\r\n")):
+        return None
+    if _py_tables is None:
+        brackets = np.zeros(256, dtype=np.int8)
+        brackets[[ord(c) for c in "([{"]] = 1
+        brackets[[ord(c) for c in ")]}"]] = -1
+        spaces = np.zeros(256, dtype=bool)  # what a line's indentation is made of (and \n)
+        spaces[[ord(c) for c in " \t\r\n"]] = True
+        _py_tables = brackets, spaces
+    brackets, spaces = _py_tables
+    n = len(text)
+    # one byte per character (others become '?': neither brackets nor line breaks)
+    codes = np.frombuffer(text.encode("latin-1", "replace"), dtype=np.uint8)
+    spans = [m.span(1) for m in _PY_LEX.finditer(text) if m.start(1) >= 0]
+    st = np.fromiter((a for a, _ in spans), np.int64, len(spans))
+    en = np.fromiter((b for _, b in spans), np.int64, len(spans))
+    if spans:
+        lone = np.flatnonzero(en - st == 1)
+        if len(lone) and (codes[st[lone]] != ord("#")).any():
+            return None  # a lone quote
+        a, b = spans[-1]
+        if (
+            b == n
+            and text[a] != "#"
+            and text.startswith(text[a] * 3, a)
+            and _PY_TRIPLE.fullmatch(text, a, b) is None
+        ):
+            return None  # a triple-quoted string that runs to the end
+    # positions (not a per-character pass): strings and comments are spans [st, en); brackets
+    # and backslashes count where no span holds them
+    def outside(pos):
+        k = np.searchsorted(st, pos, "right") - 1
+        return (k < 0) | (pos >= en[np.maximum(k, 0)])
+
+    def strictly_inside(pos):
+        k = np.searchsorted(st, pos, "right") - 1
+        kk = np.maximum(k, 0)
+        return (k >= 0) & (st[kk] < pos) & (pos < en[kk])
+
+    if not len(st):
+        st = en = np.zeros(1, dtype=np.int64) - 1  # no span: nothing is inside one
+    bpos = np.flatnonzero(brackets[codes])
+    bpos = bpos[outside(bpos)]
+    bdepth = np.cumsum(brackets[codes[bpos]], dtype=np.int32)  # open after each bracket
+    if len(bdepth) and (bdepth[-1] != 0 or bdepth.min() < 0):
+        return None
+    bdepth = np.r_[0, bdepth]  # bdepth[i]: open before the i-th bracket
+    newlines = np.flatnonzero(codes == 10)
+    line_start = np.r_[0, newlines + 1]
+    line_end = np.r_[newlines, n]
+    # a statement cannot start strictly inside a string, inside brackets or after a backslash
+    # that continues the line before
+    bs = np.flatnonzero(codes == 92)
+    bs = bs[outside(bs)]
+    after = bs + 1 + (codes[np.minimum(bs + 1, n - 1)] == 13)  # the \n the backslash escapes
+    contpos = after[after < n] + 1  # lines that continue the one before (sorted)
+
+    def can_start(pos):
+        return ~strictly_inside(pos) & (bdepth[np.searchsorted(bpos, pos, "left")] == 0)
+
+    def member(pos, sorted_set):
+        if not len(sorted_set):
+            return np.zeros(len(pos), dtype=bool)
+        return sorted_set[np.minimum(np.searchsorted(sorted_set, pos), len(sorted_set) - 1)] == pos
+
+    # every line at once: its first character other than " \t\r" (at its end: a blank line),
+    # whether that starts a comment, and whether a statement can start there
+    nonblank = np.flatnonzero(~spaces[codes])
+    k = np.searchsorted(nonblank, line_start)
+    first = line_end.copy()
+    has = k < len(nonblank)
+    first[has] = np.minimum(nonblank[k[has]], line_end[has])
+    blank = first >= line_end
+    safe = np.minimum(first, n - 1) if n else first
+    comment = ~blank & (codes[safe] == 35) & member(first, st)
+    code = ~blank & ~comment
+    logical = code & can_start(first) & ~member(first, contpos)
+    kinds = (code.astype(np.int8) * 2 + comment).tolist()  # 0 blank, 1 comment, 2 code
+    col0 = np.flatnonzero(logical & (first == line_start))  # top-level statements
+    rows, stmts = col0.tolist(), first[col0].tolist()
+    logical, first = logical.tolist(), first.tolist()
+    line_start, line_end = line_start.tolist(), line_end.tolist()
+
+    def indent(r: int) -> int:
+        return _ts_indent(text[line_start[r] : first[r]])
+
+    defs, pending = [], None
+    for i, q in enumerate(stmts):
+        m = _PY_DEF.match(text, q)
+        if m is None:
+            if pending is not None:
+                return None  # a decorator on something else
+        elif m.group(1) is None:  # a decorator
+            pending = i if pending is None else pending
+        else:
+            defs.append((pending if pending is not None else i, i, m.group(1)))
+            pending = None
+    if pending is not None:
+        return None
+    out = []
+    for top, i, name in defs:
+        row = rows[i]
+        nxt = rows[i + 1] if i + 1 < len(rows) else len(line_start)
+        last = nxt - 1
+        while last > row and kinds[last] != 2:
+            last -= 1
+        # the indentation of the body's first statement on a line of its own (None: one line)
+        body_indent = next((indent(r) for r in range(row + 1, last + 1) if logical[r]), None)
+        end = last
+        if body_indent is not None:
+            for r in range(last + 1, nxt):
+                if kinds[r] == 1:
+                    if indent(r) < body_indent:
+                        break
+                    end = r
+        start = rows[top]
+        while end > start and not text[line_start[end] : line_end[end]].strip():
+            end -= 1  # as _trim_blank does (other whitespace than " \t\r" makes no blank here)
+        out.append((start, end, name))
+    return out
+
+
 # --- public API -------------------------------------------------------------------------------
+
+
+def parse(text: str, path_or_lang: str | PurePath | None, cancel=None) -> bool:
+    """Parse ``text`` now (cached), so a later ``enclosing_block`` does not wait for it; False
+    when ``cancel()`` turned true meanwhile (see ``_tree``) and the parse was given up."""
+    lang = language_for(path_or_lang)
+    if not lang or len(text) > _MAX_PARSE_BYTES or _parser(lang) is None:
+        return True  # nothing to parse
+    return _tree(text, lang, _doc_key(path_or_lang), cancel) is not None
+
+
+def _split(text: str) -> list[str]:
+    """``text.splitlines()``, kept for the last few texts (hovers over one buffer version share
+    it; do not modify the list)."""
+    with _lock:
+        lines = _lines.get(text)
+        if lines is not None:
+            return lines
+    lines = text.splitlines()
+    with _lock:
+        _lines[text] = lines
+        while len(_lines) > _LINES_CACHE_SIZE:
+            _lines.popitem(last=False)
+    return lines
 
 
 def enclosing_block(text: str, path_or_lang: str | PurePath | None, line: int) -> tuple[int, int]:
     """The innermost function/class (else the chunk) around 1-based ``line``: ``(start, end)``."""
-    lines = text.splitlines()
+    lines = _split(text)
     if not lines:
         return (1, 1)
     line = min(max(1, int(line)), len(lines))
@@ -436,10 +662,21 @@ def enclosing_block(text: str, path_or_lang: str | PurePath | None, line: int) -
 
 def top_level_blocks(text: str, path: str | PurePath | None) -> list[tuple[int, int, str]]:
     """Top-level definitions ``(start, end, name)`` in file order (chunks when there are none)."""
-    lines = text.splitlines()
-    if not lines:
+    if not text:
         return []
     lang = language_for(path)
+    found = None
+    if lang == "python" and len(text) <= _MAX_PARSE_BYTES and _parser(lang) is not None:
+        found = _python_top_level(text)
+        if found:
+            return [(a + 1, b + 1, name) for a, b, name in found]  # ends trimmed already
+    lines = text.splitlines()
+    if found is not None:  # a scan that found no definitions
+        return [(s, e, _chunk_name(lines, s)) for s, e in _chunks(lines)]
+    return _top_level_tree(text, lines, lang, path)
+
+
+def _top_level_tree(text, lines, lang, path) -> list[tuple[int, int, str]]:
     tree = _tree(text, lang, _doc_key(path))
     if tree is not None:
         root = tree.root_node

@@ -71,6 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     from engram_lsp.features import lifecycle
     from engram_lsp.server import create_server
 
+    # a thread that wants the GIL (the event loop reading the next request) waits this long at
+    # most for one that holds it (an ingest, a query computing); the default is 5 ms
+    sys.setswitchinterval(0.001)
+
     server = create_server()
     _configure_logging(server, args.log_level, args.log_file)
     try:

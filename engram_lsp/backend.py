@@ -3,12 +3,18 @@
 Nothing here speaks LSP. Queries (hover, code lens, explain, view, search, status) run on two
 query threads; ingests (startup, reindex, watcher batches) run one at a time on an ingest thread,
 so a hover never waits for an ingest to finish (the index is SQLite in WAL mode: readers never
-block on the writer). Watcher batches are coalesced: paths that change while an ingest runs are
-ingested together right after it.
+block on the writer) — except a rebuild, which replaces the index file: queries wait for it.
+Watcher batches are coalesced: paths that change while an ingest runs are ingested together
+right after it.
 
 ``generation`` goes up after every ingest; per-document results are cached by
 ``(uri, version, generation)``, so a hover or lens after an unchanged buffer and an unchanged
-index costs a dict lookup.
+index costs a dict lookup, and a computation under way for a key is waited for, not repeated.
+
+Between requests the query threads prepare: each reads, through its own connection, the rows
+code lens and hover look up (``prefill``: at startup and after every ingest, stopping for a
+request), and the index's postings are held in memory for all of them (``keep_postings``; see
+``engram.query.blocks``). A background thread parses newly opened documents for hovers.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -27,6 +33,8 @@ from engram_lsp.settings import Settings
 log = logging.getLogger(__name__)
 
 _CACHE_SIZE = 256
+_PREFILL_TRIES = 50  # a prefill stopped by requests is tried again, this often at most
+_REBUILD_WAIT_S = 60.0  # a query waits this long at most for a rebuild to finish
 _BLOCK_CACHE_SIZE = 20_000
 
 
@@ -63,6 +71,71 @@ def _engine_config(root: Path, settings: Settings):
     return cfg
 
 
+class QueryThreads:
+    """The query threads (each with its own SQLite connection, see ``Engine.conn``).
+
+    Requests come from one queue, the next going to the first free thread. Each thread also has
+    its own queue of background jobs (work for its own connection, like ``prefill``), taken only
+    when no request waits; a job that is running sees ``waiting()`` and can stop early.
+    """
+
+    def __init__(self, n: int, name: str):
+        self._cond = threading.Condition()
+        self._requests: deque = deque()
+        self._background: list[deque] = [deque() for _ in range(n)]
+        self._closed = False
+        self.size = n
+        for i in range(n):
+            threading.Thread(target=self._work, args=(i,), name=f"{name}_{i}", daemon=True).start()
+
+    def submit(self, fn: Callable[[], Any], thread: int | None = None) -> Future:
+        """Queue ``fn()``: a request (``thread`` None) or a background job for that thread."""
+        future: Future = Future()
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the query threads are shut down")
+            queue = self._requests if thread is None else self._background[thread]
+            queue.append((future, fn))
+            self._cond.notify_all()
+        return future
+
+    def waiting(self) -> bool:
+        """Whether a request is queued and no thread has taken it yet."""
+        return bool(self._requests)
+
+    def _work(self, i: int) -> None:
+        while True:
+            with self._cond:
+                while not (self._requests or self._background[i] or self._closed):
+                    self._cond.wait()
+                if self._requests:
+                    future, fn = self._requests.popleft()
+                elif self._background[i]:
+                    future, fn = self._background[i].popleft()
+                else:
+                    return  # closed
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn()
+            except BaseException as exc:
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+    def shutdown(self) -> None:
+        """Stop taking work; queued jobs are cancelled (running ones finish on their own)."""
+        with self._cond:
+            self._closed = True
+            queued = list(self._requests) + [job for q in self._background for job in q]
+            self._requests.clear()
+            for q in self._background:
+                q.clear()
+            self._cond.notify_all()
+        for future, _fn in queued:
+            future.cancel()
+
+
 class Backend:
     """Owns the Engine and runs everything that touches it off the event loop."""
 
@@ -75,18 +148,25 @@ class Backend:
         self.last_ingest_error: str | None = None
         self.last_ingest_at: float | None = None
         self.ingesting = False
+        self.rebuilding = False  # an ingest that replaces the index file runs
         self._closing = threading.Event()
         # the engine keeps one read connection per thread: two readers, so a slow code lens on a
         # big file does not hold up a hover
-        self._query_pool = ThreadPoolExecutor(2, thread_name_prefix="engram-query")
+        self._query_pool = QueryThreads(2, "engram-query")
         self._ingest_pool = ThreadPoolExecutor(1, thread_name_prefix="engram-ingest")
+        self._background_pool = ThreadPoolExecutor(1, thread_name_prefix="engram-background")
+        self._queries = 0  # queued or running on the query threads
+        self._active = 0  # running on the engine
+        self._ingest_guard = threading.Lock()  # held while an ingest runs: no prefill then
         self._lock = threading.Lock()
         self._pending_paths: set[str] = set()
         self._watch_job: Future | None = None
         self._cache: OrderedDict[tuple, Any] = OrderedDict()
+        self._running: dict[tuple, Future] = {}
         self._blocks: OrderedDict[tuple[int, str], dict] = OrderedDict()
         self._open_lock = threading.Lock()
         self.index_ident: tuple[int, int] | None = None  # (dev, inode) of the index we read
+        self.postings_file: str | None = None  # the index whose postings are held in memory
         self.index_lost = False
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -122,8 +202,9 @@ class Backend:
     def close(self, timeout: float = 3.0) -> None:
         """Stop: cancel a running ingest at its next progress report, wait briefly, close."""
         self._closing.set()
-        self._query_pool.shutdown(wait=False, cancel_futures=True)
+        self._query_pool.shutdown()
         self._ingest_pool.shutdown(wait=False, cancel_futures=True)
+        self._background_pool.shutdown(wait=False, cancel_futures=True)
         deadline = time.monotonic() + timeout
         while self.ingesting and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -140,14 +221,109 @@ class Backend:
     # --- queries -------------------------------------------------------------------------------
 
     def query(self, fn: Callable[..., Any], *args, **kwargs) -> Future:
-        """Run ``fn(engine, *args, **kwargs)`` on the query thread."""
+        """Run ``fn(engine, *args, **kwargs)`` on a query thread."""
+        return self._submit(lambda engine: fn(engine, *args, **kwargs))
+
+    def _submit(self, fn: Callable[[Any], Any], thread: int | None = None) -> Future:
+        """Queue ``fn(engine)``: a request, or (``thread``) a background job for that thread."""
 
         def run():
-            engine = self.open()
-            self.check_index()
-            return fn(engine, *args, **kwargs)
+            active = False
+            try:
+                active = self._enter()
+                engine = self.open()
+                self.check_index()
+                if self.postings_file is None and not self.ingesting:
+                    _keep_postings(self, engine)
+                return fn(engine)
+            finally:
+                with self._lock:
+                    self._queries -= 1
+                    self._active -= active
 
-        return self._query_pool.submit(run)
+        self._count(1)
+        try:
+            future = self._query_pool.submit(run, thread)
+        except BaseException:
+            self._count(-1)
+            raise
+        future.add_done_callback(lambda f: f.cancelled() and self._count(-1))
+        return future
+
+    def _enter(self) -> bool:
+        """Count a query as running on the engine, after any rebuild. A rebuild deletes the
+        index file and writes a new one: a connection still open on the old file, or opened
+        meanwhile (every query opens one after the rebuild closed the old), confuses SQLite's
+        locks or writes the new file's schema under the rebuild, which then fails. So a rebuild
+        waits for running queries (``_begin_rebuild``) and queries wait for it (answers from a
+        half-built index would be wrong anyway), at most ``_REBUILD_WAIT_S``."""
+        deadline = time.monotonic() + _REBUILD_WAIT_S
+        while True:
+            with self._lock:
+                if not self.rebuilding or self.closing or time.monotonic() > deadline:
+                    self._active += 1
+                    return True
+            time.sleep(0.02)
+
+    def _begin_rebuild(self) -> None:
+        with self._lock:
+            self.rebuilding = True
+        deadline = time.monotonic() + _REBUILD_WAIT_S
+        while self._active and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def _count(self, n: int) -> None:
+        with self._lock:
+            self._queries += n
+
+    def _yield(self) -> bool:
+        """Whether background work on a query thread should stop: a request waits, or an ingest
+        runs or is about to (``ingesting`` is set before it takes ``_ingest_guard``)."""
+        return self._query_pool.waiting() or self.ingesting or self.closing
+
+    def _prefill_job(self, engine, thread: int, tries: int) -> None:
+        """``prefill`` this thread's connection (see ``engram.query.blocks``), never during an
+        ingest (a rebuild replaces the file: a connection opened then may read the old one, or
+        write the new one's schema under the rebuild): ``_run_ingest`` holds the guard. Stopped
+        by a request, it is queued again (it runs when no request waits)."""
+        if not self._ingest_guard.acquire(blocking=False):
+            return  # the ingest queues a prefill when it is done
+        try:
+            if self.ingesting or self.closing:
+                return
+            done = None
+            if not self._yield():
+                from engram.query import blocks
+
+                done = blocks.prefill(engine.conn(), self._yield)
+        finally:
+            self._ingest_guard.release()
+        if done is None and tries > 1 and not self.closing:
+            self._queue_prefill(thread, tries - 1)
+
+    def _queue_prefill(self, thread: int, tries: int) -> None:
+        try:
+            self._submit(lambda engine: self._prefill_job(engine, thread, tries), thread=thread)
+        except RuntimeError:  # shutting down
+            pass
+
+    def prefill(self) -> None:
+        """Open each query thread's connection if need be and read the rows lens and hover look
+        up through it (``prefill``), as background jobs: at startup (the first query on a thread
+        otherwise pays for opening its connection, reading the schema and the rows) and after an
+        ingest (the rows read before are stale). A job stops early for a request that waits; a
+        thread whose job did not finish reads rows as requests need them."""
+        for i in range(self._query_pool.size):
+            self._queue_prefill(i, _PREFILL_TRIES)
+
+    def busy(self) -> bool:
+        """Whether a query is queued or running (background work gives way to it)."""
+        return self._queries > 0
+
+    def background(self, fn: Callable[..., Any], *args) -> Future:
+        """Run ``fn(*args)`` on the background thread: work that only prepares for later requests
+        (no engine), done while no query runs (``busy``)."""
+        return self._background_pool.submit(fn, *args)
 
     def _index_ident(self) -> tuple[int, int] | None:
         index = self.index_path()
@@ -179,17 +355,36 @@ class Backend:
         )
 
     def cached(self, key: tuple, compute: Callable[[], Any]) -> Any:
-        """Memoise per index generation (call from the query thread)."""
+        """Memoise per index generation (call from the query thread). A computation already
+        running for the same key (didOpen's warm-up, a repeated request) is waited for, not
+        repeated."""
         full = (self.generation, *key)
         with self._lock:
             if full in self._cache:
                 self._cache.move_to_end(full)
                 return self._cache[full]
-        value = compute()
+            running = self._running.get(full)
+            if running is None:
+                running = self._running[full] = Future()
+                owner = True
+            else:
+                owner = False
+        if not owner:
+            return running.result()
+        try:
+            value = compute()
+        except BaseException as exc:
+            with self._lock:
+                self._running.pop(full, None)
+            running.set_exception(exc)
+            raise
         with self._lock:
-            self._cache[full] = value
-            while len(self._cache) > _CACHE_SIZE:
-                self._cache.popitem(last=False)
+            self._running.pop(full, None)
+            if full[0] == self.generation:
+                self._cache[full] = value
+                while len(self._cache) > _CACHE_SIZE:
+                    self._cache.popitem(last=False)
+        running.set_result(value)
         return value
 
     def block_results(
@@ -289,6 +484,8 @@ class Backend:
                 progress(*args, **kwargs)
 
         self.ingesting = True
+        if rebuild:
+            self._begin_rebuild()
         started = time.monotonic()
         summary = None
         try:
@@ -301,7 +498,18 @@ class Backend:
             if paths is not None:
                 kwargs["paths"] = [Path(p) for p in paths]
             replaced = self.index_ident is not None and self._index_ident() != self.index_ident
-            summary = engine.ingest(**kwargs)
+            from engram.query import blocks
+
+            # no prefill meanwhile; while a rebuild replaces the file, no reading of postings
+            # either (a connection left open on the old file confuses SQLite's locks on the new)
+            paused = self.postings_file if rebuild else None
+            with self._ingest_guard, blocks.postings_paused(paused):
+                summary = engine.ingest(**kwargs)
+                if rebuild:
+                    # a query that opened its connection while the rebuild replaced the file may
+                    # read the old one (unlinked, its inode number possibly reused, which
+                    # ``check_index`` cannot tell): start over with connections to the new file
+                    self.reopen()
             self.index_ident = self._index_ident()
             if replaced and not rebuild:  # deleted under us: this ingest wrote a partial index
                 self.index_lost = True
@@ -313,14 +521,39 @@ class Backend:
             raise
         finally:
             self.last_ingest_at = time.time()
-            self.ingesting = False
+            self.ingesting = self.rebuilding = False
             if not (isinstance(summary, dict) and summary.get("nothing_to_do")):
                 self.invalidate()  # new evidence: cached hovers and lenses are stale
+            if not self.closing:
+                self.prefill()  # any ingest commits (at least its time): rows read are dropped
             log.info(
                 "ingest (%s) took %.0f ms",
                 "paths" if paths else ("rebuild" if rebuild else "all"),
                 (time.monotonic() - started) * 1000,
             )
+
+
+def _keep_postings(backend: Backend, engine) -> None:
+    """Hold the index's postings in memory (read in the background; see ``engram.query.blocks``):
+    a code lens on a big file then does not wait for thousands of SQLite lookups. Called on a
+    query thread, never during an ingest (a reader's connection must not hold the old file of a
+    rebuild)."""
+    try:
+        from engram.query import blocks
+
+        conn = engine.conn()
+        backend.postings_file = conn.filename
+        blocks.keep_postings(conn)
+    except Exception:  # an optimisation; queries fall back to SQLite
+        log.debug("keeping postings in memory failed", exc_info=True)
+
+
+def postings_status(backend: Backend) -> dict | None:
+    if not backend.postings_file:
+        return None
+    from engram.query import blocks
+
+    return blocks.held_postings_status(backend.postings_file)
 
 
 def _preload_model(engine) -> None:

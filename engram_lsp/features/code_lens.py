@@ -32,29 +32,31 @@ def lens_blocks(engine, backend, doc: documents.Doc) -> list[dict]:
 
 def register(server) -> None:
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))
-    async def code_lens(ls, params: types.CodeLensParams) -> list[types.CodeLens]:
+    async def code_lens(ls, params: types.CodeLensParams) -> list[dict]:
         if not ls.settings.code_lens_enabled or not params.text_document.uri.startswith("file:"):
             return []
         doc = documents.resolve(ls, params.text_document.uri)
         results = await ls.run(lens_blocks, ls.get_backend(), doc, quiet=list)
-        lenses = []
-        for block in results:
-            n = int(block.get("sessions") or 0)
-            if n < ls.settings.min_sessions:
-                continue
-            start, end = block["range"]
-            rng = lsp_range(start, end)
-            lenses.append(
-                types.CodeLens(
-                    range=types.Range(
-                        start=types.Position(line=start - 1, character=0),
-                        end=types.Position(line=start - 1, character=0),
-                    ),
-                    command=types.Command(
-                        title=render.lens_title(n),
-                        command="engram.explain",
-                        arguments=[doc.uri, rng],
-                    ),
-                )
-            )
-        return lenses
+        return lenses_of(results, doc.uri, ls.settings.min_sessions)
+
+
+def lenses_of(results: list[dict], uri: str, min_sessions: int) -> list[dict]:
+    """``CodeLens`` objects as JSON (written out as they are, see ``server.EngramProtocol``)."""
+    lenses = []
+    for block in results:
+        n = int(block.get("sessions") or 0)
+        if n < min_sessions:
+            continue
+        start, end = block["range"]
+        at = {"line": start - 1, "character": 0}
+        lenses.append(
+            {
+                "range": {"start": at, "end": dict(at)},
+                "command": {
+                    "title": render.lens_title(n),
+                    "command": "engram.explain",
+                    "arguments": [uri, lsp_range(start, end)],
+                },
+            }
+        )
+    return lenses

@@ -74,7 +74,7 @@ def _with_window(engine, doc, text, start, end, top: dict) -> dict:
 
 def register(server) -> None:
     @server.feature(types.TEXT_DOCUMENT_HOVER)
-    async def hover(ls, params: types.HoverParams) -> types.Hover | None:
+    async def hover(ls, params: types.HoverParams) -> dict | None:
         if not ls.settings.hover_enabled or not params.text_document.uri.startswith("file:"):
             return None
         doc = documents.resolve(ls, params.text_document.uri)
@@ -84,13 +84,11 @@ def register(server) -> None:
         )
         if not block or not block.get("sessions"):
             return None
-        rng = lsp_range(start, end)
-        return types.Hover(
-            contents=types.MarkupContent(
-                kind=types.MarkupKind.Markdown,
-                value=render.hover_markdown(block, doc.uri, start, end),
-            ),
-            range=types.Range(
-                start=types.Position(**rng["start"]), end=types.Position(**rng["end"])
-            ),
-        )
+        # a ``Hover`` as JSON (written out as it is, see ``server.EngramProtocol``)
+        return {
+            "contents": {
+                "kind": types.MarkupKind.Markdown.value,
+                "value": render.hover_markdown(block, doc.uri, start, end),
+            },
+            "range": lsp_range(start, end),
+        }

@@ -53,6 +53,7 @@ async def _startup(ls) -> None:
             ingest.offer_rebuild(ls, f"could not open the index ({exc})")
         return
     log.info("engram-lsp %s: workspace %s, index %s", ls.version, backend.root, index)
+    backend.prefill()
     if ls.settings.ingest_on_startup:
         ingest.start(ls, title="Engram: indexing agent sessions")
     elif not existed:
@@ -60,6 +61,9 @@ async def _startup(ls) -> None:
         ingest.offer_rebuild(ls, "this workspace has no index yet", action="Build index")
     if ls.settings.watch_enabled:
         await watch.start(ls)
+    from engram_lsp.server import collect_when_idle
+
+    asyncio.ensure_future(collect_when_idle(ls))
 
 
 def stop(ls) -> None:

@@ -1,6 +1,7 @@
 """LSP method ``engram/status`` (custom request): index counts, live sessions, last ingest,
 embedding state — the engine's status — plus a ``server`` object (version, workspace root,
-index path, whether an ingest is running, the last ingest summary or error, watched paths).
+index path, whether an ingest is running, the last ingest summary or error, watched paths, and
+``memory``: how many postings the server holds in memory, see ``engram.query.blocks``).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 
 from engram_lsp import __version__
+from engram_lsp.backend import postings_status
 
 METHOD = "engram/status"
 
@@ -29,6 +31,7 @@ def server_status(ls) -> dict:
         ),
         "last_ingest_error": backend.last_ingest_error,
         "watching": [str(p) for p in watcher.paths] if watcher else [],
+        "memory": postings_status(backend),
         "settings": {
             "codeLens": {
                 "enabled": ls.settings.code_lens_enabled,
@@ -43,7 +46,10 @@ def server_status(ls) -> dict:
 def register(server) -> None:
     @server.feature(METHOD)
     async def engram_status(ls, params=None) -> dict:
-        status = await ls.run(lambda engine: engine.status())
+        try:
+            status = await ls.run(lambda engine: engine.status())
+        except FileNotFoundError:  # an index file went away between two looks (a rebuild)
+            status = await ls.run(lambda engine: engine.status())
         out = dict(status) if isinstance(status, dict) else {"engine": status}
         out["server"] = server_status(ls)
         return out

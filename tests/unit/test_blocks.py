@@ -178,3 +178,71 @@ def test_no_evidence_and_empty_input(world, capsys):
         assert res[0] == {"range": [1, 1], "sessions": 0, "best": 0.0, "latest": None, "top": None}
     finally:
         eng.close()
+
+
+def _wait_held(conn) -> None:
+    import time
+
+    deadline = time.monotonic() + 10
+    while B.held_postings_status(conn.filename)["postings"] is None:
+        assert time.monotonic() < deadline, "the postings were not read"
+        time.sleep(0.01)
+
+
+def test_postings_in_memory_and_prefilled_rows_answer_the_same(world, capsys):
+    """``keep_postings`` (the server's in-memory postings) and ``prefill`` change nothing but the
+    speed: before and after an ingest that adds blocks (looked up in SQLite until the snapshot is
+    read again), on the first query after that ingest's commit, and with a snapshot that does not
+    belong to the index (never used)."""
+    w = world
+    text = "import math\n\n\n" + SHORT + "\n\n" + LONG + "\n\n" + OTHER
+    w.session(session_id="aaaa0004-0000-0000-0000-000000000001").user("write the module") \
+        .write("mod.py", text).save()
+    w.session(session_id="bbbb0004-0000-0000-0000-000000000002").user("only the clamp helper") \
+        .write("clamp.py", SHORT).save()
+    w.checkout()
+    _ingest(capsys)
+    blocks = _blocks(text)
+    file = str(w.root / "mod.py")
+    eng = Engine(w.root)
+    try:
+        conn = eng.conn()
+        plain = eng.explain_blocks(file, text, blocks)
+        assert plain[1]["sessions"] == 2
+        B.keep_postings(conn)
+        _wait_held(conn)
+        assert eng.explain_blocks(file, text, blocks) == plain
+        cache = B._cache(conn)
+        assert cache.snap_use is not None and cache.snap_use[1] is False  # used, up to date
+        assert B.prefill(conn) and cache.full
+        assert eng.explain_blocks(file, text, blocks) == plain
+        hover = eng.explain_blocks(file, SHORT, [(1, SHORT.count("\n"))])
+        # a new session copies the invoice code: new blocks, above the snapshot's top
+        extra = "\n\ndef extra_total(rows):\n    return sum(r[2] for r in rows)\n"
+        w.session(session_id="cccc0004-0000-0000-0000-000000000003").user("copy the invoice") \
+            .write("inv.py", OTHER + extra).save()
+        w.checkout()
+        _ingest(capsys)
+        after = eng.explain_blocks(file, text, blocks)  # the first query after the commit
+        assert not cache.full and cache.snap_use is not None and cache.snap_use[1] is True
+        assert after[3]["sessions"] == plain[3]["sessions"] + 1
+        fresh = Engine(w.root)
+        try:
+            assert fresh.explain_blocks(file, text, blocks) == after   # no snapshot, no prefill
+        finally:
+            fresh.close()
+        assert eng.explain_blocks(file, SHORT, [(1, SHORT.count("\n"))]) == hover
+        # a snapshot whose sampled blocks differ from the index's is not used
+        held = B._held[conn.filename]
+        snap = held.snapshot
+        bad = B._Snapshot(snap.codes, snap.top, {i: b"other" for i in snap.samples})
+        held.snapshot = bad
+        other = Engine(w.root)
+        try:
+            assert other.explain_blocks(file, text, blocks) == after
+            assert B._cache(other.conn()).snap_use is None
+        finally:
+            other.close()
+    finally:
+        B._held.pop(eng.conn().filename, None)
+        eng.close()
