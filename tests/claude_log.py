@@ -212,3 +212,14 @@ class Orchestrator:
         p = d / f"{self.sid}.jsonl"
         p.write_text("".join(json.dumps(r) + "\n" for r in self.lines))
         return p
+
+
+def run_json(capsys, *argv):
+    """Run the real CLI (``engram ARGV...``) in-process; its JSON output, asserting exit 0."""
+    from engram.cli import main
+
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+

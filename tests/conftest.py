@@ -55,3 +55,14 @@ def golden_compare(update_golden):
         assert text == expected, f"output differs from golden {path} (pytest --update-golden)"
 
     return compare
+
+
+@pytest.fixture
+def world(tmp_path, monkeypatch):
+    """A ``claude_log.World`` (repo, logs, config) in tmp_path, with the repo as current dir."""
+    from claude_log import World
+
+    w = World(tmp_path)
+    monkeypatch.chdir(w.root)
+    return w
+

@@ -141,25 +141,16 @@ class BlockIds:
     def id_of_hash(self, h: bytes, keep: set[bytes] | None = None) -> int:
         """``id_of`` for a block whose hash was computed ahead (``prepare``): a new one is queued
         without its text (``None``), its fingerprints come prepared."""
-        bid = self.ids.get(h)
-        if bid is None:
-            row = self.conn.execute("SELECT id FROM blocks WHERE hash=?", (h,)).fetchone()
-            if row:
-                bid = row[0]
-            else:
-                bid = self.next_id
-                self.next_id += 1
-                self.new.append((h, None))
-            self.ids[h] = bid
-        if keep is not None:
-            keep.add(h)
-        return bid
+        return self._id(h, None, keep)
 
     def id_of(self, text: str, keep: set[bytes] | None = None) -> tuple[str, int]:
         """``(text as indexed — capped at MAX_BLOCK_CHARS, block id)``; the block's hash is added to
         ``keep`` when given (if it is new, its k-grams are kept for the lineage pass)."""
         text = text[:MAX_BLOCK_CHARS]
         h = xxhash.xxh3_128_digest(text.encode("utf-8", "surrogatepass"))
+        return text, self._id(h, text, keep)
+
+    def _id(self, h: bytes, text: str | None, keep: set[bytes] | None) -> int:
         bid = self.ids.get(h)
         if bid is None:
             row = self.conn.execute("SELECT id FROM blocks WHERE hash=?", (h,)).fetchone()
@@ -172,7 +163,7 @@ class BlockIds:
             self.ids[h] = bid
         if keep is not None:
             keep.add(h)
-        return text, bid
+        return bid
 
 
 @dataclasses.dataclass

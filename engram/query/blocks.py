@@ -51,6 +51,7 @@ from engram.index import queries as Q
 from engram.index import schema as S
 from engram.query import explain as X
 from engram.query import window as W
+from engram.sortedset import member, uniq
 
 SAMPLE = 64            # winnowed fingerprints a block is looked up by, at most (bottom-k)
 _OFS = 1 << 31         # index keys are signed 32-bit; + _OFS makes them non-negative
@@ -153,18 +154,6 @@ def _ranges(lo: np.ndarray, cnt: np.ndarray) -> np.ndarray:
     return np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(total)
 
 
-def _distinct(a: np.ndarray) -> np.ndarray:
-    """Sorted distinct values (``np.unique`` without its overhead; the inputs here are runs of
-    sorted values, which a stable sort merges fast)."""
-    s = np.sort(a, kind="stable")
-    if len(s) < 2:
-        return s
-    keep = np.empty(len(s), dtype=bool)
-    keep[0] = True
-    np.not_equal(s[1:], s[:-1], out=keep[1:])
-    return s[keep]
-
-
 # -- fingerprints of the blocks ---------------------------------------------------------------
 
 
@@ -196,7 +185,7 @@ def _block_queries(cache: _RowCache, conn: apsw.Connection, text: str,
     v = kg[_ranges(a, nk)]                                    # every block's k-grams, in turn
     seg = np.repeat(np.arange(nb, dtype=np.int64), nk)
     code = (seg << 32) | (Q.index_keys(v) + _OFS)             # block · key, both non-negative
-    wcode = _distinct(code[_winnow(v, off, w)])               # distinct winnowed, by block, key
+    wcode = uniq(code[_winnow(v, off, w)])                    # distinct winnowed, by block, key
     wseg = wcode >> 32
     n_win = np.bincount(wseg, minlength=nb)
     small = n_win <= X.ALL_KGRAMS_MAX
@@ -205,22 +194,17 @@ def _block_queries(cache: _RowCache, conn: apsw.Connection, text: str,
     rank = np.arange(len(wcode)) - np.searchsorted(wseg, wseg, "left")
     wcode = wcode[rank < SAMPLE]
     wseg = wcode >> 32
-    q = np.concatenate([_distinct(code[small[seg]]), wcode[~small[wseg]]])
+    q = np.concatenate([uniq(code[small[seg]]), wcode[~small[wseg]]])
     # boilerplate keys are neither looked up nor counted in the denominator
     bp = cache.boilerplate(conn)
     if len(bp):
-        q = q[~_member((q & _LO32) - _OFS, bp)]
-        wseg = wseg[~_member((wcode & _LO32) - _OFS, bp)]
+        q = q[~member((q & _LO32) - _OFS, bp)]
+        wseg = wseg[~member((wcode & _LO32) - _OFS, bp)]
     denom = np.bincount(wseg, minlength=nb)
     q = q[denom[q >> 32] > 0]
     q_block, q_key = q >> 32, (q & _LO32) - _OFS
     order = np.argsort(q_key, kind="stable")
     return q_block[order], q_key[order], denom
-
-
-def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
-    pos = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
-    return sorted_set[pos] == values
 
 
 # -- postings ------------------------------------------------------------------------------------
@@ -573,7 +557,7 @@ class _RowCache:
             return False
         codes = np.sort(codes, kind="stable")
         self.ref_b, self.ref_e = codes >> 32, codes & _LO32
-        self.ref_blocks = _distinct(self.ref_b)
+        self.ref_blocks = uniq(self.ref_b)
         self.refs_full = True
         if stop is not None and stop():
             return None
@@ -625,8 +609,8 @@ class _RowCache:
     def refs(self, conn: apsw.Connection, blocks: np.ndarray
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For each given block: the start and count of its events in the returned array."""
-        want = _distinct(blocks)
-        missing = want[~_member(want, self.ref_blocks)] if len(self.ref_blocks) else want
+        want = uniq(blocks)
+        missing = want[~member(want, self.ref_blocks)] if len(self.ref_blocks) else want
         if len(missing) and not self.refs_full:
             packed = conn.execute(
                 "SELECT group_concat((block << 32) | event) FROM refs WHERE block IN carray(?)",
@@ -642,8 +626,8 @@ class _RowCache:
     def events(self, conn: apsw.Connection, ids: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(tape, kind, found)`` for each given event id."""
-        want = _distinct(ids)
-        missing = want[~_member(want, self.ev_id)] if len(self.ev_id) else want
+        want = uniq(ids)
+        missing = want[~member(want, self.ev_id)] if len(self.ev_id) else want
         if len(missing) and not self.events_full:
             packed = conn.execute(
                 "SELECT group_concat(id || ',' || tape || ',' || kind) FROM events"
@@ -664,7 +648,7 @@ class _RowCache:
               ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
         """The given tapes' distinct ``last_t`` values, newest first (``""``, no time, last); and
         for each given tape: its rank in that list, its rank by tape id, whether its row exists."""
-        want = _distinct(tapes).tolist()
+        want = uniq(tapes).tolist()
         missing = [] if self.full else [t for t in want if t not in self.tape_meta]
         for i in range(0, len(missing), 20000):
             for tid, tape_id, last_t in conn.execute(

@@ -20,7 +20,7 @@ from engram.index import queries as Q
 from engram.index import schema as S
 from engram.parse_worker import WorkerGone
 from engram.query import window as W
-from engram.query.ingest_cache import IngestCache, boilerplate, member, postings, uniq
+from engram.query.ingest_cache import IngestCache, boilerplate, postings
 from engram.query.lineage import (
     BOILERPLATE_SHARE,
     BOILERPLATE_TAPES,
@@ -45,6 +45,7 @@ from engram.query.lineage import (
     _hours,
     _texts,
 )
+from engram.sortedset import member, uniq
 
 log = logging.getLogger(__name__)
 

@@ -19,14 +19,7 @@ from engram.errors import CorruptTape
 from engram.index import queries as Q
 from engram.index import schema as S
 from engram.index.store import event_blocks
-from engram.query.ingest_cache import (
-    CachedAccess,
-    IngestCache,
-    boilerplate,
-    member,
-    postings,
-    uniq,
-)
+from engram.query.ingest_cache import CachedAccess, IngestCache, boilerplate, postings
 from engram.query.lineage import (
     _EDIT,
     _LINK,
@@ -48,6 +41,7 @@ from engram.query.lineage import (
     _rng,
     location_delta,
 )
+from engram.sortedset import member, uniq
 
 log = logging.getLogger(__name__)
 

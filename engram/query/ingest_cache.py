@@ -31,31 +31,11 @@ from engram import fingerprint
 from engram.index import queries as Q
 from engram.query import window as W
 from engram.query.lineage import HEAD_EVENTS
+from engram.sortedset import uniq
 
 _WANTED_KINDS = ("code.edit", "span.link")
 MAX_POSTINGS = 20_000_000   # fingerprint rows kept in memory (12 bytes each) before giving up
 _EMPTY = np.zeros(0, np.int64)
-
-
-def uniq(a: np.ndarray) -> np.ndarray:
-    """``np.unique(a)`` (sorted distinct values) by a sort and a comparison — several times
-    faster than numpy 2's hash-based ``unique`` on int64 hashes."""
-    s = np.sort(a)
-    if len(s) < 2:
-        return s
-    keep = np.empty(len(s), dtype=bool)
-    keep[0] = True
-    np.not_equal(s[1:], s[:-1], out=keep[1:])
-    return s[keep]
-
-
-def member(a: np.ndarray, sorted_b: np.ndarray) -> np.ndarray:
-    """``np.isin(a, sorted_b)`` for a sorted ``sorted_b``, by binary search."""
-    if not len(sorted_b) or not len(a):
-        return np.zeros(len(a), dtype=bool)
-    i = np.searchsorted(sorted_b, a)
-    i[i == len(sorted_b)] = 0
-    return sorted_b[i] == a
 
 
 def postings(conn: apsw.Connection, hashes: np.ndarray, cache: IngestCache | None = None

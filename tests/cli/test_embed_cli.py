@@ -8,18 +8,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from claude_log import run_json
 
-from engram.cli import main
 from engram.embed.model import available
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "harness" / "claude_code"
-
-
-def run_json(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    return json.loads(out)
 
 
 @pytest.fixture

@@ -7,10 +7,7 @@ the real CLI, as in ``test_lineage.py``.
 
 from __future__ import annotations
 
-import json
-
-import pytest
-from claude_log import World
+from claude_log import World, run_json
 
 from engram.cli import main
 from engram.engine import Engine
@@ -84,20 +81,6 @@ SPLIT_AFTER_V2 = SPLIT_AFTER.replace('''    for item in it:
             maxsplit -= 1
         buf.append(item)
 ''')
-
-
-def run_json(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    return json.loads(out)
-
-
-@pytest.fixture
-def world(tmp_path, monkeypatch) -> World:
-    w = World(tmp_path)
-    monkeypatch.chdir(w.root)
-    return w
 
 
 def explain(capsys, w: World, rel: str, needle: str) -> dict:

@@ -9,10 +9,8 @@ from __future__ import annotations
 import hashlib
 import json
 
-import pytest
-from claude_log import World
+from claude_log import World, run_json
 
-from engram.cli import main
 from engram.engine import Engine
 from engram.query import lineage
 from engram.tape import writer
@@ -62,20 +60,6 @@ UNRELATED = '''def render_invoice_table(rows, currency="EUR"):
     lines.append(f"TOTAL {total:.2f} {currency}")
     return "\\n".join(lines)
 '''
-
-
-def run_json(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    return json.loads(out)
-
-
-@pytest.fixture
-def world(tmp_path, monkeypatch) -> World:
-    w = World(tmp_path)
-    monkeypatch.chdir(w.root)
-    return w
 
 
 def lines_of(w: World, rel: str, needle: str) -> tuple[int, int]:
