@@ -413,6 +413,23 @@ def prefill(conn: apsw.Connection, stop=None) -> bool | None:
                 conn.execute("COMMIT")
 
 
+def held_block_counts(conn: apsw.Connection, keys: np.ndarray) -> tuple[dict[int, int], int] | None:
+    """``({block: how many of the given sorted distinct index keys it holds}, how many of the keys
+    occur at all)`` from the postings held in memory (``keep_postings``); None when none are held
+    for ``conn``'s index (the caller asks SQLite: ``Q.block_hit_counts``, ``Q.matched_count``)."""
+    held = _held_for(conn)
+    if held is None or held.snapshot is None:
+        return None
+    cache = _cache(conn)
+    with cache.lock:
+        cache.check(conn)
+        if cache.held_postings(conn) is None:
+            return None
+        codes, kid = _postings(conn, keys, cache)
+    blocks, n = np.unique(codes & _LO32, return_counts=True)
+    return dict(zip(blocks.tolist(), n.tolist())), len(uniq(kid))
+
+
 def keep_postings(conn: apsw.Connection) -> None:
     """Hold the postings of ``conn``'s index in memory from now on (read in the background;
     ``explain_blocks`` uses them once they are there). For a long-running process: the language

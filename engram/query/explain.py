@@ -125,8 +125,8 @@ def direct_evidence(conn: apsw.Connection, text: str, file: str | None = None,
         stats["boilerplate"] = len(bp)
     if n_win <= 0 or len(uq) == 0:
         return {}, stats
-    counts = Q.block_hit_counts(conn, uq)
-    stats["matched"] = min(Q.matched_count(conn, uq), n_win)
+    counts, matched = _block_counts(conn, uq)
+    stats["matched"] = min(matched, n_win)
     need = min(OWNER_MIN_HITS, n_win)
     keep_min = min(max(need, OWNER_MIN_SHARE * n_win), max(1.0, floor * n_win))
     kept = {b: c for b, c in counts.items() if c >= keep_min}
@@ -162,6 +162,17 @@ def direct_evidence(conn: apsw.Connection, text: str, file: str | None = None,
             hits[eid] = (by_block.get(b, {}), line0)
         _assign_ownership(conn, ev, after, text, n_win, file, lines, (hits, span_lines))
     return ev, stats
+
+
+def _block_counts(conn: apsw.Connection, hashes: np.ndarray) -> tuple[dict[int, int], int]:
+    """``({block: how many of the hashes it holds}, how many occur at all)``: from the postings a
+    long-running process holds in memory (the language server), else from SQLite."""
+    from engram.query import blocks  # blocks imports this module
+
+    held = blocks.held_block_counts(conn, np.unique(Q.index_keys(hashes)))
+    if held is not None:
+        return held
+    return Q.block_hit_counts(conn, hashes), Q.matched_count(conn, hashes)
 
 
 ALIGN_SLACK = 3           # lines of drift allowed inside one aligned copy of the span

@@ -257,13 +257,7 @@ def walk(conn: apsw.Connection, seeds: dict[int, float], *, min_confidence: floa
     budget_hit = False
     while frontier and depth < max_depth and not budget_hit:
         depth += 1
-        out: dict[int, list] = defaultdict(list)
-        for ch in _chunks(sorted({n[0] for n in frontier})):
-            for r in conn.execute(
-                    "SELECT from_event, to_event, confidence, location_delta, cardinality, agent_link,"
-                    " location_only, kind, coalesce(from_side, 0), to_role, span_sim FROM edges"
-                    " WHERE from_event IN carray(?)", (apsw.carray(Q._i64(ch)),)):
-                out[r[0]].append(r)
+        out = _edges_from(conn, [n[0] for n in frontier])
         tomb |= _tomb_events(conn, [n[0] for n in frontier if n[0] not in tomb])
         nxt = []
         chosen = []
@@ -338,12 +332,35 @@ def _empty_after(r: Q.EventRow | None) -> bool:
     return r is not None and r.a_start is not None and r.a_end is not None and r.a_end < r.a_start
 
 
+def _by_key(conn: apsw.Connection, name: str, keys, sql: str, default=None) -> dict:
+    """``{key: rows}`` for the given keys from ``sql`` (``... WHERE <key> IN carray(?)``, the key
+    first in each row), memoised per index version: explains of nearby code walk the same edges
+    and tapes again and again. A key with no row maps to ``default`` (a fresh list if None)."""
+    memo = Q.memo(conn, name, dict)
+    missing = sorted({k for k in keys if k not in memo})
+    if missing:
+        got: dict = defaultdict(list)
+        for ch in _chunks(missing):
+            for r in conn.execute(sql, (apsw.carray(Q._i64(ch)),)):
+                got[r[0]].append(r)
+        for k in missing:
+            memo[k] = got.get(k, default if default is not None else [])
+    return memo
+
+
+def _edges_from(conn: apsw.Connection, events) -> dict[int, list]:
+    """event → the lineage edge rows leaving it."""
+    return _by_key(conn, "lineage.edges", events,
+                   "SELECT from_event, to_event, confidence, location_delta, cardinality, agent_link,"
+                   " location_only, kind, coalesce(from_side, 0), to_role, span_sim FROM edges"
+                   " WHERE from_event IN carray(?)")
+
+
 def _tomb_events(conn: apsw.Connection, ids) -> set[int]:
-    out: set[int] = set()
-    for ch in _chunks(sorted(set(ids))):
-        out.update(r[0] for r in conn.execute("SELECT event FROM tombstones WHERE event IN carray(?)",
-                                              (apsw.carray(Q._i64(ch)),)))
-    return out
+    """The given events that left a tombstone."""
+    rows = _by_key(conn, "lineage.tomb", ids, "SELECT event FROM tombstones WHERE event IN carray(?)",
+                   default=())
+    return {e for e in ids if rows[e]}
 
 
 def _cross_tapes(conn, state, reached, lineage, truncated, min_confidence, all, load, ev_cache,
@@ -364,20 +381,17 @@ def _cross_tapes(conn, state, reached, lineage, truncated, min_confidence, all, 
         # one wave: the continuation rows of every queued tape in one query (the order of the
         # queue, and so the output, is that of popping tapes one by one)
         wave, todo = todo[:MAX_DEPTH * 8 - steps], todo[MAX_DEPTH * 8 - steps:]
-        rows_of: dict[int, list] = defaultdict(list)
-        for ch in _chunks(sorted(set(wave))):
-            for r in conn.execute(
-                    "SELECT to_tape, from_tape, score, markers, anchor FROM continuations"
-                    " WHERE to_tape IN carray(?) ORDER BY to_tape, score DESC, from_tape",
-                    (apsw.carray(Q._i64(ch)),)):
-                rows_of[r[0]].append(r[1:])
+        rows_of = _by_key(conn, "lineage.continuations", wave,
+                          "SELECT to_tape, from_tape, score, markers, anchor FROM continuations"
+                          " WHERE to_tape IN carray(?) ORDER BY to_tape, score DESC, from_tape",
+                          default=())
         firsts = _first_events(conn, [t for t in wave if rows_of.get(t)])
-        load([r[3] for t in wave for r in rows_of.get(t, ()) if r[3] is not None]
+        load([r[4] for t in wave for r in rows_of.get(t, ()) if r[4] is not None]
              + list(firsts.values()))
         for tid in wave:
             steps += 1
             conf, eid = best_in_tape[tid]
-            for from_tape, score, markers, anchor in rows_of.get(tid, ()):
+            for _to, from_tape, score, markers, anchor in rows_of.get(tid, ()):
                 if anchor is None or (score < min_confidence and not all):
                     continue
                 if len(lineage) >= max_edges:
@@ -407,13 +421,10 @@ def _cross_tapes(conn, state, reached, lineage, truncated, min_confidence, all, 
 
 def _first_events(conn, tape_rows) -> dict[int, int]:
     """tape row → id of its first event (lowest offset)."""
-    out: dict[int, int] = {}
-    for ch in _chunks(sorted(set(tape_rows))):
-        for tape, eid, _ofs in conn.execute(
-                "SELECT tape, id, min(ofs) FROM events WHERE tape IN carray(?) GROUP BY tape",
-                (apsw.carray(Q._i64(ch)),)):
-            out[tape] = eid
-    return out
+    rows = _by_key(conn, "lineage.first_event", tape_rows,
+                   "SELECT tape, id, min(ofs) FROM events WHERE tape IN carray(?) GROUP BY tape",
+                   default=())
+    return {t: rows[t][0][1] for t in tape_rows if rows[t]}
 
 
 def _tombstones(conn, events: set[int], ev_cache, tape_cache, load) -> list[dict]:

@@ -80,7 +80,7 @@ def span_track(conn: apsw.Connection, rel: str | None, file: str, start: int, en
     hist = Q.memo(conn, ("location.history", rel, file), lambda: _history(conn, rel, file))
     if hist is None:
         return None
-    ordered, rows = hist
+    ordered, rows, _b = hist
     at: dict[int, tuple[int, int]] = {}
     s, e = start, end
     for ids, regions in ordered:
@@ -109,8 +109,16 @@ def _history(conn: apsw.Connection, rel: str | None, file: str):
         calls[(r.tape, r.t)].append(r)
     ordered = sorted(calls.values(), key=lambda rs: min((r.t or "", r.tape, r.ofs) for r in rs),
                      reverse=True)
-    return ([(tuple(r.id for r in rs), sorted((r.b_start, r.b_end, r.a_start, r.a_end, r.id) for r in rs))
-             for rs in ordered], {r.id: r for rs in ordered for r in rs})
+    groups = [(tuple(r.id for r in rs), sorted((r.b_start, r.b_end, r.a_start, r.a_end, r.id) for r in rs))
+              for rs in ordered]
+    return groups, {r.id: r for rs in ordered for r in rs}, _bounds(groups)
+
+
+def _bounds(groups) -> list[tuple[int, int, int]]:
+    """Per call: ``(first after-line, last after-line, lines it added)`` over its regions, so that
+    ``blame`` passes a call entirely above or below the live lines in O(1)."""
+    return [(min(r[2] for r in regions), max(r[3] for r in regions),
+             sum((r[1] - r[0] + 1) - (r[3] - r[2] + 1) for r in regions)) for _ids, regions in groups]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -145,20 +153,20 @@ def blame(conn: apsw.Connection, rel: str | None, file: str, start: int, end: in
     hist = Q.memo(conn, ("location.history", rel, file), lambda: _history(conn, rel, file))
     if hist is None:
         return None
-    ordered, _rows = hist
+    ordered, _rows, bounds = hist
     span = np.asarray(span, dtype=np.int64)
     idx = np.arange(len(span))                        # live span lines ...
     pos = np.arange(start, start + len(span), dtype=np.int64)  # ... and their file lines then
     owner: dict[int, int | None] = {}
     g = 0  # shift not yet applied to ``pos`` (calls entirely above every live line)
-    for _ids, regions in ordered:
-        if not len(idx):
-            break
-        lo, hi = int(pos[0]) + g, int(pos[-1]) + g   # pos stays sorted: edits keep line order
-        if all(r[3] < lo for r in regions):           # all above: one uniform shift
-            g += sum((r[1] - r[0] + 1) - (r[3] - r[2] + 1) for r in regions)
+    if not len(span):
+        return owner
+    first, last = start, start + len(span) - 1        # pos stays sorted: edits keep line order
+    for (_ids, regions), (a_lo, a_hi, delta) in zip(ordered, bounds):
+        if a_hi < first + g:                          # all above: one uniform shift
+            g += delta
             continue
-        if all(r[2] > hi for r in regions):           # all below: nothing moves
+        if a_lo > last + g:                           # all below: nothing moves
             continue
         P = pos + g
         g = 0
@@ -196,8 +204,11 @@ def blame(conn: apsw.Connection, rel: str | None, file: str, start: int, end: in
                 owner[int(i)] = None
         moved[~inside] = P[~inside] + shift[~inside]
         idx, pos = idx[keep], moved[keep]
+        if not len(idx):
+            break
         order = np.argsort(pos, kind="stable")
         idx, pos = idx[order], pos[order]
+        first, last = int(pos[0]), int(pos[-1])
     return owner
 
 

@@ -15,6 +15,7 @@ import orjson
 
 from engram.errors import CorruptTape
 from engram.index import queries as Q
+from engram.index import schema as S
 from engram.tape import reader
 
 TEXT_LIMIT = 1200
@@ -117,11 +118,16 @@ class TapeAccess:
         """The nearest user request at or before ``anchor``: tapes are canonical JSON, so a line
         is only parsed when its bytes say it is a ``msg.in`` (cheap on long tapes)."""
         lo = max(1, anchor - lookback)
-        if tape.live:
-            evs = self.read(tape, range(lo, anchor + 1))
-            for ofs, ev in reversed(evs):
-                if _is_request(ev):
-                    return ofs, ev
+        if tape.live:  # only the user messages' bodies are read (a live body is a whole event)
+            found = self.conn.execute(
+                "SELECT id, ofs FROM events WHERE tape = ? AND ofs BETWEEN ? AND ? AND kind = ?"
+                " ORDER BY ofs DESC", (tape.id, lo, anchor, _MSG_IN)).fetchall()
+            for i in range(0, len(found), 16):
+                part = found[i:i + 16]
+                bodies = Q.live_bodies(self.conn, [eid for eid, _ofs in part])
+                for eid, ofs in part:
+                    if eid in bodies and _is_request(ev := orjson.loads(bodies[eid])):
+                        return ofs, ev
             return None
         lines = reader.raw_lines_cached(tape.path)
         for ofs in range(min(anchor, len(lines) - 1), lo - 1, -1):
@@ -132,6 +138,9 @@ class TapeAccess:
             if _is_request(ev):
                 return ofs, ev
         return None
+
+
+_MSG_IN = S.KIND_CODE["msg.in"]
 
 
 def _is_request(ev: dict) -> bool:
@@ -150,20 +159,26 @@ def window(access: TapeAccess, tape: Q.TapeRow, anchor: int, before: int, after:
     many extra events) until the window holds the user request that led to the anchor.
 
     Windows of sealed tapes are memoised (a tape id is the hash of its content, so a window of it
-    never changes); live tapes are read every time."""
-    if tape.live or not tape.path:
-        return _window(access, tape, anchor, before, after, expand_until, brief)
+    never changes); those of live tapes for as long as the index is unchanged (``Q.memo``)."""
     key = (tape.tape_id, tape.path, anchor, before, after, expand_until, brief)
-    with _windows_lock:
-        hit = _windows.get(key)
-        if hit is not None:
-            _windows.move_to_end(key)
-    if hit is None:
-        hit = _window(access, tape, anchor, before, after, expand_until, brief)
+    if tape.live or not tape.path:
+        live = Q.memo(access.conn, "window.live", OrderedDict)
+        hit = live.get(key)
+        if hit is None:
+            hit = live[key] = _window(access, tape, anchor, before, after, expand_until, brief)
+            while len(live) > WINDOW_CACHE:
+                live.popitem(last=False)
+    else:
         with _windows_lock:
-            _windows[key] = hit
-            while len(_windows) > WINDOW_CACHE:
-                _windows.popitem(last=False)
+            hit = _windows.get(key)
+            if hit is not None:
+                _windows.move_to_end(key)
+        if hit is None:
+            hit = _window(access, tape, anchor, before, after, expand_until, brief)
+            with _windows_lock:
+                _windows[key] = hit
+                while len(_windows) > WINDOW_CACHE:
+                    _windows.popitem(last=False)
     out = dict(hit)
     out["events"] = list(hit["events"])
     return out

@@ -246,3 +246,47 @@ def test_postings_in_memory_and_prefilled_rows_answer_the_same(world, capsys):
     finally:
         B._held.pop(eng.conn().filename, None)
         eng.close()
+
+
+def test_explain_with_postings_in_memory_answers_the_same(world, capsys):
+    """Explain counts a span's fingerprints per block from the postings a server holds in memory
+    when there are some (``held_block_counts``): the same result as SQLite's, also for blocks added
+    after the snapshot was read."""
+    w = world
+    text = "import math\n\n\n" + SHORT + "\n\n" + LONG + "\n\n" + OTHER
+    w.session(session_id="aaaa0005-0000-0000-0000-000000000001").user("write the module") \
+        .write("mod.py", text).save()
+    w.checkout()
+    _ingest(capsys)
+    file = str(w.root / "mod.py")
+    n = text.count("\n")
+    eng = Engine(w.root)
+    try:
+        conn = eng.conn()
+        spans = [(4, 6), (9, 20), (1, n)]
+        plain = [eng.explain(file, s, e, text=text) for s, e in spans]
+        B.keep_postings(conn)
+        _wait_held(conn)
+        keys = np.unique(Q.index_keys(X.query_fingerprints(LONG)[0]))
+        held = B.held_block_counts(conn, keys)
+        assert held is not None and held[1] > 0
+        assert held == (Q.block_hit_counts(conn, X.query_fingerprints(LONG)[0]),
+                        Q.matched_count(conn, X.query_fingerprints(LONG)[0]))
+        strip = lambda r: {**r, "stats": {k: v for k, v in r["stats"].items() if k != "elapsed_ms"}}  # noqa: E731
+        assert [strip(eng.explain(file, s, e, text=text)) for s, e in spans] == [strip(r) for r in plain]
+        # a second session copies the class: its blocks are newer than the snapshot
+        w.session(session_id="bbbb0005-0000-0000-0000-000000000002").user("copy the pipeline") \
+            .write("copy.py", LONG).save()
+        w.checkout()
+        _ingest(capsys)
+        got = eng.explain(file, 9, 20, text=text)
+        assert B._cache(conn).snap_use[1] is True  # the snapshot is behind the index
+        fresh = Engine(w.root)
+        try:
+            assert strip(got) == strip(fresh.explain(file, 9, 20, text=text))
+            assert len(got["sessions"]) == 2
+        finally:
+            fresh.close()
+    finally:
+        B._held.pop(eng.conn().filename, None)
+        eng.close()
