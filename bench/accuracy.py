@@ -210,6 +210,9 @@ def main(argv=None) -> int:
                     help="with --embed: embed only the scenario-(e) related sessions plus N other "
                          "sessions drawn with a fixed seed (0 = every session)")
     ap.add_argument("--out", type=Path, default=HERE / "out")
+    ap.add_argument("--hold-postings", action="store_true",
+                    help="hold the index's postings in memory before explaining, as the language "
+                         "server does (a long-running process); default: SQLite answers every lookup")
     ap.add_argument("--no-lineage", action="store_true",
                     help="direct fingerprint evidence only (no lineage/continuation pass)")
     a = ap.parse_args(argv)
@@ -275,6 +278,16 @@ def main(argv=None) -> int:
         except Exception as e:
             result["embed"] = {"error": repr(e)}
 
+    if a.hold_postings:  # what the language server does at start (read once, in the background)
+        from engram.query import blocks
+
+        t0 = time.perf_counter()
+        blocks.keep_postings(eng.conn())
+        while (blocks.held_postings_status(eng.conn().filename)["postings"] is None
+               and time.perf_counter() - t0 < 60):  # (an index too big to hold answers None)
+            time.sleep(0.01)
+        result["held_postings"] = {"rows": blocks.held_postings_status(eng.conn().filename)["postings"],
+                                   "read_s": round(time.perf_counter() - t0, 2)}
     texts: dict[str, str] = {}
     errors: list[dict] = []
 
@@ -378,8 +391,9 @@ def main(argv=None) -> int:
     eng.close()
 
     # -- report
+    mode = "in-process, postings held" if a.hold_postings else "in-process"
     rows = [("origin@1", result["origin_at_1"], ">= 0.95"),
-            ("explain p50 / p95 (ms, in-process)",
+            (f"explain p50 / p95 (ms, {mode})",
              f"{result['explain_ms']['p50']} / {result['explain_ms']['p95']}" if lat else "-", "p95 <= 5"),
             ("CLI explain wall p50 (ms)", result["cli_ms"]["p50"] if cli else "-", "-"),
             ("ingest MB/s", result.get("ingest", {}).get("mb_per_s", "-"), ">= 25"),
