@@ -152,7 +152,7 @@ class Engine:
             after=self.config.window_after if after is None else after,
             min_confidence=self.config.min_confidence if min_confidence is None else min_confidence,
             all=all, expand_until=expand_until, brief=brief, semantic=self._semantic(),
-            path=self._abs_path(file))
+            path=self._abs_path(file), context=full)
 
     def explain_text(self, text: str, **kw) -> dict:
         """Explain raw text (no file): e.g. ``engram explain --stdin``."""

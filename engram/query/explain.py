@@ -101,8 +101,8 @@ class Evidence:
 
 
 def direct_evidence(conn: apsw.Connection, text: str, file: str | None = None,
-                    floor: float = 0.0, lines: tuple[int, int] | None = None
-                    ) -> tuple[dict[int, Evidence], dict]:
+                    floor: float = 0.0, lines: tuple[int, int] | None = None,
+                    context: str | None = None) -> tuple[dict[int, Evidence], dict]:
     """Evidence per event for the span ``text``.
 
     Cost is kept in SQLite: one grouped query counts the span's fingerprints per block; only
@@ -160,7 +160,7 @@ def direct_evidence(conn: apsw.Connection, text: str, file: str | None = None,
             ev[eid].lines = [line0 + lo, line0 + hi]
             after[eid] = (aligned, off, lo, hi)
             hits[eid] = (by_block.get(b, {}), line0)
-        _assign_ownership(conn, ev, after, text, n_win, file, lines, (hits, span_lines))
+        _assign_ownership(conn, ev, after, text, n_win, file, lines, (hits, span_lines), context)
     return ev, stats
 
 
@@ -220,7 +220,8 @@ def _same_file(query: str | None, rel: str | None, file: str | None) -> bool:
 
 def _assign_ownership(conn, ev: dict[int, Evidence], after: dict[int, tuple[set[int], int, int, int]],
                       span_text: str, n_win: int, file: str | None,
-                      span_lines: tuple[int, int] | None = None, hits=None) -> None:
+                      span_lines: tuple[int, int] | None = None, hits=None,
+                      context: str | None = None) -> None:
     """Line-level blame among the edits that wrote the span, as ``git blame`` does it.
 
     Candidates are edits whose after-text reproduces an aligned part of the span (at least
@@ -249,7 +250,7 @@ def _assign_ownership(conn, ev: dict[int, Evidence], after: dict[int, tuple[set[
         if local:
             cands = local
             if span_lines is not None:
-                logged = _log_blame(conn, local, rows, span_lines, span)
+                logged = _log_blame(conn, local, rows, span_lines, span, context)
                 if all(h == 0 or i in logged for i, h in enumerate(span_l)):
                     cands = []  # the log attributed every line: no content matching needed
                 else:
@@ -327,34 +328,43 @@ _WORD = re.compile(r"[A-Za-z0-9_]+")
 LOG_BLAME_AGREE = 0.8     # share of the log's attributions whose text must match the span
 
 
-def _log_blame(conn, local: list[int], rows, span_lines: tuple[int, int], span: np.ndarray
-               ) -> dict[int, int]:
+def _log_blame(conn, local: list[int], rows, span_lines: tuple[int, int], span: np.ndarray,
+               context: str | None = None) -> dict[int, int]:
     """``{span line: edit}`` from ``location.blame`` on the file the candidates edited (the one
     whose history attributes the most lines), kept only when the log agrees with today's text: at
     least ``LOG_BLAME_AGREE`` of the lines it attributes match their writer's text (an unlogged
-    change shifts lines, and a shifted track lands on text that differs)."""
+    change shifts lines, and a shifted track lands on text that differs; with the file's whole text,
+    ``context``, the span is then looked up where it sits in the file as the log leaves it)."""
     best: dict[int, int] = {}
     for f in sorted({rows[e].file for e in local if rows[e].file}, key=str):
         rel = next(rows[e].rel for e in local if rows[e].file == f)
-        got = location.blame(conn, rel, f, span_lines[0], span_lines[1], span)
-        if not got:
-            continue
-        ok = {i: e for i, e in got.items() if e is not None}
-        real = [i for i in got if span[i] != 0]
-        if not real or sum(got[i] is not None for i in real) < LOG_BLAME_AGREE * len(real):
-            continue
-        if len(ok) > len(best):
-            best = ok
+        for attempt in ("today", "reanchored"):
+            if attempt == "today":
+                got = location.blame(conn, rel, f, span_lines[0], span_lines[1], span)
+            else:
+                got = _blame_reanchored(conn, rel, f, span_lines, span, context)
+            if not got:
+                continue
+            ok = {i: e for i, e in got.items() if e is not None}
+            real = [i for i in got if span[i] != 0]
+            if not real or sum(got[i] is not None for i in real) < LOG_BLAME_AGREE * len(real):
+                continue
+            if len(ok) > len(best):
+                best = ok
+            break
     return best
 
 
-def _path_blame(conn, display: str, path: str | None, lines: tuple[int, int], text: str
-                ) -> dict[int, float]:
+def _path_blame(conn, display: str, path: str | None, lines: tuple[int, int], text: str,
+                context: str | None = None) -> dict[int, float]:
     """``{edit: share of the span's lines}`` from ``location.blame`` on the file found by its path
     alone: logged edits of ``path`` itself (absolute), else of files whose repo-relative path is a
     suffix of ``display`` with at least two components (``pkg/mod.py``, never a bare ``mod.py``).
     Every attribution is checked against today's text; the file whose history attributes the most
-    lines wins, and two files attributing equally many (copies of one project) answer nothing."""
+    lines wins, and two files attributing equally many (copies of one project) answer nothing.
+    When the log's line numbers no longer hold (a change nobody logged shifted the span) and the
+    file's whole text is known (``context``), the span is looked up where it sits in the file as
+    the log leaves it (``location.reanchor``)."""
     span = store.line_hashes(text)
     parts = display.replace("\\", "/").lstrip("./").split("/")
     suffixes = ["/".join(parts[i:]) for i in range(len(parts) - 1)]
@@ -371,11 +381,16 @@ def _path_blame(conn, display: str, path: str | None, lines: tuple[int, int], te
     best: list[tuple[int, dict]] = []
     words = [len(_WORD.findall(ln)) for ln in text.split("\n")]
     for rel, f in found[:MAX_PATH_FILES]:
-        got = location.blame(conn, rel, f, lines[0], lines[1], span)
-        ok = {i: e for i, e in (got or {}).items() if e is not None}
-        real = [i for i in ok if span[i] != 0 and words[i] > WEAK_WORDS]
-        if real and len(ok) >= LOG_BLAME_AGREE * len(got):
-            best.append((len(ok), ok))
+        for attempt in (lines, "reanchored"):
+            if attempt == "reanchored":
+                got = _blame_reanchored(conn, rel, f, lines, span, context)
+            else:
+                got = location.blame(conn, rel, f, lines[0], lines[1], span)
+            ok = {i: e for i, e in (got or {}).items() if e is not None}
+            real = [i for i in ok if span[i] != 0 and words[i] > WEAK_WORDS]
+            if real and len(ok) >= LOG_BLAME_AGREE * len(got):
+                best.append((len(ok), ok))
+                break
     best.sort(key=lambda b: -b[0])
     if not best or (len(best) > 1 and best[0][0] == best[1][0]):
         return {}
@@ -388,6 +403,32 @@ def _path_blame(conn, display: str, path: str | None, lines: tuple[int, int], te
 
 
 MAX_PATH_FILES = 8        # files sharing a path suffix that path blame looks at
+
+
+def _blame_reanchored(conn, rel: str | None, file: str, lines: tuple[int, int], span: np.ndarray,
+                      context: str | None) -> dict[int, int | None] | None:
+    """``location.blame`` of the span at the lines it matches in the file as the log leaves it,
+    when today's file (``context``) shifted it there as a whole (every line matched, in one run,
+    elsewhere than today); else None."""
+    if context is None:
+        return None
+    where = location.reanchor(conn, rel, file, _file_line_hashes(context))
+    if where is None:
+        return None
+    mapped = where[lines[0] - 1:lines[1]]
+    if (len(mapped) != lines[1] - lines[0] + 1 or (mapped == 0).any() or mapped[0] == lines[0]
+            or (np.diff(mapped) != 1).any()):
+        return None
+    return location.blame(conn, rel, file, int(mapped[0]), int(mapped[-1]), span)
+
+
+@functools.lru_cache(maxsize=16)
+def _file_line_hashes(text: str) -> np.ndarray:
+    """``store.line_hashes`` of a whole file (memoised: an editor asks about one file again and
+    again; a string caches its own hash, so the lookup is cheap)."""
+    out = store.line_hashes(text)
+    out.flags.writeable = False
+    return out
 
 
 def _with_track(conn, cands: list[int], rows, ev: dict[int, Evidence], after, span_lines,
@@ -464,19 +505,21 @@ def _matches(span: bytes, after: bytes) -> list[tuple[int, int, int]]:
 def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 3, after: int = 3,
                  min_confidence: float = 0.5, all: bool = False, expand_until: int | None = None,
                  brief: bool = False, max_sessions: int | None = None,
-                 semantic=None, path: str | None = None) -> dict:
+                 semantic=None, path: str | None = None, context: str | None = None) -> dict:
     """The explain result object of ``shared/DESIGN.md``.
 
     ``semantic``: a callable ``(conn, text, sessions, before, after, brief) -> list[dict]`` that
     returns extra ``via: "semantic"`` sessions (appended after all fingerprint evidence), or None.
+    ``context``: the whole text of the span's file today, when known (blame by path re-anchors on
+    it after changes nobody logged).
     """
     t0 = time.perf_counter()
     floor = 0.0 if all else DIRECT_FLOOR
     lines = (span["start"], span["end"]) if span.get("file") and span.get("start") else None
-    evidence, stats = direct_evidence(conn, text, span.get("file"), floor, lines)
+    evidence, stats = direct_evidence(conn, text, span.get("file"), floor, lines, context)
     if lines is not None and not any(e.produced > 0 for e in evidence.values()):
         # too short or too common for fingerprints to tell who wrote it: blame by the file's path
-        for eid, share in _path_blame(conn, span["file"], path, lines, text).items():
+        for eid, share in _path_blame(conn, span["file"], path, lines, text, context).items():
             e = evidence.setdefault(eid, Evidence(eid))
             e.roles.add(S.ROLE_EDIT_AFTER)
             e.produced = share

@@ -205,3 +205,74 @@ def test_path_blame_checks_the_text(world, capsys):
     run_json(capsys, "ingest", "--seal")
     res = run_json(capsys, "explain", "pkg/window.py:2-3", "--brief")
     assert all(s["session"] != A or produced(res)[A] == 0 for s in res["sessions"])
+
+
+HAND_HEADER = "# Copyright the authors.\n# Licensed under the MIT licence; see LICENSE.\n#\n# Edited by hand.\n"
+
+
+def test_path_blame_follows_a_span_that_an_unlogged_edit_shifted(world, capsys, monkeypatch):
+    """A comment block typed above the code by hand (no session logged it) moves every line below
+    it away from the log's ranges; blame finds the span where it sits in the file as the log
+    leaves it (``location.reanchor``) and checks the text there."""
+    from engram.index import store
+
+    monkeypatch.setattr(store, "BOILERPLATE_MIN", 2)  # as above: no fingerprint identifies it
+    w = world
+    cls = ("class Window:\n    def __init__(self, items):\n        self._items = list(items)\n\n"
+           "    def __iter__(self):\n        return self\n\n"
+           "    def __len__(self):\n        return len(self._items)\n")
+    w.session(session_id=A).user("add Window").write("pkg/window.py", cls).save()
+    w.session(session_id=B).user("what does Window do?").read("pkg/window.py").save()
+    w.checkout()
+    (w.root / "pkg" / "window.py").write_text(HAND_HEADER + cls)
+    run_json(capsys, "ingest", "--seal")
+    shift = HAND_HEADER.count("\n")
+    res = run_json(capsys, "explain", f"pkg/window.py:{5 + shift}-{6 + shift}", "--brief")
+    assert res["stats"]["matched"] == 0
+    assert res["sessions"] and res["sessions"][0]["session"] == A
+    assert produced(res)[A] == 1.0
+
+
+def test_a_one_line_change_is_found_after_an_unlogged_shift(world, capsys):
+    """Blame through the log at the span's place in the log's own text: the one-line change is
+    still found after a hand edit above the function moved it."""
+    w = world
+    w.session(session_id=A).user("add split_before").write(
+        "split.py", "import itertools\n\n\n" + DOCUMENTED).save()
+    renamed = DOCUMENTED.replace("maxsplit=-1):", "maxsplit=-1, *, strict=False):")
+    w.session(session_id=C).user("add a strict flag").edit("split.py", DOCUMENTED, renamed).save()
+    w.checkout()
+    (w.root / "split.py").write_text(HAND_HEADER + "import itertools\n\n\n" + renamed)
+    run_json(capsys, "ingest", "--seal")
+    res = explain(capsys, w, "split.py", renamed)
+    owners = produced(res)
+    assert res["sessions"][0]["session"] == A
+    assert 0 < owners[C] < 0.1
+    assert owners[A] > 0.8
+
+
+def test_reanchor_maps_todays_lines_to_the_logs(world):
+    w = world
+    w.session(session_id=A).user("add the splitters").write(
+        "split.py", "import itertools\n\n\n" + SPLIT_AFTER + "\n\n" + SPLIT_BEFORE).save()
+    w.checkout()
+    assert main(["ingest", "--seal"]) == 0
+    logged = (w.root / "split.py").read_text()
+    today = HAND_HEADER + logged.replace("    buf = []\n", "    buf = []  # by hand\n", 1)
+    eng = Engine(w.root)
+    try:
+        from engram.index import store
+
+        conn = eng.conn()
+        file, rel = conn.execute("SELECT file, rel FROM events WHERE kind = 6").fetchone()
+        where = location.reanchor(conn, rel, file, store.line_hashes(today))
+        text = location.log_text(conn, rel, file, logged.count("\n"))
+    finally:
+        eng.close()
+    shift = HAND_HEADER.count("\n")
+    assert (text == store.line_hashes(logged)[:len(text)]).all()   # the log's own text
+    assert (where[:shift] == 0).all()                              # the hand-typed header
+    changed = today.splitlines().index("    buf = []  # by hand")
+    assert where[changed] == 0                                     # the changed line
+    moved = [i for i in range(shift, len(today.splitlines())) if i != changed]
+    assert all(where[i] == i + 1 - shift for i in moved)           # the rest, 4 lines up
