@@ -223,110 +223,105 @@ def diff_arrays(after: bytes, before: bytes) -> tuple[np.ndarray, np.ndarray]:
 #
 # A change nobody logged (a hand edit, a formatter, a checkout) shifts the lines below it, and the
 # log's ranges then point at other text: ``blame`` at today's line numbers lands beside the span.
-# The log itself says what text its edits left at each line (the line each edit wrote, carried
-# forward through the later edits), so today's file can be aligned with that text by a line diff,
-# as ``git blame`` aligns a working tree with the last commit, and blame asked at the span's line
-# in the log's coordinates.
-
-REANCHOR_MARGIN = 200     # lines past today's end still traced (code deleted by hand since)
+# The log itself says what text its edits left at each line (replaying them in order), so today's
+# file can be aligned with that text, as ``git blame`` aligns a working tree with the last commit,
+# and blame asked at the span's line in the log's coordinates.
 
 
-def log_text(conn: apsw.Connection, rel: str | None, file: str, n: int) -> np.ndarray | None:
-    """Line hashes (``store.line_hashes``) of lines ``1..n`` of ``file`` as its logged edits leave
-    it: the text of the line each was written as, by the last edit that wrote it; ``-1`` where no
-    logged edit wrote the line or the trace is lost. None when the file has no usable history."""
+def log_text(conn: apsw.Connection, rel: str | None, file: str) -> np.ndarray | None:
+    """Line hashes (``store.line_hashes``) of ``file`` as its logged edits leave it: every edit
+    replayed in order (the calls' regions bottom-up, their ranges being simultaneous), each
+    replacing its before-range by its after-text; ``-1`` for lines no logged edit ever showed
+    (above the first edit of a file that existed before the log). None without usable history."""
     hist = Q.memo(conn, ("location.history", rel, file), lambda: _history(conn, rel, file))
     if hist is None:
         return None
-    ordered, _rows, bounds = hist
-    out = np.full(n, -1, dtype=np.int64)
-    idx = np.arange(n)
-    pos = np.arange(1, n + 1, dtype=np.int64)
-    g = 0
-    first, last = 1, n
-    for (_ids, regions), (a_lo, a_hi, delta) in zip(ordered, bounds):
-        if a_hi < first + g:
-            g += delta
-            continue
-        if a_lo > last + g:
-            continue
-        P = pos + g
-        g = 0
-        shift = np.zeros(len(P), dtype=np.int64)
-        moved = P.copy()
-        keep = np.ones(len(P), dtype=bool)
-        inside = np.zeros(len(P), dtype=bool)
-        texts = None
-        for b_s, b_e, a_s, a_e, eid in regions:
-            shift[P > a_e] += (b_e - b_s + 1) - (a_e - a_s + 1)
-            ins = np.flatnonzero((P >= a_s) & (P <= a_e))
-            if not len(ins):
-                continue
-            if texts is None:
-                texts = Q.edit_lines(conn, [r[4] for r in regions])
-            el = texts.get(eid)
-            keep[ins] = False
-            inside[ins] = True
-            if el is None:
-                continue
-            new, back = diff_arrays(*el.diff_keys())
-            j = P[ins] - a_s
-            ok = j < len(el.after)
-            ins, j = ins[ok], j[ok]
-            wrote = new[j]
-            out[idx[ins[wrote]]] = el.after[j[wrote]]
-            carried = ~wrote & (back[j] >= 0)
-            moved[ins[carried]] = b_s + back[j[carried]]
-            keep[ins[carried]] = True
-        moved[~inside] = P[~inside] + shift[~inside]
-        idx, pos = idx[keep], moved[keep]
-        if not len(idx):
-            break
-        order = np.argsort(pos, kind="stable")
-        idx, pos = idx[order], pos[order]
-        first, last = int(pos[0]), int(pos[-1])
-    return out
+    ordered, _rows, _bounds = hist
+    texts = Q.edit_lines(conn, [r[4] for _ids, regions in ordered for r in regions])
+    unknown = np.full(1, -1, dtype=np.int64)
+    text = np.zeros(0, dtype=np.int64)
+    for _ids, regions in reversed(ordered):                 # oldest call first
+        for b_s, b_e, a_s, a_e, eid in reversed(regions):    # bottom-up: ranges stay valid
+            n = max(a_e - a_s + 1, 0)                        # (a text's hashes end with the
+            el = texts.get(eid)                              # empty string after its last \n)
+            after = el.after[:n].astype(np.int64) if el is not None else unknown[:0]
+            if len(after) < n:
+                after = np.concatenate([after, unknown.repeat(n - len(after))])
+            lo = max(b_s - 1, 0)
+            hi = max(b_e, lo)                                # an empty before-range inserts
+            if lo > len(text):
+                text = np.concatenate([text, unknown.repeat(lo - len(text))])
+            text = np.concatenate([text[:lo], after, text[hi:]])
+    return text
 
 
 def reanchor(conn: apsw.Connection, rel: str | None, file: str, now: np.ndarray) -> np.ndarray | None:
     """For each line of ``file``'s text today (its ``store.line_hashes``, ``now``): the line it
-    matches in the file as the log leaves it (1-based), by a line diff of the two; 0 where it
-    matches none. None when the file has no usable history. Memoised per index version and text."""
-    import difflib
+    matches in the file as the log leaves it (1-based), 0 where it matches none; None when the file
+    has no usable history. Memoised per index version and text.
+
+    The alignment is anchored, as a patience diff is: lines whose text occurs once in each version
+    pair up, the longest chain of pairs in the same order on both sides is kept, and every other
+    line maps by the offset of the anchor above or below it, when its text is the same there."""
+    import bisect
 
     import xxhash
 
     key = ("location.reanchor", rel, file, xxhash.xxh3_64_intdigest(now.tobytes()), len(now))
 
     def compute():
-        logged = log_text(conn, rel, file, len(now) + REANCHOR_MARGIN)
+        logged = log_text(conn, rel, file)
         if logged is None:
             return None
-        # the diff runs on the lines that say something (trivial lines, hash 0, are a fifth of
-        # a file and all alike: they would make it slow and match at random); a trivial line then
-        # goes with the lines around it when both moved by the same offset
-        a_at = np.flatnonzero(now != 0)
-        b_at = np.flatnonzero((logged != 0) & (logged != -1))
-        out = np.zeros(len(now), dtype=np.int64)
-        sm = difflib.SequenceMatcher(None, now[a_at].tolist(), logged[b_at].tolist(), autojunk=False)
-        for i, j, k in sm.get_matching_blocks():
-            out[a_at[i:i + k]] = b_at[j:j + k] + 1
-        hit = np.flatnonzero(out)
-        if len(hit) < 2:
+        a = np.asarray(now, dtype=np.int64)
+        out = np.zeros(len(a), dtype=np.int64)
+        ua, ia, ca = np.unique(a, return_index=True, return_counts=True)
+        ub, ib, cb = np.unique(logged, return_index=True, return_counts=True)
+        once_a, once_b = ua[ca == 1], ub[cb == 1]
+        common = np.intersect1d(once_a[once_a != 0], once_b[(once_b != 0) & (once_b != -1)])
+        if not len(common):
             return out
-        gap = np.flatnonzero(out == 0)
-        k = np.searchsorted(hit, gap)
-        inner = (k > 0) & (k < len(hit))
-        gap, k = gap[inner], k[inner]
-        lo, hi = hit[k - 1], hit[k]
-        d = out[lo] - lo                                # out[i] = i + d for the lines around
-        same = d == out[hi] - hi
-        gap, d = gap[same], d[same]
-        j = gap + d - 1                                 # the gap line's place in the log's text
-        fits = (j >= 0) & (j < len(logged))
-        gap, d, j = gap[fits], d[fits], j[fits]
-        trivial = logged[j] == 0                        # ... holds a trivial line there too
-        out[gap[trivial]] = gap[trivial] + d[trivial]
-        return out
+        i = ia[np.searchsorted(ua, common)]
+        j = ib[np.searchsorted(ub, common)]
+        order = np.argsort(i, kind="stable")
+        i, j = i[order], j[order]
+        if (np.diff(j) > 0).all():   # nothing moved: every pair is in order (the usual case)
+            return _by_anchors(a, logged, i, j, out)
+        i, j = i.tolist(), j.tolist()
+        # the longest chain increasing in both (patience sorting, O(n log n))
+        tails: list[int] = []
+        tail_at: list[int] = []
+        prev = [-1] * len(j)
+        for k, jj in enumerate(j):
+            t = bisect.bisect_left(tails, jj)
+            if t == len(tails):
+                tails.append(jj)
+                tail_at.append(k)
+            else:
+                tails[t] = jj
+                tail_at[t] = k
+            prev[k] = tail_at[t - 1] if t else -1
+        chain = []
+        k = tail_at[-1]
+        while k >= 0:
+            chain.append(k)
+            k = prev[k]
+        chain.reverse()
+        return _by_anchors(a, logged, np.array([i[k] for k in chain], dtype=np.int64),
+                           np.array([j[k] for k in chain], dtype=np.int64), out)
 
     return Q.memo(conn, key, compute)
+
+
+def _by_anchors(a: np.ndarray, logged: np.ndarray, ai: np.ndarray, aj: np.ndarray,
+                out: np.ndarray) -> np.ndarray:
+    """Every line of ``a``: the offset of the anchor ``(ai, aj)`` above it, else of the one below
+    it, where the text there is the same (``out``: 1-based lines of ``logged``, 0 for none)."""
+    lines = np.arange(len(a))
+    k = np.searchsorted(ai, lines, "right") - 1
+    for pick in (np.maximum(k, 0), np.minimum(k + 1, len(ai) - 1)):
+        cand = lines + (aj[pick] - ai[pick])
+        ok = (out == 0) & (cand >= 0) & (cand < len(logged))
+        ok[ok] = logged[cand[ok]] == a[ok]
+        out[ok] = cand[ok] + 1
+    return out
