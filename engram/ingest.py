@@ -27,7 +27,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import apsw
@@ -47,7 +47,7 @@ BATCH_BYTES = 64 << 20          # ... or this many bytes of source logs: a commi
 PARSE_AHEAD = 4
 PROCESS_MIN_BYTES = 16 << 20    # this much to parse: in a worker process (``parse_worker.py``)
 PROCESS_AHEAD_BYTES = 64 << 20  # source bytes the worker may parse ahead of the indexing
-PROCESS_AHEAD = 256
+PROCESS_AHEAD = 1024            # ... and sources: enough for the worker to go on during a commit
 GROUP_SOURCES, GROUP_BYTES = 32, 2 << 20  # sources sent to the worker at a time
 Progress = Callable[[int, int, str], None]
 
@@ -100,6 +100,7 @@ class Ingestor:
         self.config = config
         self.conn = conn
         self.cache = None
+        self.live_ids: set[str] = set()   # the index's live tapes when the run started
 
     # -- discovery ---------------------------------------------------------------------------
     def harness_roots(self) -> list[tuple[Adapter, Path]]:
@@ -165,6 +166,8 @@ class Ingestor:
                     continue
             todo.append((s, sk))
         total_bytes = sum(max(sk[0], 0) for _, sk in todo)
+        # the provisional tapes a sealed session replaces (a session is live or sealed once a run)
+        self.live_ids = {r[0] for r in self.conn.execute("SELECT tape_id FROM tapes WHERE live=1")}
         done_bytes = 0
         self.cache = _ingest_cache()
         batch = store.Batch(self.conn, self.cache)
@@ -172,7 +175,8 @@ class Ingestor:
         self.stager = writer.TapeStager()
         # Parsing (pure Python) runs ahead of the indexing: in a worker process for big ingests
         # (``parse_worker.py``), else one source ahead in a thread while SQLite commits (which
-        # release the GIL) proceed here. Results are consumed strictly in source order.
+        # release the GIL) proceed here. Results are consumed strictly in source order; while
+        # the next one is not ready, the staged tapes are written (``TapeStager.write_one``).
         procs = self._parse_processes(todo, total_bytes)
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-parse")
         ahead: deque = deque()
@@ -209,6 +213,8 @@ class Ingestor:
         try:
             refill()
             while ahead:
+                while not _ready(ahead[0][1]) and self.stager.write_one():
+                    pass
                 (s, sk), fut = ahead.popleft()
                 ahead_bytes -= max(sk[0], 0)
                 refill()
@@ -242,15 +248,12 @@ class Ingestor:
         except BaseException:
             if procs is not None:
                 procs.close()
-            self.stager.close()
+            self.stager.discard()
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
         try:
-            try:
-                self._commit(batch, pending_cursors, summary)
-            finally:
-                self.stager.close()
+            self._commit(batch, pending_cursors, summary)
             self._index_tape_dirs(summary, progress)
             if self.cache is not None:
                 self.cache.worker = procs  # idle now: it computes continuations meanwhile
@@ -340,7 +343,8 @@ class Ingestor:
                     self.cache.keep_tape(ref.tape_id, events, ref.raw)
                 summary["tapes_written"] += int(ref.created)
                 summary["sealed"] += 1
-                store.delete_tape(self.conn, lid)
+                if lid in self.live_ids:
+                    store.delete_tape(self.conn, lid)
                 batch.add(store.SessionRecord(ref.tape_id, events, path=str(ref.path),
                                               source_path=src, source_key=sess.key,
                                               prepared=prep))
@@ -444,6 +448,12 @@ class _WorkerCrash(Exception):
     def __init__(self, message: str, trace: str):
         super().__init__(message)
         self.message, self.trace = message, trace
+
+
+def _ready(ticket) -> bool:
+    """Whether a parse in ``Ingestor.run``'s queue is done: the thread's ``Future`` or the
+    worker's ``(future, index)``."""
+    return (ticket if isinstance(ticket, Future) else ticket[0]).done()
 
 
 def _ingest_cache():

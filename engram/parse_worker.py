@@ -5,7 +5,7 @@ indexing thread that releases it (SQLite, the file system, numpy) then waits to 
 second process parses instead, on the other core. Adapters are pure and deterministic, so what
 comes back is what parsing in-process gives.
 
-The worker is ``python -m engram.parse_worker``, talking length-prefixed pickles over its stdin
+The worker runs ``engram.parse_worker.main``, talking length-prefixed pickles over its stdin
 and stdout (not ``multiprocessing``, which would import the caller's ``__main__`` again in the
 child). It imports only the adapters, so it starts fast. Requests are answered in order; a
 reader thread in the parent collects the answers so the worker never blocks on a full pipe.
@@ -74,17 +74,38 @@ def _prepare(sessions: list[list[dict]]) -> list | None:
         return None
 
 
+PIPE_BYTES = 1 << 20
+
+
+def _widen_pipe(pipe) -> None:
+    """Let a pipe to or from the worker hold ``PIPE_BYTES`` (Linux; 64 KiB by default). The
+    reader thread needs the GIL after every read, and gets it only at switch intervals while the
+    indexing runs Python code: with a small pipe, a worker writing megabytes of results mostly
+    waits. Requests are small, but many at once would block the indexing until the worker
+    reads them."""
+    try:
+        import fcntl
+        fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except (ImportError, AttributeError, OSError):  # not Linux, or above the system's limit
+        pass
+
+
 class ParseProcess:
     """One worker process; ``submit()`` returns a ``Future`` of ``parse()``'s tuple."""
 
     def __init__(self) -> None:
-        env = dict(os.environ)
-        root = str(Path(__file__).resolve().parent.parent)  # the worker imports this engram
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        self.proc = subprocess.Popen([sys.executable, "-m", "engram.parse_worker"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        # the worker imports this engram: its root goes first on the path (``python -m`` would
+        # put the working directory first, and with it any other engram checkout there)
+        root = str(Path(__file__).resolve().parent.parent)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", ("import sys; sys.path.insert(0, sys.argv[1]); "
+                                    "from engram.parse_worker import main; main()"), root],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        _widen_pipe(self.proc.stdin)
+        _widen_pipe(self.proc.stdout)
         self.pending: collections.deque[Future] = collections.deque()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()        # pending, _gone
+        self._write_lock = threading.Lock()  # one request written at a time, in pending's order
         self._gone = False
         self.reader = threading.Thread(target=self._read, name="engram-parse-reader", daemon=True)
         self.reader.start()
@@ -100,16 +121,20 @@ class ParseProcess:
     def _send(self, request: tuple) -> Future:
         fut: Future = Future()
         data = pickle.dumps(request)
-        with self._lock:
-            if self._gone:
-                fut.set_exception(WorkerGone("parse worker exited"))
-                return fut
-            self.pending.append(fut)
+        with self._write_lock:
+            with self._lock:
+                if self._gone:
+                    fut.set_exception(WorkerGone("parse worker exited"))
+                    return fut
+                self.pending.append(fut)
+            # written without ``_lock``: a full pipe waits for the worker, which may first have to
+            # write an answer, which the reader thread takes only once it has that lock
             try:
                 self.proc.stdin.write(len(data).to_bytes(_HEADER, "little") + data)
                 self.proc.stdin.flush()
             except OSError:
-                self._fail()
+                with self._lock:
+                    self._fail()
         return fut
 
     def _read(self) -> None:

@@ -55,6 +55,32 @@ _TRIGGERS: dict[str, tuple[str, ...]] = {
 }
 _ALL_TRIGGERS = sorted({t for ts in _TRIGGERS.values() for t in ts})
 
+
+def _any_of(words: list[str]) -> str:
+    """A regex matching wherever any of ``words`` occurs. A word that contains another is left
+    out (the shorter one matches wherever it would), the rest share the tests of their common
+    prefixes (``_trie``)."""
+    return _trie(sorted({w for w in words if not any(o != w and o in w for o in words)}))
+
+
+def _trie(words: list[str]) -> str:
+    """Alternation of ``words`` (sorted, none a prefix of another) grouped by first character."""
+    by_first: dict[str, list[str]] = {}
+    for w in words:
+        by_first.setdefault(w[0], []).append(w[1:])
+    alts = []
+    for c, rests in by_first.items():
+        if len(rests) == 1:
+            alts.append(re.escape(c + rests[0]))
+        else:  # several words go on after ``c``: none of them ends there
+            alts.append(re.escape(c) + "(?:" + _trie(rests) + ")")
+    return "|".join(alts)
+
+
+# Whether a (lower-cased) text holds any trigger at all: most texts hold none, and one pass of this
+# over them is a few times cheaper than looking for each trigger in turn
+_ANY_TRIGGER = re.compile(_any_of(_ALL_TRIGGERS))
+
 # Anchored on the keyword itself (no leading name class to backtrack over at every word start):
 # the part of the name before the keyword is never replaced, so it need not be matched.
 _ASSIGN = re.compile(
@@ -156,9 +182,9 @@ def _redact(text: str) -> tuple[str, int]:
         return repl
 
     low = text.lower()
-    found = {t for t in _ALL_TRIGGERS if t in low}
-    if not found:
+    if not _ANY_TRIGGER.search(low):
         return text, 0
+    found = {t for t in _ALL_TRIGGERS if t in low}
     for kind, rx in _TOKEN_PATTERNS:
         if not any(t in found for t in _TRIGGERS[kind]):
             continue

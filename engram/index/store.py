@@ -19,6 +19,7 @@ import xxhash
 from engram import fingerprint
 from engram.index import queries as Q
 from engram.index import schema as S
+from engram.sortedset import uniq
 
 log = logging.getLogger(__name__)
 
@@ -388,17 +389,25 @@ class Batch:
         H = Q.index_keys(np.concatenate(hs))
         B = np.repeat(np.asarray(bids, dtype=np.int64), counts)
         L = np.concatenate(ls).astype(np.int64)
-        order = np.lexsort((L, B, H))
-        H, B, L = H[order], B[order], L[order]
         n = len(H)
-        # repeated (hash, block, line) rows (a k-gram twice on a line) are what INSERT OR IGNORE
-        # would drop anyway
-        dup = np.zeros(n, dtype=bool)
-        dup[1:] = (H[1:] == H[:-1]) & (B[1:] == B[:-1]) & (L[1:] == L[:-1])
-        if dup.any():
-            H, B, L = H[~dup], B[~dup], L[~dup]
-        conn.executemany("INSERT OR IGNORE INTO fingerprints VALUES (?,?,?)",
-                         zip(H.tolist(), B.tolist(), L.tolist()))
+        packing = _packing(B, L)
+        if packing is not None:
+            # sorted as the packed rows (their order is the rows'), and distinct: a k-gram twice
+            # on a line gives a row twice, which INSERT OR IGNORE would drop anyway
+            packed = uniq(_pack(H, B, L, packing))
+            H, B, L = _unpack(packed, packing)
+            conn.execute(PACKED_FINGERPRINTS_SQL, (*packing.sql_args(), apsw.carray(packed)))
+        else:
+            order = np.lexsort((L, B, H))
+            H, B, L = H[order], B[order], L[order]
+            # repeated (hash, block, line) rows (a k-gram twice on a line) are what INSERT OR
+            # IGNORE would drop anyway
+            dup = np.zeros(n, dtype=bool)
+            dup[1:] = (H[1:] == H[:-1]) & (B[1:] == B[:-1]) & (L[1:] == L[:-1])
+            if dup.any():
+                H, B, L = H[~dup], B[~dup], L[~dup]
+            conn.executemany("INSERT OR IGNORE INTO fingerprints VALUES (?,?,?)",
+                             zip(H.tolist(), B.tolist(), L.tolist()))
         if self.cache is not None:
             bids = [block_ids[h] for h, _ in new_blocks]
             self.cache.keep_postings(H, B, L, min(bids), max(bids))
@@ -416,6 +425,45 @@ class Batch:
                 " HAVING count(*) >= ?", (apsw.carray(chunk), BOILERPLATE_MIN)))
             if rows:
                 conn.executemany("INSERT OR REPLACE INTO boilerplate VALUES (?,?)", rows)
+
+
+# Fingerprint rows packed one to an int64 (``_packing``), unpacked by SQL from a ``carray``
+PACKED_FINGERPRINTS_SQL = ("INSERT OR IGNORE INTO fingerprints"
+                           " SELECT value >> 32, (value >> ?1 & ?2) + ?3, value & ?4 FROM carray(?5)")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Packing:
+    """How fingerprint rows pack into one int64: the 32-bit key in the high half, then the block
+    less ``block0`` in ``block_bits`` bits, then the line in ``line_bits`` bits. Packed values sort
+    as the rows do (key, block, line). Binding each row from Python costs SQLite about as much as
+    its own B-tree work; one ``carray`` of packed rows does not."""
+
+    block0: int
+    block_bits: int
+    line_bits: int
+
+    def sql_args(self) -> tuple[int, int, int, int]:
+        return (self.line_bits, (1 << self.block_bits) - 1, self.block0, (1 << self.line_bits) - 1)
+
+
+def _packing(B: np.ndarray, L: np.ndarray) -> _Packing | None:
+    """The packing of rows with blocks ``B`` and lines ``L``; None when they do not fit (very
+    many blocks or very long blocks in one batch: the rows are then bound one by one)."""
+    if not len(B) or int(L.min()) < 0:
+        return None
+    block0 = int(B.min())
+    p = _Packing(block0, int(B.max() - block0).bit_length(), int(L.max()).bit_length())
+    return p if p.block_bits + p.line_bits <= 32 else None
+
+
+def _pack(H: np.ndarray, B: np.ndarray, L: np.ndarray, p: _Packing) -> np.ndarray:
+    return (H << 32) | ((B - p.block0) << p.line_bits) | L
+
+
+def _unpack(packed: np.ndarray, p: _Packing) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return (packed >> 32, ((packed >> p.line_bits) & ((1 << p.block_bits) - 1)) + p.block0,
+            packed & ((1 << p.line_bits) - 1))
 
 
 def _r(rng, i):

@@ -77,7 +77,9 @@ def _keyed(hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(distinct 32-bit index keys of ``hashes``, for each the largest of ``hashes`` with that key)
     — ``Q._keyed``'s mapping back, for sorted distinct ``hashes``."""
     keys = Q.index_keys(hashes)
-    last = np.r_[keys[1:] != keys[:-1], True]
+    last = np.empty(len(keys), dtype=bool)
+    last[-1:] = True
+    np.not_equal(keys[1:], keys[:-1], out=last[:-1])
     return keys[last], hashes[last]
 
 
@@ -160,7 +162,9 @@ class IngestCache:
         if self._merged is None:
             K, B, L = (np.concatenate(x) for x in zip(*self._post))
             if len(self._post) > 1:
-                o = np.lexsort((L, B, K))
+                # each part is sorted and holds higher blocks than the parts before it: a stable
+                # sort on the key alone orders by (key, block, line) (merging the sorted runs)
+                o = np.argsort(K, kind="stable")
                 K, B, L = K[o], B[o], L[o]
             self._merged = (K, B, L)
         return self._merged

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections import deque
 from pathlib import Path
 
 import orjson
@@ -45,54 +45,53 @@ def encode_events(events: list[dict]) -> bytes:
 class TapeStager:
     """Writes many tapes with one ``os.sync()`` instead of one fsync per file.
 
-    ``stage()`` writes each tape to a temp file in its directory; ``flush()`` makes them durable
-    (one sync), renames them into place and fsyncs each directory once. Until ``flush()`` a tape is
-    invisible; after it, exactly as ``write_tape`` would have left it. Ingest flushes before it
-    commits the index rows that point at the tapes.
+    ``stage()`` names a tape (its id, from the canonical bytes) and queues it; ``write_one()``
+    compresses the oldest queued tape into a temp file in its directory; ``flush()`` writes the
+    rest, makes them durable (one sync), renames them into place and fsyncs each directory once.
+    Until ``flush()`` a tape is invisible; after it, exactly as ``write_tape`` would have left it.
+    Ingest writes while it waits for parsing and flushes before it commits the index rows that
+    point at the tapes.
 
-    Compressing and writing the temp file happen on a background thread (``workers`` > 0; both
-    release the GIL), so the caller goes on indexing meanwhile; ``flush()`` waits for them and
-    raises the first error any of them met (the other temp files are then removed).
+    The caller writes in its idle moments rather than a thread in the background: creating a
+    file can take a millisecond, and a thread beside CPU-bound Python gets the GIL back after
+    each system call only at a switch interval, so its writes piled up until ``flush()``.
+    A write that fails removes the temp files written so far and raises.
     """
 
-    def __init__(self, workers: int = 1):
-        self.pending: list[tuple[str, Path]] = []
+    def __init__(self) -> None:
+        self.pending: list[tuple[str, Path]] = []   # (temp file written, final path)
+        self._queued: deque[tuple[Path, str, bytes, Path]] = deque()
         self._names: set[Path] = set()
-        self._workers = workers
-        self._pool: ThreadPoolExecutor | None = None
-        self._writes: list[tuple[Future, Path]] = []
+        self._dirs: set[Path] = set()
 
     def stage(self, directory: Path, events: list[dict]) -> TapeRef:
-        raw, tape_id, final = _prepare(directory, events)
-        directory = final.parent
+        directory = Path(directory)
+        raw, tape_id = _encode(events)
+        if directory not in self._dirs:  # created once per stager, not once per tape
+            directory.mkdir(parents=True, exist_ok=True)
+            self._dirs.add(directory)
+        final = directory / f"{tape_id}{SUFFIX}"
         if final in self._names or final.exists():
             return TapeRef(tape_id, final, False, len(events), len(raw), raw)
-        if self._workers > 0:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=self._workers,
-                                                thread_name_prefix="engram-tape")
-            self._writes.append((self._pool.submit(_write_temp, directory, tape_id, raw), final))
-        else:
-            self.pending.append((_write_temp(directory, tape_id, raw), final))
+        self._queued.append((directory, tape_id, raw, final))
         self._names.add(final)
         return TapeRef(tape_id, final, True, len(events), len(raw), raw)
 
-    def _wait(self) -> None:
-        """Collect the background writes into ``pending`` (all of them, even after an error)."""
-        error = None
-        for fut, final in self._writes:
-            e = fut.exception()  # waits
-            if e is None:
-                self.pending.append((fut.result(), final))
-            else:
-                error = error or e
-        self._writes = []
-        if error is not None:
+    def write_one(self) -> bool:
+        """Write the temp file of the oldest staged tape; False when none is left to write."""
+        if not self._queued:
+            return False
+        directory, tape_id, raw, final = self._queued.popleft()
+        try:
+            self.pending.append((_write_temp(directory, tape_id, raw), final))
+        except BaseException:
             self.discard()
-            raise error
+            raise
+        return True
 
     def flush(self) -> int:
-        self._wait()
+        while self.write_one():
+            pass
         if not self.pending:
             return 0
         os.sync()
@@ -111,21 +110,13 @@ class TapeStager:
         return n
 
     def discard(self) -> None:
-        for fut, final in self._writes:
-            if fut.exception() is None:  # waits; a failed write left no file behind
-                self.pending.append((fut.result(), final))
-        self._writes = []
+        """Forget the staged tapes; remove the temp files written."""
+        self._queued.clear()
         for tmp, _final in self.pending:
             if os.path.exists(tmp):
                 os.unlink(tmp)
         self.pending = []
         self._names.clear()
-
-    def close(self) -> None:
-        """Stop the background thread (after ``flush()`` or ``discard()``)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
 
 
 def _write_temp(directory: Path, tape_id: str, raw: bytes) -> str:
@@ -151,12 +142,17 @@ def _fsync_dir(directory: Path) -> None:
         pass
 
 
-def _prepare(directory: Path, events: list[dict]) -> tuple[bytes, str, Path]:
-    """Canonical bytes, tape id and final path of a tape (its directory created)."""
+def _encode(events: list[dict]) -> tuple[bytes, str]:
+    """Canonical bytes and tape id of a tape."""
     if not events or events[0].get("k") != "meta":
         raise ValueError("a tape's first event must be meta")
     raw = encode_events(events)
-    tape_id = xxhash.xxh3_128_hexdigest(raw)
+    return raw, xxhash.xxh3_128_hexdigest(raw)
+
+
+def _prepare(directory: Path, events: list[dict]) -> tuple[bytes, str, Path]:
+    """Canonical bytes, tape id and final path of a tape (its directory created)."""
+    raw, tape_id = _encode(events)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     return raw, tape_id, directory / f"{tape_id}{SUFFIX}"
