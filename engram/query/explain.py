@@ -381,11 +381,11 @@ def _path_blame(conn, display: str, path: str | None, lines: tuple[int, int], te
     best: list[tuple[int, dict]] = []
     words = [len(_WORD.findall(ln)) for ln in text.split("\n")]
     for rel, f in found[:MAX_PATH_FILES]:
-        for attempt in (lines, "reanchored"):
-            if attempt == "reanchored":
-                got = _blame_reanchored(conn, rel, f, lines, span, context)
-            else:
+        for attempt in ("today", "reanchored"):
+            if attempt == "today":
                 got = location.blame(conn, rel, f, lines[0], lines[1], span)
+            else:
+                got = _blame_reanchored(conn, rel, f, lines, span, context)
             ok = {i: e for i, e in (got or {}).items() if e is not None}
             real = [i for i in ok if span[i] != 0 and words[i] > WEAK_WORDS]
             if real and len(ok) >= LOG_BLAME_AGREE * len(got):

@@ -272,7 +272,7 @@ def test_explain_with_postings_in_memory_answers_the_same(world, capsys):
         assert held is not None and held[1] > 0
         assert held == (Q.block_hit_counts(conn, X.query_fingerprints(LONG)[0]),
                         Q.matched_count(conn, X.query_fingerprints(LONG)[0]))
-        strip = lambda r: {**r, "stats": {k: v for k, v in r["stats"].items() if k != "elapsed_ms"}}  # noqa: E731
+        strip = lambda r: {**r, "stats": {k: v for k, v in r["stats"].items() if k != "elapsed_ms"}}
         assert [strip(eng.explain(file, s, e, text=text)) for s, e in spans] == [strip(r) for r in plain]
         # a second session copies the class: its blocks are newer than the snapshot
         w.session(session_id="bbbb0005-0000-0000-0000-000000000002").user("copy the pipeline") \
