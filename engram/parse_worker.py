@@ -114,9 +114,9 @@ class ParseProcess:
         """``parse_many(items, mode)`` in the worker; ``result()`` gives its list."""
         return self._send(("parse", items, mode))
 
-    def submit_continuations(self, db_path: str, tape_rows: list[int]) -> Future:
-        """``continuations.compute_remote(db_path, tape_rows)`` in the worker."""
-        return self._send(("continuations", db_path, tape_rows))
+    def submit_continuations(self, db_path: str, tape_rows: list[int], kept=None) -> Future:
+        """``continuations.compute_remote(db_path, tape_rows, kept)`` in the worker."""
+        return self._send(("continuations", db_path, tape_rows, kept))
 
     def _send(self, request: tuple) -> Future:
         fut: Future = Future()
@@ -199,7 +199,7 @@ def main() -> None:
         if request[0] == "continuations":
             try:
                 from engram.query import continuations
-                res = continuations.compute_remote(request[1], request[2])
+                res = continuations.compute_remote(request[1], request[2], request[3])
             except Exception as e:  # noqa: BLE001 — the ingest computes them itself then
                 res = ("crash", f"{type(e).__name__}: {e}", traceback.format_exc())
             data = pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL)

@@ -20,7 +20,7 @@ from engram.index import queries as Q
 from engram.index import schema as S
 from engram.parse_worker import WorkerGone
 from engram.query import window as W
-from engram.query.ingest_cache import IngestCache, boilerplate, postings
+from engram.query.ingest_cache import CachedAccess, IngestCache, boilerplate, postings
 from engram.query.lineage import (
     BOILERPLATE_SHARE,
     BOILERPLATE_TAPES,
@@ -297,7 +297,7 @@ def submit_remote(conn: apsw.Connection, tape_rows: list[int], cache) -> tuple |
     path = getattr(conn, "filename", "")
     if worker is None or len(tape_rows) < TABLE_MIN_TAPES or not path:
         return None
-    return worker, worker.submit_continuations(path, list(tape_rows))
+    return worker, worker.submit_continuations(path, list(tape_rows), cache.for_worker())
 
 
 def apply_remote(conn: apsw.Connection, remote: tuple | None, stats: dict) -> bool:
@@ -322,18 +322,21 @@ def apply_remote(conn: apsw.Connection, remote: tuple | None, stats: dict) -> bo
     return True
 
 
-def compute_remote(db_path: str, tape_rows: list[int]) -> tuple:
+def compute_remote(db_path: str, tape_rows: list[int], kept: dict | None = None) -> tuple:
     """``compute`` on a read-only connection of its own (in the parse worker, while the ingest's
-    connection computes edges): ``("ok", [(sql, args), ...], stats)`` — the changes to apply."""
+    connection computes edges): ``("ok", [(sql, args), ...], stats)`` — the changes to apply.
+    ``kept``: what the run's ``IngestCache`` holds that is of use here (``for_worker``): tape
+    heads and this run's postings, so that neither is read again."""
     from engram.index import db
 
     conn = db.connect(Path(db_path), readonly=True)
     try:
         ops: list[tuple] = []
         stats = {"continuations": 0, "dispatch": 0}
+        cache = IngestCache.from_worker_part(kept) if kept is not None else IngestCache()
         with conn:  # one snapshot
             trows = Q.tapes(conn, tape_rows)
-            compute(conn, [trows[t] for t in tape_rows], W.TapeAccess(conn), stats,
+            compute(conn, [trows[t] for t in tape_rows], CachedAccess(conn, cache), stats, cache,
                     write=lambda sql, args: ops.append((sql, args)))
         return ("ok", ops, stats)
     finally:

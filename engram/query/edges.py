@@ -129,17 +129,24 @@ class Postings:
         tot = int(lens.sum())
         pq = np.repeat(np.repeat(np.arange(len(live)), qlen), lens)     # query of each posting
         idx = np.repeat(lo - (np.cumsum(lens) - lens), lens) + np.arange(tot)
-        b, h, ln = self.B[idx], H[idx], self.L[idx]
+        b = self.B[idx]
         # order by (query, block, hash): postings come ordered by (query, hash), so a stable
-        # sort by (query, block) suffices — on one int64 key when block ids fit in 32 bits
-        if tot and int(b.max()) < (1 << 32) and int(b.min()) >= 0:
-            o = np.argsort((pq << 32) | b, kind="stable")
-        else:
-            o = np.lexsort((h, b, pq))
-        pq, b, h, ln = pq[o], b[o], h[o], ln[o]
+        # sort by (query, block) suffices — on one int64 key when block ids fit in 32 bits, which
+        # then sorted gives query and block back without gathering them again
         gnew = np.ones(tot, dtype=bool)
-        if tot:
-            gnew[1:] = (pq[1:] != pq[:-1]) | (b[1:] != b[:-1])
+        if tot and int(b.max()) < (1 << 32) and int(b.min()) >= 0:
+            key = (pq << 32) | b
+            o = np.argsort(key, kind="stable")
+            key = key[o]
+            pq, b = key >> 32, key & 0xFFFFFFFF
+            gnew[1:] = key[1:] != key[:-1]
+        else:
+            o = np.lexsort((H[idx], b, pq))
+            pq, b = pq[o], b[o]
+            if tot:
+                gnew[1:] = (pq[1:] != pq[:-1]) | (b[1:] != b[:-1])
+        idx = idx[o]
+        h, ln = H[idx], self.L[idx]
         hnew = gnew.copy()
         if tot:
             hnew[1:] |= h[1:] != h[:-1]

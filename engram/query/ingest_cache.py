@@ -169,6 +169,29 @@ class IngestCache:
             self._merged = (K, B, L)
         return self._merged
 
+    # -- handed to the parse worker --------------------------------------------------------------
+    def for_worker(self) -> dict:
+        """What the continuations (``continuations.compute_remote``, in the parse worker) read
+        of this run, picklable: the kept head lines of each tape (never its edits) and the kept
+        postings (after ``bind``)."""
+        heads = {tid: {o: line for o, line in lines.items() if o <= HEAD_EVENTS}
+                 for tid, lines in self.lines.items()}
+        return {"heads": heads, "postings": self.kept_postings(), "post_range": self.post_range,
+                "others_in_index": self.others_in_index}
+
+    @classmethod
+    def from_worker_part(cls, kept: dict) -> IngestCache:
+        """A cache answering from ``for_worker``'s dict (fingerprints are made afresh)."""
+        cache = cls()
+        cache.lines = kept["heads"]
+        if kept["postings"] is not None:
+            cache._post, cache._merged = [kept["postings"]], kept["postings"]
+            cache.post_range = kept["post_range"]
+        else:
+            cache._post, cache.post_range = None, None
+        cache.others_in_index = kept["others_in_index"]
+        return cache
+
     # -- used by the lineage pass -----------------------------------------------------------------
     def text_prints(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """(distinct winnowed hashes, distinct k-gram hashes) of ``text``: ``np.unique`` of
