@@ -77,7 +77,9 @@ def event_blocks(ev: dict) -> list[tuple[str, int, int]]:
     return out
 
 
-_WORDISH = __import__("re").compile(r"[A-Za-z0-9]")
+# ASCII letters and digits: a line with fewer than 3 of them is trivial (``line_hashes``)
+_ALNUM = np.zeros(256, dtype=np.int64)
+_ALNUM[np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", np.uint8)] = 1
 
 
 def exact_hashes(text: str) -> np.ndarray:
@@ -92,15 +94,20 @@ def exact_hashes(text: str) -> np.ndarray:
 
 def line_hashes(text: str) -> np.ndarray:
     """One int32 per line: xxh3_64 (top 32 bits) of the whitespace-stripped line; 0 for trivial
-    lines (fewer than 3 letters or digits: blank, ``)``, ``else:``) which identify nothing."""
-    out = np.zeros(text.count("\n") + 1, dtype=np.int32)
-    for i, ln in enumerate(text.split("\n")):
-        s = ln.strip()
-        if len(_WORDISH.findall(s)) >= 3:
-            h = xxhash.xxh3_64_intdigest(s.encode("utf-8", "surrogatepass")) >> 32
-            out[i] = (h - (1 << 32)) if h >= (1 << 31) else h
-            if out[i] == 0:
-                out[i] = 1
+    lines (fewer than 3 ASCII letters or digits: blank, ``)``, ``else:``) which identify nothing.
+    The letters are counted on the UTF-8 bytes at once (other characters' bytes are never ASCII);
+    only the other lines are hashed one by one."""
+    lines = text.split("\n")
+    raw = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    nl = np.flatnonzero(raw == 10)
+    cum = np.zeros(len(raw) + 1, dtype=np.int64)
+    np.cumsum(_ALNUM[raw], out=cum[1:])
+    counts = cum[np.r_[nl, len(raw)]] - cum[np.r_[0, nl + 1]]
+    out = np.zeros(len(lines), dtype=np.int32)
+    for i in np.flatnonzero(counts >= 3).tolist():
+        h = xxhash.xxh3_64_intdigest(lines[i].strip().encode("utf-8", "surrogatepass")) >> 32
+        h = (h - (1 << 32)) if h >= (1 << 31) else h
+        out[i] = h or 1
     return out
 
 

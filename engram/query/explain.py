@@ -338,11 +338,7 @@ def _log_blame(conn, local: list[int], rows, span_lines: tuple[int, int], span: 
     best: dict[int, int] = {}
     for f in sorted({rows[e].file for e in local if rows[e].file}, key=str):
         rel = next(rows[e].rel for e in local if rows[e].file == f)
-        for attempt in ("today", "reanchored"):
-            if attempt == "today":
-                got = location.blame(conn, rel, f, span_lines[0], span_lines[1], span)
-            else:
-                got = _blame_reanchored(conn, rel, f, span_lines, span, context)
+        for got in _blames(conn, rel, f, span_lines, span, context):
             if not got:
                 continue
             ok = {i: e for i, e in got.items() if e is not None}
@@ -381,11 +377,7 @@ def _path_blame(conn, display: str, path: str | None, lines: tuple[int, int], te
     best: list[tuple[int, dict]] = []
     words = [len(_WORD.findall(ln)) for ln in text.split("\n")]
     for rel, f in found[:MAX_PATH_FILES]:
-        for attempt in ("today", "reanchored"):
-            if attempt == "today":
-                got = location.blame(conn, rel, f, lines[0], lines[1], span)
-            else:
-                got = _blame_reanchored(conn, rel, f, lines, span, context)
+        for got in _blames(conn, rel, f, lines, span, context):
             ok = {i: e for i, e in (got or {}).items() if e is not None}
             real = [i for i in ok if span[i] != 0 and words[i] > WEAK_WORDS]
             if real and len(ok) >= LOG_BLAME_AGREE * len(got):
@@ -405,45 +397,29 @@ def _path_blame(conn, display: str, path: str | None, lines: tuple[int, int], te
 MAX_PATH_FILES = 8        # files sharing a path suffix that path blame looks at
 
 
-def _blame_reanchored(conn, rel: str | None, file: str, lines: tuple[int, int], span: np.ndarray,
-                      context: str | None) -> dict[int, int | None] | None:
-    """``location.blame`` of the span at the lines it matches in the file as the log leaves it,
-    when today's file (``context``) shifted it there as a whole (every line matched, in one run,
-    elsewhere than today); else None."""
+def _blames(conn, rel: str | None, file: str, lines: tuple[int, int], span: np.ndarray,
+            context: str | None):
+    """``location.blame`` of the span at today's lines; then, for a caller that rejects it, at the
+    lines the span matches in the file as the log leaves it, when today's file (``context``)
+    shifted it there as a whole (every line matched, in one run, elsewhere than today)."""
+    yield location.blame(conn, rel, file, lines[0], lines[1], span)
     if context is None:
-        return None
+        return
     where = location.reanchor(conn, rel, file, _file_line_hashes(context))
     if where is None:
-        return None
+        return
     mapped = where[lines[0] - 1:lines[1]]
     if (len(mapped) != lines[1] - lines[0] + 1 or (mapped == 0).any() or mapped[0] == lines[0]
             or (np.diff(mapped) != 1).any()):
-        return None
-    return location.blame(conn, rel, file, int(mapped[0]), int(mapped[-1]), span)
-
-
-_ALNUM = np.zeros(256, dtype=np.int64)
-_ALNUM[np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", np.uint8)] = 1
+        return
+    yield location.blame(conn, rel, file, int(mapped[0]), int(mapped[-1]), span)
 
 
 @functools.lru_cache(maxsize=16)
 def _file_line_hashes(text: str) -> np.ndarray:
-    """``store.line_hashes`` of a whole file, the same values, with the test for trivial lines
-    (fewer than 3 ASCII letters or digits) done on the bytes at once. Memoised: an editor asks
-    about one file again and again (a string caches its own hash, so the lookup is cheap)."""
-    import xxhash
-
-    lines = text.split("\n")
-    raw = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
-    nl = np.flatnonzero(raw == 10)
-    cum = np.zeros(len(raw) + 1, dtype=np.int64)
-    np.cumsum(_ALNUM[raw], out=cum[1:])
-    counts = cum[np.r_[nl, len(raw)]] - cum[np.r_[0, nl + 1]]
-    out = np.zeros(len(lines), dtype=np.int32)
-    for i in np.flatnonzero(counts >= 3).tolist():
-        h = xxhash.xxh3_64_intdigest(lines[i].strip().encode("utf-8", "surrogatepass")) >> 32
-        h = (h - (1 << 32)) if h >= (1 << 31) else h
-        out[i] = h or 1
+    """``store.line_hashes`` of a whole file, memoised: an editor asks about one file again and
+    again (a string caches its own hash, so the lookup is cheap)."""
+    out = store.line_hashes(text)
     out.flags.writeable = False
     return out
 

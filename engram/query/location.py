@@ -19,12 +19,14 @@ strongest fingerprint evidence agrees with it (see ``explain._assign_ownership``
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 from collections import defaultdict
 
 import apsw
 import numpy as np
+import xxhash
 
 from engram.index import queries as Q
 from engram.index import schema as S
@@ -263,10 +265,6 @@ def reanchor(conn: apsw.Connection, rel: str | None, file: str, now: np.ndarray)
     The alignment is anchored, as a patience diff is: lines whose text occurs once in each version
     pair up, the longest chain of pairs in the same order on both sides is kept, and every other
     line maps by the offset of the anchor above or below it, when its text is the same there."""
-    import bisect
-
-    import xxhash
-
     key = ("location.reanchor", rel, file, xxhash.xxh3_64_intdigest(now.tobytes()), len(now))
 
     def compute():

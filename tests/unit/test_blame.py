@@ -7,6 +7,7 @@ the real CLI, as in ``test_lineage.py``.
 
 from __future__ import annotations
 
+import pytest
 from claude_log import World, run_json
 
 from engram.cli import main
@@ -83,6 +84,9 @@ SPLIT_AFTER_V2 = SPLIT_AFTER.replace('''    for item in it:
 ''')
 
 
+HAND_HEADER = "# Copyright the authors.\n# Licensed under the MIT licence; see LICENSE.\n#\n# Edited by hand.\n"
+
+
 def explain(capsys, w: World, rel: str, needle: str) -> dict:
     text = (w.root / rel).read_text()
     a = text[:text.index(needle)].count("\n") + 1
@@ -130,13 +134,18 @@ DOCUMENTED = SPLIT_BEFORE.replace('''``True``."""''', '''``True``.
     """''')
 
 
-def test_a_one_line_change_is_found_by_its_location(world, capsys):
+@pytest.mark.parametrize("by_hand", ["", HAND_HEADER], ids=["logged", "after-an-unlogged-shift"])
+def test_a_one_line_change_is_found_by_its_location(world, capsys, by_hand):
+    """After a hand edit above the function (no session logged it), blame through the log is
+    asked at the function's place in the log's own text (``location.reanchor``)."""
     w = world
     w.session(session_id=A).user("add split_before").write(
         "split.py", "import itertools\n\n\n" + DOCUMENTED).save()
     renamed = DOCUMENTED.replace("maxsplit=-1):", "maxsplit=-1, *, strict=False):")
     w.session(session_id=C).user("add a strict flag").edit("split.py", DOCUMENTED, renamed).save()
     w.checkout()
+    if by_hand:
+        (w.root / "split.py").write_text(by_hand + "import itertools\n\n\n" + renamed)
     run_json(capsys, "ingest", "--seal")
     res = explain(capsys, w, "split.py", renamed)
     owners = produced(res)
@@ -175,6 +184,11 @@ def test_track_carries_positions_back_through_edits(world):
     assert text.splitlines()[start - 1].startswith("def split_before")
 
 
+WINDOW = ("class Window:\n    def __init__(self, items):\n        self._items = list(items)\n\n"
+          "    def __iter__(self):\n        return self\n\n"
+          "    def __len__(self):\n        return len(self._items)\n")
+
+
 def test_a_span_too_common_to_fingerprint_is_blamed_by_its_path(world, capsys, monkeypatch):
     from engram.index import store
 
@@ -182,10 +196,7 @@ def test_a_span_too_common_to_fingerprint_is_blamed_by_its_path(world, capsys, m
     # so no fingerprint of it identifies anything; here every fingerprint in 2+ blocks is
     monkeypatch.setattr(store, "BOILERPLATE_MIN", 2)
     w = world
-    cls = ("class Window:\n    def __init__(self, items):\n        self._items = list(items)\n\n"
-           "    def __iter__(self):\n        return self\n\n"
-           "    def __len__(self):\n        return len(self._items)\n")
-    w.session(session_id=A).user("add Window").write("pkg/window.py", cls).save()
+    w.session(session_id=A).user("add Window").write("pkg/window.py", WINDOW).save()
     w.session(session_id=B).user("what does Window do?").read("pkg/window.py").save()
     w.checkout()
     run_json(capsys, "ingest", "--seal")
@@ -207,9 +218,6 @@ def test_path_blame_checks_the_text(world, capsys):
     assert all(s["session"] != A or produced(res)[A] == 0 for s in res["sessions"])
 
 
-HAND_HEADER = "# Copyright the authors.\n# Licensed under the MIT licence; see LICENSE.\n#\n# Edited by hand.\n"
-
-
 def test_path_blame_follows_a_span_that_an_unlogged_edit_shifted(world, capsys, monkeypatch):
     """A comment block typed above the code by hand (no session logged it) moves every line below
     it away from the log's ranges; blame finds the span where it sits in the file as the log
@@ -218,37 +226,16 @@ def test_path_blame_follows_a_span_that_an_unlogged_edit_shifted(world, capsys, 
 
     monkeypatch.setattr(store, "BOILERPLATE_MIN", 2)  # as above: no fingerprint identifies it
     w = world
-    cls = ("class Window:\n    def __init__(self, items):\n        self._items = list(items)\n\n"
-           "    def __iter__(self):\n        return self\n\n"
-           "    def __len__(self):\n        return len(self._items)\n")
-    w.session(session_id=A).user("add Window").write("pkg/window.py", cls).save()
+    w.session(session_id=A).user("add Window").write("pkg/window.py", WINDOW).save()
     w.session(session_id=B).user("what does Window do?").read("pkg/window.py").save()
     w.checkout()
-    (w.root / "pkg" / "window.py").write_text(HAND_HEADER + cls)
+    (w.root / "pkg" / "window.py").write_text(HAND_HEADER + WINDOW)
     run_json(capsys, "ingest", "--seal")
     shift = HAND_HEADER.count("\n")
     res = run_json(capsys, "explain", f"pkg/window.py:{5 + shift}-{6 + shift}", "--brief")
     assert res["stats"]["matched"] == 0
     assert res["sessions"] and res["sessions"][0]["session"] == A
     assert produced(res)[A] == 1.0
-
-
-def test_a_one_line_change_is_found_after_an_unlogged_shift(world, capsys):
-    """Blame through the log at the span's place in the log's own text: the one-line change is
-    still found after a hand edit above the function moved it."""
-    w = world
-    w.session(session_id=A).user("add split_before").write(
-        "split.py", "import itertools\n\n\n" + DOCUMENTED).save()
-    renamed = DOCUMENTED.replace("maxsplit=-1):", "maxsplit=-1, *, strict=False):")
-    w.session(session_id=C).user("add a strict flag").edit("split.py", DOCUMENTED, renamed).save()
-    w.checkout()
-    (w.root / "split.py").write_text(HAND_HEADER + "import itertools\n\n\n" + renamed)
-    run_json(capsys, "ingest", "--seal")
-    res = explain(capsys, w, "split.py", renamed)
-    owners = produced(res)
-    assert res["sessions"][0]["session"] == A
-    assert 0 < owners[C] < 0.1
-    assert owners[A] > 0.8
 
 
 def test_reanchor_maps_todays_lines_to_the_logs(world):
@@ -279,17 +266,29 @@ def test_reanchor_maps_todays_lines_to_the_logs(world):
     assert all(where[i] == i + 1 - shift for i in moved)           # the rest, 4 lines up
 
 
-def test_whole_file_line_hashes_are_the_stores():
-    """Explain hashes a whole file's lines (for re-anchoring) with a faster test for trivial lines;
-    the values must be ``store.line_hashes``' exactly."""
+def test_line_hashes_count_letters_on_the_bytes_as_the_definition_does():
+    """``store.line_hashes`` tests for trivial lines on the UTF-8 bytes at once; its values are
+    those of the per-line definition (3+ ASCII letters or digits, xxh3 of the stripped line)."""
+    import re
     from pathlib import Path
 
+    import xxhash
+
     from engram.index import store
-    from engram.query import explain as X
+
+    def definition(text: str) -> list[int]:
+        out = []
+        for ln in text.split("\n"):
+            s = ln.strip()
+            h = 0
+            if len(re.findall(r"[A-Za-z0-9]", s)) >= 3:
+                h = xxhash.xxh3_64_intdigest(s.encode("utf-8", "surrogatepass")) >> 32
+                h = (h - (1 << 32) if h >= (1 << 31) else h) or 1
+            out.append(h)
+        return out
 
     texts = ["", "\n", "a\nb", "  é ü ñ x\nabc\tdef", "ab1\n\r\n\u2028 xyz \u00a0", "\ud800abc def\n",
              "日本語 abc\n  ab\n", " a1b2 \x0c\n", "x" * 3, "if (a) {\n  return b;\n}\n"]
-    texts += [p.read_text(encoding="utf-8") for p in sorted(Path(X.__file__).parent.glob("*.py"))]
+    texts += [p.read_text(encoding="utf-8") for p in sorted(Path(store.__file__).parent.glob("*.py"))]
     for text in texts:
-        X._file_line_hashes.cache_clear()
-        assert X._file_line_hashes(text).tolist() == store.line_hashes(text).tolist(), text[:40]
+        assert store.line_hashes(text).tolist() == definition(text), text[:40]

@@ -49,6 +49,7 @@ def _long_class(n: int = 40) -> str:
 LONG = _long_class()
 LONG_FEW = _long_class(6)      # a copy of a seventh of the class: below the floor
 LONG_MOST = _long_class(30)    # three quarters of it: above
+MODULE = "import math\n\n\n" + SHORT + "\n\n" + LONG + "\n\n" + OTHER
 
 
 @pytest.fixture
@@ -99,7 +100,7 @@ def _reference(conn, text: str) -> tuple[int, float]:
 
 def test_lens_matches_each_block_alone_and_a_slow_reference(world, capsys):
     w = world
-    text = "import math\n\n\n" + SHORT + "\n\n" + LONG + "\n\n" + OTHER
+    text = MODULE
     w.session(session_id="aaaa0001-0000-0000-0000-000000000001").user("write the module") \
         .write("mod.py", text).save()
     w.session(session_id="bbbb0001-0000-0000-0000-000000000002").user("look at it") \
@@ -195,7 +196,7 @@ def test_postings_in_memory_and_prefilled_rows_answer_the_same(world, capsys):
     read again), on the first query after that ingest's commit, and with a snapshot that does not
     belong to the index (never used)."""
     w = world
-    text = "import math\n\n\n" + SHORT + "\n\n" + LONG + "\n\n" + OTHER
+    text = MODULE
     w.session(session_id="aaaa0004-0000-0000-0000-000000000001").user("write the module") \
         .write("mod.py", text).save()
     w.session(session_id="bbbb0004-0000-0000-0000-000000000002").user("only the clamp helper") \
@@ -248,12 +249,17 @@ def test_postings_in_memory_and_prefilled_rows_answer_the_same(world, capsys):
         eng.close()
 
 
+def _untimed(res: dict) -> dict:
+    """An explain result without its timing (the one field that differs between two asks)."""
+    return {**res, "stats": {k: v for k, v in res["stats"].items() if k != "elapsed_ms"}}
+
+
 def test_explain_with_postings_in_memory_answers_the_same(world, capsys):
     """Explain counts a span's fingerprints per block from the postings a server holds in memory
     when there are some (``held_block_counts``): the same result as SQLite's, also for blocks added
     after the snapshot was read."""
     w = world
-    text = "import math\n\n\n" + SHORT + "\n\n" + LONG + "\n\n" + OTHER
+    text = MODULE
     w.session(session_id="aaaa0005-0000-0000-0000-000000000001").user("write the module") \
         .write("mod.py", text).save()
     w.checkout()
@@ -267,13 +273,12 @@ def test_explain_with_postings_in_memory_answers_the_same(world, capsys):
         plain = [eng.explain(file, s, e, text=text) for s, e in spans]
         B.keep_postings(conn)
         _wait_held(conn)
-        keys = np.unique(Q.index_keys(X.query_fingerprints(LONG)[0]))
-        held = B.held_block_counts(conn, keys)
+        hashes = X.query_fingerprints(LONG)[0]
+        held = B.held_block_counts(conn, np.unique(Q.index_keys(hashes)))
         assert held is not None and held[1] > 0
-        assert held == (Q.block_hit_counts(conn, X.query_fingerprints(LONG)[0]),
-                        Q.matched_count(conn, X.query_fingerprints(LONG)[0]))
-        strip = lambda r: {**r, "stats": {k: v for k, v in r["stats"].items() if k != "elapsed_ms"}}
-        assert [strip(eng.explain(file, s, e, text=text)) for s, e in spans] == [strip(r) for r in plain]
+        assert held == (Q.block_hit_counts(conn, hashes), Q.matched_count(conn, hashes))
+        assert [_untimed(eng.explain(file, s, e, text=text)) for s, e in spans] == \
+            [_untimed(r) for r in plain]
         # a second session copies the class: its blocks are newer than the snapshot
         w.session(session_id="bbbb0005-0000-0000-0000-000000000002").user("copy the pipeline") \
             .write("copy.py", LONG).save()
@@ -283,7 +288,7 @@ def test_explain_with_postings_in_memory_answers_the_same(world, capsys):
         assert B._cache(conn).snap_use[1] is True  # the snapshot is behind the index
         fresh = Engine(w.root)
         try:
-            assert strip(got) == strip(fresh.explain(file, 9, 20, text=text))
+            assert _untimed(got) == _untimed(fresh.explain(file, 9, 20, text=text))
             assert len(got["sessions"]) == 2
         finally:
             fresh.close()
