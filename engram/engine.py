@@ -48,6 +48,7 @@ class Engine:
         self.config.root = self.root
         self.index_path = Path(index_path) if index_path else paths.default_index_path(self.root)
         self._local = threading.local()
+        self._display: dict[tuple[str, str], str] = {}  # ``_display_path`` memo
         self._conns: list[apsw.Connection] = []
         self._lock = threading.Lock()
         self.last_ingest: dict | None = None
@@ -142,9 +143,10 @@ class Engine:
         end = min(end, max(n, 1))
         s, e = start, end
         span_text = "\n".join(lines[s - 1:e]) + "\n"
-        if len(X.span_fingerprints(span_text)[0]) == 0:
+        if len(X.span_fingerprints(span_text, (full, s - 1, e - 1))[0]) == 0:
             s, e = self._enclosing(file, full, start, end)
             span_text = "\n".join(lines[s - 1:e]) + "\n"
+            X.span_fingerprints(span_text, (full, s - 1, e - 1))
         span = {"file": self._display_path(file), "start": s, "end": e, "requested": [start, end]}
         return X.explain_text(
             self.conn(), span_text, span=span,
@@ -205,11 +207,21 @@ class Engine:
             return None
 
     def _display_path(self, file: str) -> str:
-        p = Path(file)
-        try:
-            return str(p.resolve().relative_to(self.root)) if p.is_absolute() or p.exists() else file
-        except ValueError:
-            return file
+        """``file`` relative to the repo root when it is inside it (symlinks resolved), else as
+        given; memoised per working directory (an editor explains one file again and again, and
+        resolving walks every component of the path)."""
+        key = (file, os.getcwd())
+        hit = self._display.get(key)
+        if hit is None:
+            p = Path(file)
+            try:
+                hit = str(p.resolve().relative_to(self.root)) if p.is_absolute() or p.exists() else file
+            except ValueError:
+                hit = file
+            if len(self._display) > 1024:
+                self._display.clear()
+            self._display[key] = hit
+        return hit
 
     def explain_blocks(self, file: str, text: str, blocks: list[tuple[int, int]],
                        windows: bool | None = None) -> list[dict]:

@@ -15,8 +15,11 @@ from engram.fingerprint.winnow import (
     all_kgrams,
     fingerprint,
     fingerprint_batch,
+    line_span_prints,
     span_prints,
+    text_tokens,
 )
 
 __all__ = ["FP_VERSION", "DEFAULT_K", "DEFAULT_W", "Fingerprints", "Tokens", "all_kgrams",
-           "fingerprint", "fingerprint_batch", "span_prints", "tokenize"]
+           "fingerprint", "fingerprint_batch", "line_span_prints", "span_prints", "text_tokens",
+           "tokenize"]

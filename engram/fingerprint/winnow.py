@@ -30,7 +30,7 @@ import numpy as np
 from engram.fingerprint.tokenize import PAD, avalanche, encode, hash_spans, line_of, spans
 
 __all__ = ["FP_VERSION", "DEFAULT_K", "DEFAULT_W", "Fingerprints", "fingerprint", "span_prints",
-           "fingerprint_batch", "all_kgrams"]
+           "fingerprint_batch", "all_kgrams", "text_tokens", "line_span_prints"]
 
 FP_VERSION = 1
 """Bump whenever any output of this package changes (tokens, hashes, selection, lines)."""
@@ -86,6 +86,33 @@ def span_prints(text: str, k: int = DEFAULT_K, w: int = DEFAULT_W
     kg, lines = all_kgrams(text, k)
     sel = _winnow(kg, np.array([0, len(kg)], dtype=np.int64), w) if len(kg) else np.zeros(0, np.int64)
     return kg, lines, kg[sel]
+
+
+def text_tokens(text: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(hash of every token of text, its 0-based line)`` (uint64, int32), in text order: what
+    ``line_span_prints`` cuts a span's k-grams from. No token crosses a line (``\\n`` is
+    whitespace), so the tokens of lines ``a..b`` of a text are exactly the tokens of the text made
+    of those lines."""
+    buf, _ = encode([text])
+    n = len(buf) - PAD
+    starts, ends = spans(buf, n)
+    return hash_spans(buf, starts, ends), line_of(buf, n, starts)
+
+
+def line_span_prints(tokens: tuple[np.ndarray, np.ndarray], first: int, last: int,
+                     k: int = DEFAULT_K, w: int = DEFAULT_W
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``span_prints`` of lines ``first..last`` (0-based, inclusive) of the text whose
+    ``text_tokens`` are given: the same values as ``span_prints`` of those lines joined (lines
+    relative to ``first``), without tokenising them again. An editor explains many spans of one
+    file; tokenising the file once is most of the cost of each."""
+    _check(k, w)
+    hashes, lines = tokens
+    a, b = np.searchsorted(lines, [first, last + 1])
+    kg = _kgram_hashes(hashes[a:b], k)
+    kl = lines[a:a + len(kg)] - np.int32(first)
+    sel = _winnow(kg, np.array([0, len(kg)], dtype=np.int64), w) if len(kg) else np.zeros(0, np.int64)
+    return kg, kl, kg[sel]
 
 
 def fingerprint_batch(

@@ -36,19 +36,24 @@ def index_keys(hashes) -> np.ndarray:
 
 
 def _keyed(hashes) -> tuple[array.array, dict[int, int]]:
+    """``(the distinct index keys of the hashes, sorted; {key: the hash it stands for})`` — the
+    largest such hash when two share a key. Callers that look one set of hashes up several times
+    compute it once and pass it on (``keyed=``)."""
     full = np.unique(np.asarray(hashes, dtype=np.int64))
     keys = index_keys(full)
     back = dict(zip(keys.tolist(), full.tolist()))
     return _i64(np.unique(keys)), back
 
 
-def boilerplate(conn: apsw.Connection, hashes: np.ndarray) -> set[int]:
-    """The given (64-bit) hashes that are too common to discriminate."""
+def boilerplate(conn: apsw.Connection, hashes: np.ndarray, keyed=None) -> set[int]:
+    """The given (64-bit) hashes that are too common to discriminate. The boilerplate table is
+    small (a few hundred keys at most): it is read once per index version and held as a set."""
     if len(hashes) == 0:
         return set()
-    keys, back = _keyed(hashes)
-    return {back[r[0]] for r in conn.execute(
-        "SELECT hash FROM boilerplate WHERE hash IN carray(?)", (apsw.carray(keys),))}
+    keys, back = keyed or _keyed(hashes)
+    bp = memo(conn, "boilerplate", lambda: frozenset(
+        r[0] for r in conn.execute("SELECT hash FROM boilerplate")))
+    return {back[k] for k in keys if k in bp}
 
 
 def postings(conn: apsw.Connection, hashes: np.ndarray) -> list[tuple[int, int, int]]:
@@ -61,11 +66,11 @@ def postings(conn: apsw.Connection, hashes: np.ndarray) -> list[tuple[int, int, 
         "SELECT hash, block, line FROM fingerprints WHERE hash IN carray(?)", (apsw.carray(keys),))]
 
 
-def block_hit_counts(conn: apsw.Connection, hashes: np.ndarray) -> dict[int, int]:
+def block_hit_counts(conn: apsw.Connection, hashes: np.ndarray, keyed=None) -> dict[int, int]:
     """block → number of the given hashes it contains (distinct), counted inside SQLite."""
     if len(hashes) == 0:
         return {}
-    keys, _back = _keyed(hashes)
+    keys, _back = keyed or _keyed(hashes)
     # distinct (hash, block) pairs come off the primary key in order, without a temp b-tree per
     # group: ~1.8x faster than ``count(DISTINCT hash) ... GROUP BY block``, same counts
     return dict(conn.execute(
@@ -73,11 +78,11 @@ def block_hit_counts(conn: apsw.Connection, hashes: np.ndarray) -> dict[int, int
         " WHERE hash IN carray(?)) GROUP BY block", (apsw.carray(keys),)))
 
 
-def matched_count(conn: apsw.Connection, hashes: np.ndarray) -> int:
+def matched_count(conn: apsw.Connection, hashes: np.ndarray, keyed=None) -> int:
     """How many of the given hashes occur in the index at all."""
     if len(hashes) == 0:
         return 0
-    keys, _back = _keyed(hashes)
+    keys, _back = keyed or _keyed(hashes)
     # one primary-key probe per hash, instead of reading every posting of every hash
     return conn.execute("SELECT count(*) FROM carray(?) c WHERE EXISTS"
                         " (SELECT 1 FROM fingerprints f WHERE f.hash = c.value)",
@@ -85,24 +90,40 @@ def matched_count(conn: apsw.Connection, hashes: np.ndarray) -> int:
 
 
 def postings_in_blocks(conn: apsw.Connection, hashes: np.ndarray,
-                       blocks: Iterable[int]) -> list[tuple[int, int, int]]:
+                       blocks: Iterable[int], keyed=None) -> list[tuple[int, int, int]]:
     """``(hash, block, line)`` for the given hashes, restricted to the given blocks."""
     bl = sorted(set(blocks))
     if len(hashes) == 0 or not bl:
         return []
-    keys, back = _keyed(hashes)
+    keys, back = keyed or _keyed(hashes)
     return [(back[h], b, ln) for h, b, ln in conn.execute(
         "SELECT hash, block, line FROM fingerprints WHERE hash IN carray(?) AND block IN carray(?)",
         (apsw.carray(keys), apsw.carray(_i64(bl))))]
 
 
 def refs_for_blocks(conn: apsw.Connection, blocks: Iterable[int]) -> list[tuple[int, int, int, int]]:
-    """``(block, event, role, line0)`` for the given blocks."""
+    """``(block, event, role, line0)`` for the given blocks, in block order (then event, role).
+
+    Memoised per block and ``data_version``: a block (a file read whole, a long tool output) is
+    found again by every span of the code it holds."""
     bl = sorted(set(blocks))
+    cache = _rows(conn)
+    held = cache.memo.setdefault("refs", {}) if cache is not None else {}
+    got = {b: held[b] for b in bl if b in held}
+    missing = [b for b in bl if b not in got]
+    if missing:
+        for b in missing:
+            got[b] = []
+        for ch in _chunks(missing):
+            for r in conn.execute("SELECT block, event, role, line0 FROM refs WHERE block IN carray(?)",
+                                  (apsw.carray(_i64(ch)),)):
+                got[r[0]].append(r)
+        if len(held) > ROW_CACHE:
+            held.clear()
+        held.update((b, got[b]) for b in missing)
     out = []
-    for ch in _chunks(bl):
-        out.extend(conn.execute("SELECT block, event, role, line0 FROM refs WHERE block IN carray(?)",
-                                (apsw.carray(_i64(ch)),)))
+    for b in bl:
+        out.extend(got[b])
     return out
 
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 import time
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 
 import apsw
 import numpy as np
@@ -42,14 +43,43 @@ ALL_KGRAMS_MAX = 32        # spans with up to this many winnowed fingerprints lo
 MAX_QUERY_FPS = 256       # spans with more winnowed fingerprints are looked up through a sample
 
 
-@functools.lru_cache(maxsize=64)
-def span_fingerprints(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+_SPAN_PRINTS: OrderedDict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
+_SPAN_PRINTS_MAX = 64
+_span_prints_lock = threading.Lock()
+
+
+def span_fingerprints(text: str, where: tuple[str, int, int] | None = None
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(query hashes = every k-gram, their lines (0-based), the distinct winnowed hashes).
 
-    Memoised (read-only arrays): the engine checks a span for k-grams before explaining it, and
-    an editor asks about the same block again and again."""
-    allk, lines, win = fingerprint.span_prints(text)
+    Memoised per text (read-only arrays, the last ``_SPAN_PRINTS_MAX`` spans): the engine checks a
+    span for k-grams before explaining it, and an editor asks about the same block again and
+    again. ``where = (file text, first line, last line)`` (0-based) says that ``text`` is those
+    lines of that file joined, each followed by ``\\n``: the span's k-grams are then cut from the
+    file's tokens (``_file_tokens``, one tokenising pass per file) — the same values."""
+    with _span_prints_lock:
+        hit = _SPAN_PRINTS.get(text)
+        if hit is not None:
+            _SPAN_PRINTS.move_to_end(text)
+            return hit
+    if where is not None:
+        allk, lines, win = fingerprint.line_span_prints(_file_tokens(where[0]), where[1], where[2])
+    else:
+        allk, lines, win = fingerprint.span_prints(text)
     out = (np.asarray(allk, dtype=np.int64), np.asarray(lines), np.unique(win))
+    for a in out:
+        a.flags.writeable = False
+    with _span_prints_lock:
+        _SPAN_PRINTS[text] = out
+        while len(_SPAN_PRINTS) > _SPAN_PRINTS_MAX:
+            _SPAN_PRINTS.popitem(last=False)
+    return out
+
+
+@functools.lru_cache(maxsize=16)
+def _file_tokens(text: str) -> tuple[np.ndarray, np.ndarray]:
+    """``fingerprint.text_tokens`` of a whole file, memoised (read-only arrays)."""
+    out = fingerprint.text_tokens(text)
     for a in out:
         a.flags.writeable = False
     return out
@@ -116,16 +146,18 @@ def direct_evidence(conn: apsw.Connection, text: str, file: str | None = None,
     if len(qh) == 0 or n_win == 0:
         return {}, stats
     uq = np.unique(qh)
-    bp = Q.boilerplate(conn, uq)
+    keyed = Q._keyed(uq)  # the span's index keys: computed once for every lookup below
+    bp = Q.boilerplate(conn, uq, keyed)
     if bp:
         bparr = np.fromiter(bp, dtype=np.int64, count=len(bp))
         uq = uq[~np.isin(uq, bparr)]
         # boilerplate fingerprints are removed from the denominator too
         n_win = int(n_win - np.isin(wh, bparr).sum())
         stats["boilerplate"] = len(bp)
+        keyed = Q._keyed(uq)
     if n_win <= 0 or len(uq) == 0:
         return {}, stats
-    counts, matched = _block_counts(conn, uq)
+    counts, matched = _block_counts(conn, uq, keyed)
     stats["matched"] = min(matched, n_win)
     need = min(OWNER_MIN_HITS, n_win)
     keep_min = min(max(need, OWNER_MIN_SHARE * n_win), max(1.0, floor * n_win))
@@ -152,7 +184,7 @@ def direct_evidence(conn: apsw.Connection, text: str, file: str | None = None,
         for h, ln in zip(qh.tolist(), np.asarray(qlines).tolist()):
             span_lines[h].append(ln)
         by_block: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
-        for h, b, ln in Q.postings_in_blocks(conn, uq, after_blocks.keys()):
+        for h, b, ln in Q.postings_in_blocks(conn, uq, after_blocks.keys(), keyed):
             by_block[b][h].append(ln)
         hits: dict[int, tuple[dict[int, list[int]], int]] = {}
         for b, (eid, line0) in after_blocks.items():
@@ -164,15 +196,16 @@ def direct_evidence(conn: apsw.Connection, text: str, file: str | None = None,
     return ev, stats
 
 
-def _block_counts(conn: apsw.Connection, hashes: np.ndarray) -> tuple[dict[int, int], int]:
+def _block_counts(conn: apsw.Connection, hashes: np.ndarray, keyed) -> tuple[dict[int, int], int]:
     """``({block: how many of the hashes it holds}, how many occur at all)``: from the postings a
-    long-running process holds in memory (the language server), else from SQLite."""
+    long-running process holds in memory (the language server), else from SQLite. ``keyed``:
+    ``Q._keyed(hashes)``."""
     from engram.query import blocks  # blocks imports this module
 
-    held = blocks.held_block_counts(conn, np.unique(Q.index_keys(hashes)))
+    held = blocks.held_block_counts(conn, np.frombuffer(keyed[0], dtype=np.int64))
     if held is not None:
         return held
-    return Q.block_hit_counts(conn, hashes), Q.matched_count(conn, hashes)
+    return Q.block_hit_counts(conn, hashes, keyed), Q.matched_count(conn, hashes, keyed)
 
 
 ALIGN_SLACK = 3           # lines of drift allowed inside one aligned copy of the span
@@ -239,7 +272,7 @@ def _assign_ownership(conn, ev: dict[int, Evidence], after: dict[int, tuple[set[
     if not cands:
         return
     rows = Q.events(conn, cands)
-    span = store.line_hashes(span_text)
+    span = _span_line_hashes(span_text, context, span_lines)
     span_l = span.tolist()
     # after-text lines to diff against the span: (first, last, margin); a copy found by content may
     # have grown or shrunk since (margin: the span's length), a place found by the track may not
@@ -307,13 +340,16 @@ def _assign_ownership(conn, ev: dict[int, Evidence], after: dict[int, tuple[set[
         if owner is not None:
             owned[owner] += 1
     covered = sum(owned.values())
+    logged_by: dict[int, list[int]] = defaultdict(list)  # edit → the span lines the log gave it
+    for i, eid in logged.items():
+        logged_by[eid].append(i)
     for eid, n in owned.items():
         e = ev.get(eid)
         if e is None:  # an edit found by its place in the file alone
             e = ev[eid] = Evidence(eid)
             e.roles.add(S.ROLE_EDIT_AFTER)
             r = rows[eid]
-            mine = [i for i in logged if logged[i] == eid]
+            mine = logged_by.get(eid)
             if mine:
                 e.lines = [span_lines[0] + min(mine), span_lines[0] + max(mine)]
             else:
@@ -361,7 +397,7 @@ def _path_blame(conn, display: str, path: str | None, lines: tuple[int, int], te
     When the log's line numbers no longer hold (a change nobody logged shifted the span) and the
     file's whole text is known (``context``), the span is looked up where it sits in the file as
     the log leaves it (``location.reanchor``)."""
-    span = store.line_hashes(text)
+    span = _span_line_hashes(text, context, lines)
     parts = display.replace("\\", "/").lstrip("./").split("/")
     suffixes = ["/".join(parts[i:]) for i in range(len(parts) - 1)]
     found: list[tuple[str | None, str]] = []
@@ -413,6 +449,20 @@ def _blames(conn, rel: str | None, file: str, lines: tuple[int, int], span: np.n
             or (np.diff(mapped) != 1).any()):
         return
     yield location.blame(conn, rel, file, int(mapped[0]), int(mapped[-1]), span)
+
+
+def _span_line_hashes(text: str, context: str | None, lines: tuple[int, int] | None) -> np.ndarray:
+    """``store.line_hashes(text)`` for the span ``text``; cut from the memoised line hashes of
+    its whole file when that is known (``context``, whose lines ``lines`` the span is: a line's
+    hash depends on that line alone). The span's text ends with a newline: its last, empty line
+    hashes to 0."""
+    if context is not None and lines is not None and text.count("\n") == lines[1] - lines[0] + 1:
+        whole = _file_line_hashes(context)
+        if lines[0] >= 1 and lines[1] <= len(whole):
+            out = np.zeros(lines[1] - lines[0] + 2, dtype=np.int32)
+            out[:-1] = whole[lines[0] - 1:lines[1]]
+            return out
+    return store.line_hashes(text)
 
 
 @functools.lru_cache(maxsize=16)
@@ -625,7 +675,7 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
         then the most recent; then stable, path-independent fields."""
         tid, v, produced, conf, _ = s
         t = trows[tid]
-        return (groups[id(s)], -round(produced, 2), -round(conf, 2),
+        return (groups[id(s)], -round(produced, 2) if produced else 0, -round(conf, 2),
                 recency[t.last_t or ""], t.first_t or "", t.session or "", t.tape_id)
 
     sessions.sort(key=key)
@@ -638,16 +688,18 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
         sessions = [s for s in sessions if id(s) not in drop]
     access = W.TapeAccess(conn)
     out_sessions = []
+
+    def anchor_key(it):
+        r = erows[it[0]]
+        return (-round(it[1], 4), _KIND_RANK.get(r.kind, 6), -round(it[2], 4), r.ofs)
+
     for rank, (tid, v, produced, conf, items) in enumerate(sessions):
         t = trows[tid]
         light = rank >= WINDOW_SESSIONS  # beyond the top sessions: anchors only, no tape reads
-        def anchor_key(it):
-            return (-round(it[1], 4), _kind_rank(erows[it[0]].kind), -round(it[2], 4),
-                    erows[it[0]].ofs)
-
         touches = len(items)
         # a light session shows one anchor: the first in this order
-        items = [min(items, key=anchor_key)] if light else sorted(items, key=anchor_key)
+        if len(items) > 1:
+            items = [min(items, key=anchor_key)] if light else sorted(items, key=anchor_key)
         windows = []
         best = max(c for _e, _p, c in items)
         covered: list[tuple[int, int]] = []

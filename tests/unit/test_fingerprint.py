@@ -23,6 +23,9 @@ from engram.fingerprint import (
     all_kgrams,
     fingerprint,
     fingerprint_batch,
+    line_span_prints,
+    span_prints,
+    text_tokens,
     tokenize,
 )
 from engram.fingerprint.tokenize import PAD, hash_spans
@@ -215,6 +218,23 @@ def test_batch_equals_individual(texts, k, w, sub_batch):
         assert got.hashes.tolist() == one.hashes.tolist()
         assert got.lines.tolist() == one.lines.tolist()
         assert got.n_tokens == one.n_tokens
+
+
+@settings(max_examples=150)
+@given(toks=tokens, k=ks, w=ws, data=st.data())
+def test_line_span_prints_equal_span_prints_of_the_lines(toks, k, w, data):
+    """A span cut from a file's tokens has the k-grams, lines and fingerprints of the span's own
+    text: explain fingerprints spans of a file that way."""
+    text = data.draw(spaced(toks)) + data.draw(st.sampled_from(["", "\n", "x"]))
+    lines = text.split("\n")
+    first = data.draw(st.integers(0, len(lines) - 1))
+    last = data.draw(st.integers(first, len(lines) - 1))
+    span = "\n".join(lines[first:last + 1]) + "\n"
+    want = span_prints(span, k, w)
+    got = line_span_prints(text_tokens(text), first, last, k, w)
+    for a, b in zip(want, got):
+        assert a.tolist() == b.tolist()
+        assert a.dtype == b.dtype
 
 
 def test_batch_never_joins_tokens_or_kgrams_across_texts():
