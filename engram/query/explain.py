@@ -205,7 +205,7 @@ def _block_counts(conn: apsw.Connection, hashes: np.ndarray, keyed) -> tuple[dic
     held = blocks.held_block_counts(conn, np.frombuffer(keyed[0], dtype=np.int64))
     if held is not None:
         return held
-    return Q.block_hit_counts(conn, hashes, keyed), Q.matched_count(conn, hashes, keyed)
+    return Q.block_counts(conn, hashes, keyed)
 
 
 ALIGN_SLACK = 3           # lines of drift allowed inside one aligned copy of the span

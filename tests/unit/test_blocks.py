@@ -277,6 +277,8 @@ def test_explain_with_postings_in_memory_answers_the_same(world, capsys):
         held = B.held_block_counts(conn, np.unique(Q.index_keys(hashes)))
         assert held is not None and held[1] > 0
         assert held == (Q.block_hit_counts(conn, hashes), Q.matched_count(conn, hashes))
+        assert held == Q.block_counts(conn, hashes)  # SQLite's one-pass count: the same
+        assert Q.block_counts(conn, np.zeros(0, dtype=np.int64)) == ({}, 0)
         assert [_untimed(eng.explain(file, s, e, text=text)) for s, e in spans] == \
             [_untimed(r) for r in plain]
         # a second session copies the class: its blocks are newer than the snapshot
