@@ -85,6 +85,7 @@ POPULAR_POSTINGS = 2000     # a hash in more blocks than this is ignored for lin
 MAX_DEPTH = 10
 MAX_FANOUT = 50
 MAX_EDGES = 500
+MAX_PLANS = 100_000         # nodes, tapes and events whose walk steps are kept (``_Plans``)
 
 HEAD_EVENTS = 12
 TAIL_EVENTS = 60
@@ -226,87 +227,207 @@ def walk(conn: apsw.Connection, seeds: dict[int, float], *, min_confidence: floa
          all: bool = False, max_depth: int = MAX_DEPTH, max_fanout: int = MAX_FANOUT,
          max_edges: int = MAX_EDGES) -> dict:
     """BFS backwards from ``seeds`` ({event id: confidence}) through lineage edges, then across
-    continuation and dispatch rows of every tape reached. See the module docstring."""
+    continuation and dispatch rows of every tape reached. See the module docstring.
+
+    What a node contributes does not depend on the walk that reaches it, only on the index and
+    the options: its edges, continuation rows and tombstones are prepared once per index version
+    (``_Plans``), with the lineage entries they add ready to copy, and a walk only follows them,
+    keeping its own budget, visited set and paths."""
     truncated = {"fanout": False, "edges": False}
     lineage: list[dict] = []
     reached: dict[int, dict] = {}
     if not seeds:
         return {"lineage": [], "tombstones": [], "truncated": truncated, "reached": {}}
-    ev_cache: dict[int, Q.EventRow] = {}
-    tape_cache: dict[int, Q.TapeRow] = {}
-
-    def ref(eid: int) -> dict:
-        r = ev_cache[eid]
-        return {"tape_id": tape_cache[r.tape].tape_id, "offset": r.ofs}
-
-    def load(ids):
-        missing = [i for i in ids if i not in ev_cache]
-        if missing:
-            ev_cache.update(Q.events(conn, missing))
-            tids = {ev_cache[i].tape for i in missing if i in ev_cache}
-            tape_cache.update(Q.tapes(conn, [t for t in tids if t not in tape_cache]))
-
+    plans = _Plans.of(conn, min_confidence, all, max_fanout)
     state: dict[int, tuple[float, list, bool]] = {e: (c, [], False) for e, c in seeds.items()}
-    load(seeds)
-    tomb = _tomb_events(conn, seeds)
-    # which text of a seed edit matched: its after-text, unless it deleted outright (empty after)
-    frontier = sorted(((e, _AFTER if not (e in tomb and _empty_after(ev_cache.get(e))) else _BEFORE)
-                       for e in seeds), key=lambda n: (-seeds[n[0]], n[0]))
+    starts = plans.seeds(conn, seeds)
+    tape_of = {e: starts[e][0] for e in seeds if starts[e][0] is not None}  # of a state event
+    frontier = sorted(((e, starts[e][1]) for e in seeds), key=lambda n: (-seeds[n[0]], n[0]))
     visited = set(frontier)
     depth = 0
     budget_hit = False
     while frontier and depth < max_depth and not budget_hit:
         depth += 1
-        out = _edges_from(conn, [n[0] for n in frontier])
-        tomb |= _tomb_events(conn, [n[0] for n in frontier if n[0] not in tomb])
+        steps = plans.steps(conn, frontier)
         nxt = []
-        chosen = []
-        for node, side in frontier:
-            edges = [_effective(e, side) for e in out.get(node, []) if _follows(e, side, node in tomb)]
-            ok = [e for e in edges if all or e[5] or (not e[6] and e[2] >= min_confidence)]
-            ok.sort(key=lambda e: (-e[5], -e[2], e[1]))
-            if len(ok) > max_fanout:
+        for k, node in enumerate(frontier):
+            fanned, follow = steps[node]
+            if fanned:
                 truncated["fanout"] = True
-                ok = ok[:max_fanout]
-            chosen.append((node, ok))
-        load([e[1] for _node, ok in chosen for e in ok])  # one lookup per depth
-        for node, ok in chosen:
-            conf, path, agent = state[node]
-            for e in ok:
+            conf, path, agent = state[node[0]]
+            for to, c, land, agent_link, to_tape, entry in follow:
                 if len(lineage) >= max_edges:
                     truncated["edges"] = True
                     budget_hit = True
                     break
-                if e[1] not in ev_cache:
+                if entry is None:  # the event it points to is gone
                     continue
-                d = {"from": ref(e[0]), "to": ref(e[1]), "confidence": round(e[2], ROUND),
-                     "location_delta": e[3], "cardinality": e[4], "agent_link": bool(e[5]),
-                     "kind": e[7]}
-                if e[6]:
-                    d["location_only"] = True
+                d = entry.copy()   # a lineage entry of this walk's own (its ends are dicts too)
+                d["from"] = entry["from"].copy()
+                d["to"] = entry["to"].copy()
                 lineage.append(d)
-                land = (e[1], _BEFORE if e[9] == S.ROLE_EDIT_BEFORE else _AFTER)
                 if land in visited:
                     continue
                 visited.add(land)
                 nxt.append(land)
-                if e[1] in state:
+                if to in state:
                     continue
-                c = min(conf, e[2])
-                state[e[1]] = (c, path + [d], agent or bool(e[5]))
-                reached[e[1]] = {"via": "lineage", "confidence": round(c, ROUND), "path": path + [d]}
-            if budget_hit:
+                c = min(conf, c)
+                state[to] = (c, path + [d], agent or agent_link)
+                tape_of[to] = to_tape
+                reached[to] = {"via": "lineage", "confidence": round(c, ROUND), "path": path + [d]}
+            if budget_hit:  # (the nodes left still say whether they fanned out)
+                if any(steps[n][0] for n in frontier[k + 1:]):
+                    truncated["fanout"] = True
                 break
         frontier = nxt
     if frontier and depth >= max_depth:
         truncated["depth"] = True
-    _cross_tapes(conn, state, reached, lineage, truncated, min_confidence, all, load, ev_cache,
-                 tape_cache, max_edges)
-    tombs = _tombstones(conn, set(state), ev_cache, tape_cache, load)
+    _cross_tapes(conn, plans, state, tape_of, reached, lineage, truncated, max_edges)
+    tombs = [dict(t, range=list(t["range"])) for t in plans.tombstones(conn, state)]
+    tombs.sort(key=lambda d: (d["t"] or "", d["tape_id"], d["offset"]))
     return {"lineage": lineage, "tombstones": tombs, "truncated": truncated, "reached": reached}
 
 
 _AFTER, _BEFORE = 1, 0
+
+
+class _Plans:
+    """What the walk needs of each node, tape and event, prepared once per index version and
+    walk options (``Q.memo``): explains of nearby code walk the same edges and tapes again and
+    again, and which of a node's edges a walk follows, in which order, and what each adds to the
+    lineage, depends on nothing else. Lineage entries are kept ready (copied into each
+    walk's output, never handed out themselves)."""
+
+    def __init__(self, min_confidence: float, all: bool, max_fanout: int):
+        self.min_confidence = min_confidence
+        self.all = all
+        self.max_fanout = max_fanout
+        self.clear()
+
+    def clear(self) -> None:
+        self._seeds: dict[int, tuple[int | None, int]] = {}
+        self._steps: dict[tuple[int, int], tuple[bool, tuple]] = {}
+        self._hops: dict[int, tuple] = {}
+        self._tombs: dict[int, tuple[dict, ...]] = {}
+
+    @classmethod
+    def of(cls, conn: apsw.Connection, min_confidence: float, all: bool, max_fanout: int) -> _Plans:
+        """The plans for this index version and these options (fresh inside a transaction)."""
+        plans = Q.memo(conn, ("lineage.plans", min_confidence, all, max_fanout),
+                       lambda: cls(min_confidence, all, max_fanout))
+        if (len(plans._seeds) + len(plans._steps) + len(plans._hops) + len(plans._tombs)
+                > MAX_PLANS):
+            plans.clear()
+        return plans
+
+    def seeds(self, conn: apsw.Connection, events) -> dict[int, tuple[int | None, int]]:
+        """event → ``(its tape row, None when the event is gone; the side of it a walk starts
+        from)``: its after-text, unless it deleted outright (an empty after-text)."""
+        memo = self._seeds
+        missing = [e for e in events if e not in memo]
+        if missing:
+            rows = Q.events(conn, missing)
+            tomb = _tomb_events(conn, missing)
+            for e in missing:
+                r = rows.get(e)
+                memo[e] = (r.tape if r is not None else None,
+                           _BEFORE if e in tomb and _empty_after(r) else _AFTER)
+        return memo
+
+    def steps(self, conn: apsw.Connection, nodes) -> dict[tuple[int, int], tuple[bool, tuple]]:
+        """``(event, side)`` → ``(fanned out, edges to follow)``. ``fanned out``: the node had
+        more than ``max_fanout`` edges to follow. Each edge, best first, is ``(target event,
+        confidence, the node it lands on, agent link, target's tape row, lineage entry)``, the
+        entry None when the target event is gone (the walk skips it, but it counts against the
+        fan-out, and the edge budget is checked before it)."""
+        memo = self._steps
+        missing = [n for n in nodes if n not in memo]  # (a frontier has no node twice)
+        if not missing:
+            return memo
+        ids = [n[0] for n in missing]
+        out = _edges_from(conn, ids)
+        tomb = _tomb_events(conn, ids)
+        chosen = []
+        for node, side in missing:
+            edges = [_effective(e, side) for e in out.get(node, [])
+                     if _follows(e, side, node in tomb)]
+            ok = [e for e in edges
+                  if self.all or e[5] or (not e[6] and e[2] >= self.min_confidence)]
+            ok.sort(key=lambda e: (-e[5], -e[2], e[1]))
+            chosen.append((len(ok) > self.max_fanout, ok[:self.max_fanout]))
+        refs = self._refs(conn, ids + [e[1] for _f, ok in chosen for e in ok])
+        for (node, side), (fanned, ok) in zip(missing, chosen):
+            frm = refs[node][0] if node in refs else None
+            follow = []
+            for e in ok:
+                entry = None
+                if e[1] in refs:
+                    entry = {"from": frm, "to": refs[e[1]][0],
+                             "confidence": round(e[2], ROUND), "location_delta": e[3],
+                             "cardinality": e[4], "agent_link": bool(e[5]), "kind": e[7]}
+                    if e[6]:
+                        entry["location_only"] = True
+                follow.append((e[1], e[2], (e[1], _BEFORE if e[9] == S.ROLE_EDIT_BEFORE else _AFTER),
+                               bool(e[5]), refs[e[1]][1] if e[1] in refs else None, entry))
+            memo[node, side] = (fanned, tuple(follow))
+        return memo
+
+    def hops(self, conn: apsw.Connection, tapes) -> dict[int, tuple]:
+        """tape row → the continuation and dispatch rows a walk crosses from it (strongest
+        first): ``(earlier tape row, score, anchor event, its tape row, lineage entry)``, the
+        entry None when the anchor event is gone; its ``from`` is the later tape's first event,
+        None for a tape without events (the walk puts the event it reached there)."""
+        memo = self._hops
+        missing = [t for t in tapes if t not in memo]
+        if not missing:
+            return memo
+        rows_of = _by_key(conn, "lineage.continuations", missing,
+                          "SELECT to_tape, from_tape, score, markers, anchor FROM continuations"
+                          " WHERE to_tape IN carray(?) ORDER BY to_tape, score DESC, from_tape",
+                          default=())
+        rows_of = {t: [r for r in rows_of[t]
+                       if r[4] is not None and (r[2] >= self.min_confidence or self.all)]
+                   for t in missing}
+        crossing = [t for t in missing if rows_of[t]]
+        firsts = _first_events(conn, crossing)
+        refs = self._refs(conn, [r[4] for t in crossing for r in rows_of[t]] + list(firsts.values()))
+        for t in missing:
+            start = refs[firsts[t]][0] if firsts.get(t) in refs else None
+            hops = []
+            for _to, from_tape, score, markers, anchor in rows_of[t]:
+                ms = _markers(markers)
+                kind = "dispatch" if "dispatch" in ms else "continuation"
+                entry = None
+                if anchor in refs:
+                    entry = {"from": start, "to": refs[anchor][0], "confidence": round(score, ROUND),
+                             "location_delta": "absent", "cardinality": "1:1", "agent_link": False,
+                             "kind": kind, "markers": ms}
+                hops.append((from_tape, score, anchor, refs[anchor][1] if anchor in refs else None,
+                             entry))
+            memo[t] = tuple(hops)
+        return memo
+
+    def tombstones(self, conn: apsw.Connection, events) -> list[dict]:
+        """The tombstones the given events left (prepared entries: copy before handing out)."""
+        memo = self._tombs
+        missing = [e for e in events if e not in memo]
+        if missing:
+            rows = _tomb_rows(conn, missing)
+            left = [e for e in missing if rows[e]]
+            refs = self._refs(conn, left)
+            for e in missing:
+                memo[e] = tuple({**refs[e][0], "file": file, "rel": rel, "range": [s, end], "t": t}
+                                for _e, file, rel, s, end, t in rows[e]) if e in refs else ()
+        return [t for e in events for t in memo[e]]
+
+    @staticmethod
+    def _refs(conn: apsw.Connection, ids) -> dict[int, tuple[dict, int]]:
+        """event → ``({"tape_id", "offset"}, its tape row)``, for the events that exist."""
+        rows = Q.events(conn, ids)
+        tapes = Q.tapes(conn, {r.tape for r in rows.values()})
+        return {i: ({"tape_id": tapes[r.tape].tape_id, "offset": r.ofs}, r.tape)
+                for i, r in rows.items()}
 
 
 def _follows(e, side: int, is_tomb: bool) -> bool:
@@ -356,67 +477,70 @@ def _edges_from(conn: apsw.Connection, events) -> dict[int, list]:
                    " WHERE from_event IN carray(?)")
 
 
+def _tomb_rows(conn: apsw.Connection, ids) -> dict[int, list]:
+    """event → the tombstone rows it left (``(event, file, rel, start, end, t)``; mostly none)."""
+    return _by_key(conn, "lineage.tombstones", ids,
+                   "SELECT event, file, rel, start, end, t FROM tombstones WHERE event IN carray(?)",
+                   default=())
+
+
 def _tomb_events(conn: apsw.Connection, ids) -> set[int]:
     """The given events that left a tombstone."""
-    rows = _by_key(conn, "lineage.tomb", ids, "SELECT event FROM tombstones WHERE event IN carray(?)",
-                   default=())
+    rows = _tomb_rows(conn, ids)
     return {e for e in ids if rows[e]}
 
 
-def _cross_tapes(conn, state, reached, lineage, truncated, min_confidence, all, load, ev_cache,
-                 tape_cache, max_edges) -> None:
-    """Cross continuation / dispatch rows from every tape reached (repeatedly: chains)."""
+def _cross_tapes(conn, plans: _Plans, state, tape_of, reached, lineage, truncated,
+                 max_edges) -> None:
+    """Cross continuation / dispatch rows from every tape reached (repeatedly: chains).
+    ``tape_of``: the tape row of each event in ``state`` (an event that is gone has none)."""
     best_in_tape: dict[int, tuple[float, int]] = {}
     for eid, (c, _p, _a) in state.items():
-        r = ev_cache.get(eid)
-        if r is None:
+        tid = tape_of.get(eid)
+        if tid is None:
             continue
-        cur = best_in_tape.get(r.tape)
+        cur = best_in_tape.get(tid)
         if cur is None or c > cur[0]:
-            best_in_tape[r.tape] = (c, eid)
+            best_in_tape[tid] = (c, eid)
     todo = sorted(best_in_tape, key=lambda t: (-best_in_tape[t][0], t))
     seen = set(todo)
     steps = 0
     while todo and steps < MAX_DEPTH * 8:
-        # one wave: the continuation rows of every queued tape in one query (the order of the
-        # queue, and so the output, is that of popping tapes one by one)
+        # one wave: the rows of every queued tape looked up together (the order of the queue,
+        # and so the output, is that of popping tapes one by one)
         wave, todo = todo[:MAX_DEPTH * 8 - steps], todo[MAX_DEPTH * 8 - steps:]
-        rows_of = _by_key(conn, "lineage.continuations", wave,
-                          "SELECT to_tape, from_tape, score, markers, anchor FROM continuations"
-                          " WHERE to_tape IN carray(?) ORDER BY to_tape, score DESC, from_tape",
-                          default=())
-        firsts = _first_events(conn, [t for t in wave if rows_of.get(t)])
-        load([r[4] for t in wave for r in rows_of.get(t, ()) if r[4] is not None]
-             + list(firsts.values()))
+        hops = plans.hops(conn, wave)
         for tid in wave:
             steps += 1
             conf, eid = best_in_tape[tid]
-            for _to, from_tape, score, markers, anchor in rows_of.get(tid, ()):
-                if anchor is None or (score < min_confidence and not all):
-                    continue
+            for from_tape, score, anchor, anchor_tape, entry in hops[tid]:
                 if len(lineage) >= max_edges:
                     truncated["edges"] = True
                     return
-                if anchor not in ev_cache:
+                if entry is None:  # the anchor event is gone
                     continue
-                ms = json.loads(markers) if markers else []
-                kind = "dispatch" if "dispatch" in ms else "continuation"
-                start = firsts.get(tid, eid)
-                d = {"from": {"tape_id": tape_cache[tid].tape_id, "offset": ev_cache[start].ofs},
-                     "to": {"tape_id": tape_cache[from_tape].tape_id, "offset": ev_cache[anchor].ofs},
-                     "confidence": round(score, ROUND), "location_delta": "absent",
-                     "cardinality": "1:1", "agent_link": False, "kind": kind, "markers": ms}
+                d = entry.copy()
+                d["from"] = (entry["from"] or plans._refs(conn, [eid])[eid][0]).copy()
+                d["to"] = entry["to"].copy()
+                d["markers"] = list(entry["markers"])
                 lineage.append(d)
                 if anchor in state or from_tape in seen:
                     continue
                 c = min(conf, score)
                 path = state[eid][1] + [d]
                 state[anchor] = (c, path, state[eid][2])
-                reached[anchor] = {"via": "lineage" if kind == "dispatch" else "continuation",
+                tape_of[anchor] = anchor_tape
+                reached[anchor] = {"via": "lineage" if d["kind"] == "dispatch" else "continuation",
                                    "confidence": round(c, ROUND), "path": path}
                 best_in_tape[from_tape] = (c, anchor)
                 seen.add(from_tape)
                 todo.append(from_tape)
+
+
+@functools.lru_cache(maxsize=1024)
+def _markers(markers: str | None) -> tuple[str, ...]:
+    """A continuation's ``markers`` column, parsed (memoised: a handful of combinations recur)."""
+    return tuple(json.loads(markers)) if markers else ()
 
 
 def _first_events(conn, tape_rows) -> dict[int, int]:
@@ -425,21 +549,6 @@ def _first_events(conn, tape_rows) -> dict[int, int]:
                    "SELECT tape, id, min(ofs) FROM events WHERE tape IN carray(?) GROUP BY tape",
                    default=())
     return {t: rows[t][0][1] for t in tape_rows if rows[t]}
-
-
-def _tombstones(conn, events: set[int], ev_cache, tape_cache, load) -> list[dict]:
-    out = []
-    ids = sorted(events)
-    for ch in _chunks(ids):
-        for eid, file, rel, s, e, t in conn.execute(
-                "SELECT event, file, rel, start, end, t FROM tombstones WHERE event IN carray(?)",
-                (apsw.carray(Q._i64(ch)),)):
-            load([eid])
-            r = ev_cache[eid]
-            out.append({"tape_id": tape_cache[r.tape].tape_id, "offset": r.ofs, "file": file,
-                        "rel": rel, "range": [s, e], "t": t})
-    out.sort(key=lambda d: (d["t"] or "", d["tape_id"], d["offset"]))
-    return out
 
 
 # ---------------------------------------------------------------------------------------------

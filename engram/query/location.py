@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import functools
+import operator
 from collections import defaultdict
 
 import apsw
@@ -33,6 +34,7 @@ from engram.index import schema as S
 
 SLACK = 2                  # lines between an edit's after-range and the tracked span that still touch it
 MAX_FILE_EDITS = 20_000    # a file with more logged edits than this is not tracked
+MAX_EDIT_DIFFS = 4096      # edits whose diffs ``blame`` keeps by id (as many as ``diff_map``'s cache)
 
 
 @dataclasses.dataclass
@@ -156,62 +158,177 @@ def blame(conn: apsw.Connection, rel: str | None, file: str, start: int, end: in
     if hist is None:
         return None
     ordered, _rows, bounds = hist
-    span = np.asarray(span, dtype=np.int64)
-    idx = np.arange(len(span))                        # live span lines ...
-    pos = np.arange(start, start + len(span), dtype=np.int64)  # ... and their file lines then
+    held = Q.memo(conn, "location.edit_diffs", dict)
+
+    def edit_diffs(ids):
+        """``_edit_diff`` of each edit, memoised per index version by event id: the same few
+        edits near a span are asked for by every explain around it, and looking them up by id
+        saves hashing their line hashes again for ``diff_map``'s cache."""
+        missing = [i for i in ids if i not in held]
+        if missing:
+            got = Q.edit_lines(conn, missing)
+            if len(held) > MAX_EDIT_DIFFS:
+                held.clear()
+            held.update((i, _edit_diff(got.get(i))) for i in missing)
+        return held
+
+    return _carry_back(ordered, bounds, start, np.asarray(span, dtype=np.int64).tolist(),
+                       edit_diffs)
+
+
+def _edit_diff(el: Q.EditLines | None) -> tuple[list[int], list[bool], list[int]] | None:
+    """``(after-text line hashes, diff_map's written and carried-from lines)`` of one edit, as
+    plain lists; None for an edit whose lines are unknown."""
+    if el is None:
+        return None
+    new, back = diff_map(*el.diff_keys())
+    return el.after.tolist(), new, back
+
+
+def _carry_back(ordered, bounds, start: int, span: list[int], edit_diffs) -> dict[int, int | None]:
+    """``blame``'s walk over a file's calls (``_history``), with ``edit_diffs(ids)`` giving (at
+    least) those edits' ``_edit_diff``.
+
+    Plain Python over sorted lists rather than numpy: a call moves some live lines through a
+    handful of regions, where a numpy operation (about a microsecond each on arrays this small)
+    cost more than the work it did. ``pos`` stays sorted (edits keep line order; the lines are
+    re-sorted after a call when they are not), so a region's lines are one slice found by
+    bisection, and the lines between two regions move together: one slice each, shifted by what
+    the regions above them added or removed."""
     owner: dict[int, int | None] = {}
-    g = 0  # shift not yet applied to ``pos`` (calls entirely above every live line)
-    if not len(span):
+    n = len(span)
+    if not n:
         return owner
-    first, last = start, start + len(span) - 1        # pos stays sorted: edits keep line order
+    idx = list(range(n))                              # live span lines ...
+    pos = list(range(start, start + n))               # ... and their file lines then (sorted)
+    g = 0  # shift not yet applied to ``pos`` (calls entirely above every live line)
+    first, last = start, start + n - 1
     for (_ids, regions), (a_lo, a_hi, delta) in zip(ordered, bounds):
         if a_hi < first + g:                          # all above: one uniform shift
             g += delta
             continue
         if a_lo > last + g:                           # all below: nothing moves
             continue
-        P = pos + g
+        P = [p + g for p in pos] if g else pos
         g = 0
-        shift = np.zeros(len(P), dtype=np.int64)
-        moved = P.copy()
-        keep = np.ones(len(P), dtype=bool)
-        inside = np.zeros(len(P), dtype=bool)
-        texts = None
-        for b_s, b_e, a_s, a_e, eid in regions:
-            shift[P > a_e] += (b_e - b_s + 1) - (a_e - a_s + 1)
-            ins = np.flatnonzero((P >= a_s) & (P <= a_e))
-            if not len(ins):
+        ranges = []                                   # per region: its live lines P[lo:hi]
+        simple = True                                 # ... one after the other (they always are
+        end = 0                                       # in a well-formed patch)
+        for r in regions:
+            hi = bisect.bisect_right(P, r[3])
+            lo = bisect.bisect_left(P, r[2], 0, hi)
+            ranges.append((lo, hi))
+            simple = simple and lo >= end
+            end = max(end, hi)
+        diffs = None
+        carried: list[list[tuple[int, int]]] = []     # per region: (line, its before-line)
+        for (b_s, _b_e, a_s, _a_e, eid), (lo, hi) in zip(regions, ranges):
+            if lo >= hi:
+                carried.append([])
                 continue
-            if texts is None:
-                texts = Q.edit_lines(conn, [r[4] for r in regions])
-            el = texts.get(eid)
-            keep[ins] = False
-            inside[ins] = True
-            if el is None:
-                owner.update((int(i), None) for i in idx[ins])
-                continue
-            new, back = diff_arrays(*el.diff_keys())
-            j = P[ins] - a_s
-            ok = j < len(el.after)
-            for i in idx[ins[~ok]]:
-                owner[int(i)] = None
-            ins, j = ins[ok], j[ok]
-            wrote = new[j]
-            for i, jj in zip(idx[ins[wrote]].tolist(), j[wrote].tolist()):
-                owner[i] = eid if int(el.after[jj]) == int(span[i]) else None
-            carried = ~wrote & (back[j] >= 0)
-            moved[ins[carried]] = b_s + back[j[carried]]
-            keep[ins[carried]] = True
-            for i in idx[ins[~wrote & (back[j] < 0)]]:
-                owner[int(i)] = None
-        moved[~inside] = P[~inside] + shift[~inside]
-        idx, pos = idx[keep], moved[keep]
-        if not len(idx):
+            if diffs is None:
+                diffs = edit_diffs([r[4] for r in regions])
+            carried.append(_region(P, idx, lo, hi, a_s, b_s, eid, diffs.get(eid), span, owner))
+        if simple:
+            pos, idx = _move_simple(P, idx, regions, ranges, carried)
+        else:
+            pos, idx = _move_general(P, idx, regions, ranges, carried)
+        if not pos:
             break
-        order = np.argsort(pos, kind="stable")
-        idx, pos = idx[order], pos[order]
-        first, last = int(pos[0]), int(pos[-1])
+        first, last = pos[0], pos[-1]
     return owner
+
+
+def _region(P, idx, lo, hi, a_s, b_s, eid, diff, span, owner) -> list[tuple[int, int]]:
+    """One region's live lines ``P[lo:hi]``: set ``owner`` for those its edit wrote (its own id
+    when the text is the span's, else None) or lost track of (None); return ``(k, line)`` for those
+    it carried over from its before-text. ``owner`` gets its keys in the order the numpy version
+    gave them: the lines past the edit's text, then the written ones, then the untraceable ones."""
+    if diff is None:
+        for k in range(lo, hi):
+            owner[idx[k]] = None
+        return []
+    after, new, back = diff
+    cut = bisect.bisect_left(P, a_s + len(after), lo, hi)  # lines past the edit's text
+    for k in range(cut, hi):
+        owner[idx[k]] = None
+    out = []
+    lost = []
+    for k in range(lo, cut):
+        j = P[k] - a_s
+        if new[j]:
+            i = idx[k]
+            owner[i] = eid if after[j] == span[i] else None
+        elif back[j] >= 0:
+            out.append((k, b_s + back[j]))
+        else:
+            lost.append(idx[k])
+    for i in lost:
+        owner[i] = None
+    return out
+
+
+def _move_simple(P, idx, regions, ranges, carried) -> tuple[list[int], list[int]]:
+    """The live lines after a call whose regions' lines follow one another (``ranges``
+    increasing and disjoint): the lines before each region keep the shift of those above them,
+    a region's own lines go where its edit carried them from, the rest leave the track. Sorted
+    (stably) by position; in the usual case they already are, checked at the seams."""
+    pos: list[int] = []
+    out: list[int] = []
+    s = 0
+    cur = 0
+    ordered = True
+    for (b_s, b_e, a_s, a_e, _eid), (lo, hi), moved in zip(regions, ranges, carried):
+        if lo > cur:
+            if pos and P[cur] + s < pos[-1]:
+                ordered = False
+            pos.extend([p + s for p in P[cur:lo]] if s else P[cur:lo])
+            out.extend(idx[cur:lo])
+        for k, p in moved:
+            if pos and p < pos[-1]:
+                ordered = False
+            pos.append(p)
+            out.append(idx[k])
+        s += (b_e - b_s + 1) - (a_e - a_s + 1)
+        cur = hi
+    if cur < len(P):
+        if pos and P[cur] + s < pos[-1]:
+            ordered = False
+        pos.extend([p + s for p in P[cur:]] if s else P[cur:])
+        out.extend(idx[cur:])
+    if ordered:
+        return pos, out
+    live = sorted(zip(pos, out), key=_first)         # stable, as numpy's argsort(kind="stable")
+    return [p for p, _i in live], [i for _p, i in live]
+
+
+def _move_general(P, idx, regions, ranges, carried) -> tuple[list[int], list[int]]:
+    """``_move_simple`` for regions whose lines overlap (a malformed patch): line by line, each
+    region applied in turn, as the numpy version did."""
+    m = len(P)
+    step = [0] * (m + 1)      # shift of the lines from here on (a line below a region moves)
+    inside = [False] * m
+    keep = [True] * m
+    moved: dict[int, int] = {}
+    for (b_s, b_e, a_s, a_e, _eid), (lo, hi), got in zip(regions, ranges, carried):
+        step[hi] += (b_e - b_s + 1) - (a_e - a_s + 1)
+        for k in range(lo, hi):
+            keep[k] = False
+            inside[k] = True
+        for k, p in got:
+            moved[k] = p
+            keep[k] = True
+    live = []
+    s = 0
+    for k in range(m):
+        s += step[k]
+        if keep[k]:
+            live.append((P[k] + s if not inside[k] else moved.get(k, P[k]), idx[k]))
+    live.sort(key=_first)                             # stable, as numpy's argsort(kind="stable")
+    return [p for p, _i in live], [i for _p, i in live]
+
+
+_first = operator.itemgetter(0)
 
 
 @functools.lru_cache(maxsize=4096)

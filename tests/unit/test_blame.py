@@ -292,3 +292,103 @@ def test_line_hashes_count_letters_on_the_bytes_as_the_definition_does():
     texts += [p.read_text(encoding="utf-8") for p in sorted(Path(store.__file__).parent.glob("*.py"))]
     for text in texts:
         assert store.line_hashes(text).tolist() == definition(text), text[:40]
+
+
+def _carry_back_numpy(ordered, bounds, start, span, edit_lines):
+    """``location._carry_back`` as it was written first, on numpy arrays: the reference the plain
+    Python version must agree with, keys of the result in the same order included."""
+    import numpy as np
+
+    span = np.asarray(span, dtype=np.int64)
+    idx = np.arange(len(span))
+    pos = np.arange(start, start + len(span), dtype=np.int64)
+    owner = {}
+    g = 0
+    if not len(span):
+        return owner
+    first, last = start, start + len(span) - 1
+    for (_ids, regions), (a_lo, a_hi, delta) in zip(ordered, bounds):
+        if a_hi < first + g:
+            g += delta
+            continue
+        if a_lo > last + g:
+            continue
+        P = pos + g
+        g = 0
+        shift = np.zeros(len(P), dtype=np.int64)
+        moved = P.copy()
+        keep = np.ones(len(P), dtype=bool)
+        inside = np.zeros(len(P), dtype=bool)
+        for b_s, b_e, a_s, a_e, eid in regions:
+            shift[P > a_e] += (b_e - b_s + 1) - (a_e - a_s + 1)
+            ins = np.flatnonzero((P >= a_s) & (P <= a_e))
+            if not len(ins):
+                continue
+            el = edit_lines.get(eid)
+            keep[ins] = False
+            inside[ins] = True
+            if el is None:
+                owner.update((int(i), None) for i in idx[ins])
+                continue
+            after, new, back = el
+            after, new, back = np.asarray(after), np.asarray(new, dtype=bool), np.asarray(back)
+            j = P[ins] - a_s
+            ok = j < len(after)
+            for i in idx[ins[~ok]]:
+                owner[int(i)] = None
+            ins, j = ins[ok], j[ok]
+            wrote = new[j]
+            for i, jj in zip(idx[ins[wrote]].tolist(), j[wrote].tolist()):
+                owner[i] = eid if int(after[jj]) == int(span[i]) else None
+            carried = ~wrote & (back[j] >= 0)
+            moved[ins[carried]] = b_s + back[j[carried]]
+            keep[ins[carried]] = True
+            for i in idx[ins[~wrote & (back[j] < 0)]]:
+                owner[int(i)] = None
+        moved[~inside] = P[~inside] + shift[~inside]
+        idx, pos = idx[keep], moved[keep]
+        if not len(idx):
+            break
+        order = np.argsort(pos, kind="stable")
+        idx, pos = idx[order], pos[order]
+        first, last = int(pos[0]), int(pos[-1])
+    return owner
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_blame_carries_lines_as_the_numpy_version_did(seed):
+    """Random histories, well-formed (regions one below the other) and not (overlapping regions,
+    lines moved out of order, edits without line hashes, after-texts shorter than their range):
+    ``_carry_back`` gives what its numpy original gave, in the same key order."""
+    import random
+
+    rnd = random.Random(seed)
+    diffs = {}
+    ordered = []
+    eid = 0
+    for _call in range(rnd.randint(1, 30)):
+        regions = []
+        line = rnd.randint(1, 20)
+        for _r in range(rnd.randint(1, 4)):
+            eid += 1
+            if rnd.random() < 0.15:                    # malformed: anywhere, overlapping
+                line = rnd.randint(1, 60)
+            b_s, a_s = line, line + rnd.randint(-3, 3)
+            b_e, a_e = b_s + rnd.randint(-1, 6), a_s + rnd.randint(-1, 8)
+            regions.append((b_s, b_e, max(a_s, 1), a_e, eid))
+            line = max(b_e, a_e) + rnd.randint(1, 8)
+            n = max(a_e - a_s + 1, 0) - (rnd.random() < 0.1)
+            if rnd.random() < 0.1:
+                continue                               # an edit whose lines are unknown
+            new = [rnd.random() < 0.5 for _ in range(max(n, 0))]
+            back = [-1 if w or rnd.random() < 0.1 else rnd.randint(0, 10) for w in new]
+            diffs[eid] = ([rnd.randint(1, 4) for _ in new], new, back)
+        regions.sort()
+        ordered.append((tuple(r[4] for r in regions), regions))
+    bounds = location._bounds(ordered)
+    for _span in range(5):
+        start = rnd.randint(1, 50)
+        span = [rnd.randint(1, 4) for _ in range(rnd.randint(0, 40))]
+        want = _carry_back_numpy(ordered, bounds, start, span, diffs)
+        got = location._carry_back(ordered, bounds, start, span, lambda ids: diffs)
+        assert list(got.items()) == list(want.items())

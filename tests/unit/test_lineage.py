@@ -307,6 +307,53 @@ def test_fanout_and_edge_budget_truncate(world, capsys):
         eng.close()
 
 
+
+def test_walks_share_their_prepared_steps_but_not_their_output(world, capsys):
+    """A walk follows what ``_Plans`` prepared for its nodes once per index version: walks from
+    other seeds first, or on a fresh connection, give the same result, and a result is the
+    caller's own (changing it changes no later walk)."""
+    w = world
+    w.session(session_id="aaaa0011-0000-0000-0000-000000000001").user(
+        "add a header parser").write("http.py", "import re\n\n" + PARSE).save()
+    w.session(session_id="bbbb0011-0000-0000-0000-000000000002").user(
+        "make the parser lenient").edit("http.py", PARSE, PARSE_V2).save()
+    w.session(session_id="cccc0011-0000-0000-0000-000000000003").user(
+        "rewrite the header parser").edit("http.py", PARSE_V2, PARSE_V3).save()
+    w.session(name="reader").user("review the parser").read("http.py").say("Looks fine.").save()
+    w.checkout()
+    run_json(capsys, "ingest", "--seal")
+    ends = "SELECT from_event FROM edges UNION SELECT to_event FROM edges"
+
+    def walks(conn, ids, **kw):
+        return {i: lineage.walk(conn, {i: 1.0}, **kw) for i in ids}
+
+    fresh = {}
+    for opts in ({}, {"all": True}, {"min_confidence": 0.9}, {"max_fanout": 1, "max_edges": 2}):
+        eng = Engine(w.root)
+        try:
+            ids = [r[0] for r in eng.conn().execute(ends)]
+            assert len(ids) >= 3
+            fresh[str(opts)] = {i: walks(eng.conn(), [i], **opts)[i] for i in ids}
+        finally:
+            eng.close()
+    eng = Engine(w.root)
+    try:
+        conn = eng.conn()
+        for opts in ({}, {"all": True}, {"min_confidence": 0.9}, {"max_fanout": 1, "max_edges": 2}):
+            first = walks(conn, ids[::-1], **opts)
+            assert first == fresh[str(opts)]
+            for out in first.values():  # the caller's own: spoil it
+                for e in out["lineage"]:
+                    e["from"]["tape_id"] = e["to"]["offset"] = None
+                    e["kind"] = "spoiled"
+                for t in out["tombstones"]:
+                    t["range"].append(0)
+            assert walks(conn, ids, **opts) == fresh[str(opts)]
+        assert any(out["lineage"] for out in fresh["{}"].values())
+    finally:
+        eng.close()
+
+
 CLAUDE_MD = ("<system-reminder>\nAs you answer the user's questions, you can use the following "
              "context:\n# claudeMd\nContents of /repo/CLAUDE.md (project instructions, checked into "
              "the codebase):\n\nAlways run `make lint test` before finishing. Prefer small pure "
