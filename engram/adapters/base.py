@@ -428,12 +428,12 @@ def edits_from_texts(t, file: str, before: str | None, after: str, cwd: str | No
     ``before=None`` means the file was created: one edit with an empty before side. Regions are
     found with difflib on lines; ``context`` unchanged lines are kept on each side.
     """
-    import difflib
+    from engram.linediff import SequenceMatcher
 
     if before is None:
         return [ev_edit(t, file, 1, "", 1, after, cwd=cwd, **extra)]
     a, b = lines_of(before), lines_of(after)
-    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    sm = SequenceMatcher(None, a, b, autojunk=False)
     out = []
     for group in sm.get_grouped_opcodes(context):
         i1, i2 = group[0][1], group[-1][2]

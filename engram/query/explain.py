@@ -538,11 +538,11 @@ def _with_track(conn, cands: list[int], rows, ev: dict[int, Evidence], after, sp
 @functools.lru_cache(maxsize=4096)
 def _matches(span: bytes, after: bytes) -> list[tuple[int, int, int]]:
     """Matching runs ``(span line, after line, length)`` of a line diff of two line-hash arrays."""
-    import difflib
+    from engram.linediff import SequenceMatcher
 
     a = np.frombuffer(span, dtype=np.int32).tolist()
     b = np.frombuffer(after, dtype=np.int32).tolist()
-    return [m for m in difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks() if m[2]]
+    return [m for m in SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks() if m[2]]
 
 
 def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 3, after: int = 3,

@@ -130,14 +130,14 @@ def diff_map(after: bytes, before: bytes) -> tuple[list[bool], list[int]]:
     """For each line of an edit's after-text (int32 line hashes): did the edit write it (inserted
     or replaced in a line diff of before → after, as ``git blame`` sees it), and the before-text
     line it was carried over from (-1 for written lines)."""
-    import difflib
+    from engram.linediff import SequenceMatcher
 
     a = np.frombuffer(after, dtype=np.int32).tolist()
     b = np.frombuffer(before, dtype=np.int32).tolist()
     new = [True] * len(a)
     back = [-1] * len(a)
     if b:
-        for tag, i1, _i2, j1, j2 in difflib.SequenceMatcher(None, b, a, autojunk=False).get_opcodes():
+        for tag, i1, _i2, j1, j2 in SequenceMatcher(None, b, a, autojunk=False).get_opcodes():
             if tag == "equal":
                 new[j1:j2] = [False] * (j2 - j1)
                 back[j1:j2] = range(i1, i1 + j2 - j1)
