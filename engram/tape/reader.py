@@ -30,12 +30,24 @@ def tape_id_of(path: Path) -> str:
     return name[: -len(SUFFIX)]
 
 
+_local = threading.local()
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    """This thread's decompressor: making one costs about as much as decompressing a small tape,
+    and one may not be used by two threads at once."""
+    d = getattr(_local, "zstd", None)
+    if d is None:
+        d = _local.zstd = zstandard.ZstdDecompressor()
+    return d
+
+
 def read_raw(path: Path, verify: bool = True) -> bytes:
     path = Path(path)
     try:
         with open(path, "rb") as f:
             data = f.read()
-        dobj = zstandard.ZstdDecompressor().decompressobj()
+        dobj = _decompressor().decompressobj()
         raw = dobj.decompress(data)
         if not dobj.eof:
             raise CorruptTape("truncated zstd data (the frame does not end)", path=str(path))

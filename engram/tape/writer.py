@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
+import threading
 from collections import deque
 from pathlib import Path
 
@@ -20,6 +21,17 @@ import zstandard
 
 SUFFIX = ".jsonl.zst"
 ZSTD_LEVEL = 3
+
+_local = threading.local()
+
+
+def _compress(raw: bytes) -> bytes:
+    """``raw`` as one zstd frame, by this thread's compressor: making one costs half as much again
+    as compressing a typical tape, and one may not be used by two threads at once."""
+    c = getattr(_local, "zstd", None)
+    if c is None:
+        c = _local.zstd = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+    return c.compress(raw)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,7 +136,7 @@ def _write_temp(directory: Path, tape_id: str, raw: bytes) -> str:
     fd, tmp = tempfile.mkstemp(prefix=f".{tape_id}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(raw))
+            f.write(_compress(raw))
     except BaseException:
         os.unlink(tmp)
         raise
@@ -163,7 +175,7 @@ def write_tape(directory: Path, events: list[dict]) -> TapeRef:
     directory = final.parent
     if final.exists():
         return TapeRef(tape_id, final, False, len(events), len(raw))
-    data = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(raw)
+    data = _compress(raw)
     fd, tmp = tempfile.mkstemp(prefix=f".{tape_id}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
