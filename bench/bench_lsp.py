@@ -22,7 +22,14 @@ serialization and the pipe are included):
   inside one function (only that block is looked up); ``code_lens_5000_cached``: unchanged buffer.
   (Until issue 3 the "cold" variant appended ``# cold i`` to every line of an open buffer, which
   matched less of the index than the real file and so understated the cost.)
-* ``explain``: ``engram/explain`` on N distinct function spans.
+* ``explain``: ``engram/explain`` on N distinct function spans (``--explain-n``) as an editor
+  asks it: in a fresh server, each span's file opened (``didOpen``) ``--explain-pause`` ms
+  (default 300: a person opens a file, then asks) before its first explain, and the first
+  explains of the files reported apart (``first_of_file``: a file's edit history, its sessions'
+  tapes and windows are read then, ahead or not). ``explain_no_pause``: the same with no pause
+  (an agent that opens and asks at once). ``explain_after_hovers``: the same spans in the
+  server the hovers ran in, their files opened long before (until issue 3's follow-up this was
+  the only explain figure, then without any read-ahead on open).
 * ``freshness``: a Claude Code Write record appended to a live log → the first hover that shows it
   (the watcher's debounce, the incremental ingest and the hover together).
 
@@ -331,6 +338,20 @@ def did_open(client: RawClient, path: Path, text: str) -> str:
     return uri
 
 
+async def settle(client: RawClient, timeout: float = 20) -> None:
+    """Wait until the server's background reading is done: the postings it keeps in memory, and
+    the read-ahead for explain of the files opened so far (``warming``; a server without these
+    features passes at once)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        st = await client.request("engram/status", {})
+        memory = st["server"].get("memory")
+        held = not memory or memory.get("postings") is not None or not memory.get("reading")
+        if held and not st["server"].get("warming"):
+            return
+        await asyncio.sleep(0.05)
+
+
 async def cold_lens(repo: Path, env: dict, settings: dict, big: Path, warm: Path) -> float:
     """One first open of ``big`` (its real text) in a fresh server process that has been in use:
     ``didOpen`` → ``textDocument/codeLens`` answered, in ms.
@@ -339,27 +360,71 @@ async def cold_lens(repo: Path, env: dict, settings: dict, big: Path, warm: Path
     text or filled by earlier requests, so the only honest first open of the same text twice is
     in a new process. Before the measured open the server is used like an editor's would be:
     its startup ingest is done, another file (``warm``) was opened, its lenses and a hover were
-    asked for, and the postings the server keeps in memory have been read (the status says so;
-    a server without that feature is measured after the same warm-up).
+    asked for, and the postings the server keeps in memory and the read-ahead for explain of that
+    file are done (the status says so; a server without these features is measured after the
+    same warm-up).
     """
     client, _, _ = await launch(repo, env, settings)
     try:
         uri = did_open(client, warm, warm.read_text())
         await client.request("textDocument/codeLens", {"textDocument": {"uri": uri}})
         await client.request("textDocument/hover", _pos_params(uri, 10))
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            st = await client.request("engram/status", {})
-            memory = st["server"].get("memory")
-            if not memory or memory.get("postings") is not None or not memory.get("reading"):
-                break
-            await asyncio.sleep(0.05)
+        await settle(client)
         await asyncio.sleep(0.2)  # let background work settle (the warm file's parse)
         text = big.read_text()
         t0 = time.perf_counter()
         uri = did_open(client, big, text)
         await client.request("textDocument/codeLens", {"textDocument": {"uri": uri}})
         return (time.perf_counter() - t0) * 1000
+    finally:
+        await client.stop()
+
+
+async def explain_fresh(
+    repo: Path, env: dict, settings: dict, spans: list[dict], pause_ms: float
+) -> dict:
+    """``engram/explain`` on ``spans`` in a fresh server (its startup and background reading done
+    first, see ``settle``): each span's file is opened (``didOpen``) just before the first
+    explain of it, ``pause_ms`` earlier; the timer runs for the request alone. Later spans of an
+    open file are asked at once. ``first_of_file``: the explains right after an open."""
+    client, _, _ = await launch(repo, env, settings)
+    try:
+        await settle(client)
+        opened: set[str] = set()
+        all_ms, first, found, sizes = [], [], 0, []
+        for s in spans:
+            path = repo / s["file"]
+            uri = path.as_uri()
+            new = uri not in opened
+            if new:
+                opened.add(uri)
+                did_open(client, path, path.read_text())
+                if pause_ms:
+                    await asyncio.sleep(pause_ms / 1000)
+            t0 = time.perf_counter()
+            res = await client.request(
+                "engram/explain",
+                {
+                    "textDocument": {"uri": uri},
+                    "range": {
+                        "start": {"line": s["start"] - 1, "character": 0},
+                        "end": {"line": s["end"], "character": 0},
+                    },
+                },
+            )
+            ms = (time.perf_counter() - t0) * 1000
+            all_ms.append(ms)
+            if new:
+                first.append(ms)
+            found += bool(res["sessions"])
+            sizes.append(len(json.dumps(res)))
+        return {
+            **summary(all_ms),
+            "pause_ms": pause_ms,
+            "first_of_file": summary(first),
+            "with_sessions": found,
+            "result_kb_p50": round(pct(sizes, 0.5) / 1024, 1),
+        }
     finally:
         await client.stop()
 
@@ -469,7 +534,9 @@ async def run(args) -> dict:
         file=sys.stderr,
     )
 
-    # engram/explain on distinct function spans
+    # engram/explain on distinct function spans of files opened for the hovers above (long ago:
+    # whatever the server prepares for an open file is ready); the first explains of freshly
+    # opened files are measured below, each in a fresh server
     explain_ms, found, sizes = [], 0, []
     for s in spans[: args.explain_n]:
         uri = open_file(repo / s["file"])
@@ -486,12 +553,12 @@ async def run(args) -> dict:
         explain_ms.append(ms)
         found += bool(res["sessions"])
         sizes.append(len(json.dumps(res)))
-    results["explain"] = {
+    results["explain_after_hovers"] = {
         **summary(explain_ms),
         "with_sessions": found,
         "result_kb_p50": round(pct(sizes, 0.5) / 1024, 1),
     }
-    print(f"explain: {results['explain']}", file=sys.stderr)
+    print(f"explain after hovers: {results['explain_after_hovers']}", file=sys.stderr)
 
     # freshness: append a Write of new code to a live log → first hover that shows this session
     live_log = work / "live" / "-bench-live" / f"{uuid.uuid4()}.jsonl"
@@ -536,6 +603,13 @@ async def run(args) -> dict:
     cold = [await cold_lens(repo, env, settings, big, warm) for _ in range(args.cold_n)]
     results["code_lens_5000"] = {**summary(cold), "lenses": n_lenses}
     print(f"code lens: first open {results['code_lens_5000']}", file=sys.stderr)
+
+    # engram/explain as an editor asks it: each file opened just before its first explain, in a
+    # fresh server (nothing about these files read before); ``explain`` after a short pause, as
+    # a person opens a file and then asks about it, ``explain_no_pause`` at once (an agent)
+    for key, pause in (("explain", args.explain_pause), ("explain_no_pause", 0)):
+        results[key] = await explain_fresh(repo, env, settings, spans[: args.explain_n], pause)
+        print(f"{key}: {results[key]}", file=sys.stderr)
     results["targets_ms_p95"] = TARGETS
     results["meets_targets"] = {k: results[k]["p95"] <= v for k, v in TARGETS.items()}
     return results
@@ -549,6 +623,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", default=str(HERE / "out" / "lsp"), help="scratch dir (index, repo)")
     ap.add_argument("--n", type=int, default=200, help="hovers (distinct functions)")
     ap.add_argument("--explain-n", type=int, default=100)
+    ap.add_argument(
+        "--explain-pause",
+        type=float,
+        default=300,
+        help="ms between opening a file and its first engram/explain (``explain``)",
+    )
     ap.add_argument("--lens-n", type=int, default=30, help="lenses after an edit, and cached")
     ap.add_argument(
         "--cold-n", type=int, default=20, help="first opens of the 5,000-line file (a server each)"

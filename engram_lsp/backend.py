@@ -14,7 +14,9 @@ index costs a dict lookup, and a computation under way for a key is waited for, 
 Between requests the query threads prepare: each reads, through its own connection, the rows
 code lens and hover look up (``prefill``: at startup and after every ingest, stopping for a
 request), and the index's postings are held in memory for all of them (``keep_postings``; see
-``engram.query.blocks``). A background thread parses newly opened documents for hovers.
+``engram.query.blocks``). A background thread parses newly opened documents for hovers; then
+the query threads read ahead, between requests, what the first ``engram/explain`` of such a
+document reads (``warm``, ``engram_lsp.warmup``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,24 @@ _CACHE_SIZE = 256
 _PREFILL_TRIES = 50  # a prefill stopped by requests is tried again, this often at most
 _REBUILD_WAIT_S = 60.0  # a query waits this long at most for a rebuild to finish
 _BLOCK_CACHE_SIZE = 20_000
+_REWARM_FILES = 2  # the most recently opened files are warmed for explain again after an ingest
+_QUIET_S = 0.05  # explain's warm-up waits for this long without requests (an editor's burst)
+
+
+class _WarmTask:
+    """One file to warm for explain (``Backend.warm``): the query threads still to do, and the
+    steps under way on the first of them."""
+
+    def __init__(self, file: str, text: str, before, after, generation: int, threads: int):
+        self.file, self.text, self.before, self.after = file, text, before, after
+        self.size = threads
+        self.restart(generation)
+
+    def restart(self, generation: int) -> None:
+        self.generation = generation
+        self.threads = list(range(self.size))
+        self.gen = None
+        self.steps, self.spent = 0, 0.0  # of the thread under way, for the log
 
 
 class IngestCancelled(Exception):
@@ -156,6 +176,7 @@ class Backend:
         self._ingest_pool = ThreadPoolExecutor(1, thread_name_prefix="engram-ingest")
         self._background_pool = ThreadPoolExecutor(1, thread_name_prefix="engram-background")
         self._queries = 0  # queued or running on the query threads
+        self._requests = 0  # of which requests (not background jobs)
         self._active = 0  # running on the engine
         self._ingest_guard = threading.Lock()  # held while an ingest runs: no prefill then
         self._lock = threading.Lock()
@@ -164,6 +185,12 @@ class Backend:
         self._cache: OrderedDict[tuple, Any] = OrderedDict()
         self._running: dict[tuple, Future] = {}
         self._blocks: OrderedDict[tuple[int, str], dict] = OrderedDict()
+        self._warm_tasks: deque[_WarmTask] = deque()  # files to warm for explain, in order
+        self._warm_scheduled = False  # a warm-up job is queued or running on a query thread
+        self._warm_wake = threading.Condition(self._lock)  # for the thread that queues them
+        self._warm_thread: threading.Thread | None = None
+        self._last_request_at = 0.0  # monotonic time a request last came or went
+        self._warm_recent: OrderedDict[str, _WarmTask] = OrderedDict()  # warmed again after ingest
         self._open_lock = threading.Lock()
         self.index_ident: tuple[int, int] | None = None  # (dev, inode) of the index we read
         self.postings_file: str | None = None  # the index whose postings are held in memory
@@ -202,6 +229,8 @@ class Backend:
     def close(self, timeout: float = 3.0) -> None:
         """Stop: cancel a running ingest at its next progress report, wait briefly, close."""
         self._closing.set()
+        with self._lock:
+            self._warm_wake.notify()
         self._query_pool.shutdown()
         self._ingest_pool.shutdown(wait=False, cancel_futures=True)
         self._background_pool.shutdown(wait=False, cancel_futures=True)
@@ -227,6 +256,8 @@ class Backend:
     def _submit(self, fn: Callable[[Any], Any], thread: int | None = None) -> Future:
         """Queue ``fn(engine)``: a request, or (``thread``) a background job for that thread."""
 
+        request = thread is None
+
         def run():
             active = False
             try:
@@ -239,15 +270,18 @@ class Backend:
             finally:
                 with self._lock:
                     self._queries -= 1
+                    self._requests -= request
                     self._active -= active
+                    if request:
+                        self._last_request_at = time.monotonic()
 
-        self._count(1)
+        self._count(1, request)
         try:
             future = self._query_pool.submit(run, thread)
         except BaseException:
-            self._count(-1)
+            self._count(-1, request)
             raise
-        future.add_done_callback(lambda f: f.cancelled() and self._count(-1))
+        future.add_done_callback(lambda f: f.cancelled() and self._count(-1, request))
         return future
 
     def _enter(self) -> bool:
@@ -272,9 +306,12 @@ class Backend:
         while self._active and time.monotonic() < deadline:
             time.sleep(0.01)
 
-    def _count(self, n: int) -> None:
+    def _count(self, n: int, request: bool = False) -> None:
         with self._lock:
             self._queries += n
+            self._requests += n * request
+            if request:
+                self._last_request_at = time.monotonic()
 
     def _yield(self) -> bool:
         """Whether background work on a query thread should stop: a request waits, or an ingest
@@ -317,13 +354,136 @@ class Backend:
             self._queue_prefill(i, _PREFILL_TRIES)
 
     def busy(self) -> bool:
-        """Whether a query is queued or running (background work gives way to it)."""
-        return self._queries > 0
+        """Whether a request is queued or running (background work gives way to it)."""
+        return self._requests > 0
 
     def background(self, fn: Callable[..., Any], *args) -> Future:
         """Run ``fn(*args)`` on the background thread: work that only prepares for later requests
         (no engine), done while no query runs (``busy``)."""
         return self._background_pool.submit(fn, *args)
+
+    # --- explain warm-up -------------------------------------------------------------------------
+
+    def warm(self, file: str, text: str, before: int | None = None, after: int | None = None):
+        """Read ahead what explaining spans of ``file`` (buffer ``text``) needs, as explain would
+        read it on first use (``engram_lsp.warmup``): on each query thread's connection in turn
+        (each keeps its own rows; one thread warms at a time, so the other is free for a request),
+        in steps of a few milliseconds, once no request has come or gone for ``_QUIET_S``. A
+        request that arrives meanwhile is taken by the free thread at once, and the warm-up stops
+        after its current step until it is quiet again. Files are warmed in the order they were
+        opened; the most recent ones again after an ingest (which drops what was read)."""
+        task = _WarmTask(file, text, before, after, self.generation, self._query_pool.size)
+        with self._lock:
+            if any(t.file == file and t.text == text for t in self._warm_tasks):
+                return
+            self._warm_tasks.append(task)
+            self._warm_recent[file] = task
+            self._warm_recent.move_to_end(file)
+            while len(self._warm_recent) > _REWARM_FILES:
+                self._warm_recent.popitem(last=False)
+        self._pump_warm()
+
+    def forget(self, file: str) -> None:
+        """A closed document: no warm-up for it any more (one under way finishes its step)."""
+        with self._lock:
+            self._warm_recent.pop(file, None)
+            self._warm_tasks = deque(t for t in self._warm_tasks if t.file != file or t.gen)
+
+    def warming(self) -> int:
+        """Files whose warm-up is queued or under way."""
+        return len(self._warm_tasks)
+
+    def _rewarm(self) -> None:
+        with self._lock:
+            for task in self._warm_recent.values():
+                if task not in self._warm_tasks:
+                    task.restart(self.generation)
+                    self._warm_tasks.append(task)
+        self._pump_warm()
+
+    def _quiet_for(self) -> float:
+        """Seconds until no request has come or gone for ``_QUIET_S`` (0: quiet now); call with
+        ``_lock`` held. An editor sends its requests in bursts (open, lenses, hover, ...): the
+        warm-up starts after one, not between its requests."""
+        if self._requests:
+            return _QUIET_S
+        return max(0.0, self._last_request_at + _QUIET_S - time.monotonic())
+
+    def _pump_warm(self) -> None:
+        """Tell the thread that queues warm-up jobs to look (from any thread; never blocks)."""
+        with self._lock:
+            if self._warm_thread is None and not self.closing:
+                self._warm_thread = threading.Thread(
+                    target=self._warm_loop, name="engram-warm", daemon=True
+                )
+                self._warm_thread.start()
+            self._warm_wake.notify()
+
+    def _warm_loop(self) -> None:
+        """Queue the next warm-up job when none is queued or running, no ingest runs, and no
+        request has come or gone for ``_QUIET_S``. Requests never wake this thread (nothing is
+        added to their path): while they come, it looks again every ``_QUIET_S``."""
+        while True:
+            with self._lock:
+                while True:
+                    if self.closing:
+                        return
+                    if self._warm_tasks and not self._warm_scheduled and not self.ingesting:
+                        wait = self._quiet_for()
+                        if wait <= 0:
+                            break
+                        self._warm_wake.wait(wait)
+                    else:
+                        self._warm_wake.wait()
+                task = self._warm_tasks[0]
+                self._warm_scheduled = True
+            try:
+                self._submit(
+                    lambda engine, t=task: self._warm_job(engine, t), thread=task.threads[0]
+                )
+            except RuntimeError:  # shutting down
+                return
+
+    def _warm_job(self, engine, task: _WarmTask) -> None:
+        """Steps of ``task`` on this query thread until it is done here, or a request (queued or
+        running), an ingest or a shutdown comes first: then it stops between two steps, and
+        ``_warm_loop`` queues it again when it is quiet (after an ingest: from the start)."""
+        from engram_lsp import warmup
+
+        try:
+            while True:
+                with self._lock:
+                    if self._quiet_for() or self.ingesting or self.closing:
+                        return
+                    if task.generation != self.generation:  # an ingest: what was read is gone
+                        task.restart(self.generation)
+                        return  # back to the first thread
+                if task.gen is None:
+                    task.gen = warmup.steps(engine, task.file, task.text, task.before, task.after)
+                    task.steps, task.spent = 0, 0.0
+                started = time.perf_counter()
+                try:
+                    next(task.gen)
+                except StopIteration:
+                    with self._lock:
+                        task.gen = None
+                        thread = task.threads.pop(0)
+                        if not task.threads and self._warm_tasks and self._warm_tasks[0] is task:
+                            self._warm_tasks.popleft()
+                    log.debug("read ahead for explain: %s on query thread %d (%d steps, %.1f ms)",
+                              task.file, thread, task.steps, task.spent * 1000)
+                    return  # the next thread, or the next file
+                task.steps += 1
+                task.spent += time.perf_counter() - started
+        except Exception:  # an optimisation: explain reads what it needs itself
+            log.debug("warm-up for explain failed for %s", task.file, exc_info=True)
+            with self._lock:
+                if self._warm_tasks and self._warm_tasks[0] is task:
+                    self._warm_tasks.popleft()
+        finally:
+            with self._lock:
+                self._warm_scheduled = False
+                self._warm_wake.notify()
 
     def _index_ident(self) -> tuple[int, int] | None:
         index = self.index_path()
@@ -526,6 +686,7 @@ class Backend:
                 self.invalidate()  # new evidence: cached hovers and lenses are stale
             if not self.closing:
                 self.prefill()  # any ingest commits (at least its time): rows read are dropped
+                self._rewarm()
             log.info(
                 "ingest (%s) took %.0f ms",
                 "paths" if paths else ("rebuild" if rebuild else "all"),

@@ -1,7 +1,8 @@
 """LSP method ``engram/status`` (custom request): index counts, live sessions, last ingest,
 embedding state — the engine's status — plus a ``server`` object (version, workspace root,
 index path, whether an ingest is running, the last ingest summary or error, watched paths, and
-``memory``: how many postings the server holds in memory, see ``engram.query.blocks``).
+``memory``: how many postings the server holds in memory, see ``engram.query.blocks``;
+``warming``: how many opened files are still being read ahead for explain, see ``Backend.warm``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def server_status(ls) -> dict:
         "last_ingest_error": backend.last_ingest_error,
         "watching": [str(p) for p in watcher.paths] if watcher else [],
         "memory": postings_status(backend),
+        "warming": backend.warming(),
         "settings": {
             "codeLens": {
                 "enabled": ls.settings.code_lens_enabled,

@@ -1,12 +1,17 @@
-"""LSP method ``textDocument/didOpen``: parse the new document in the background.
+"""LSP methods ``textDocument/didOpen`` and ``didClose``: prepare for the new document.
 
-pygls keeps the buffer (document sync is built in); this only hands the text to
-``engram.symbols`` so that the tree-sitter parse a hover needs is cached before the first hover.
-The parse runs on the backend's background thread and gives way to requests: it starts a moment
-after the open (the requests an editor sends with the open arrive first), waits while a query
-runs, and one that arrives mid-parse cancels it (it is tried again afterwards). A code lens asked
-for right after the open therefore never waits for it (for Python the lens does not need the
-parse at all, see ``engram.symbols``).
+pygls keeps the buffer (document sync is built in); this only prepares what the first requests
+about the document will need, in the background, giving way to requests:
+
+* the tree-sitter parse a hover needs (``engram.symbols``), on the backend's background thread: it
+  starts a moment after the open (the requests an editor sends with the open arrive first), waits
+  while a request runs, and one that arrives mid-parse cancels it (it is tried again afterwards).
+  A code lens asked for right after the open therefore never waits for it (for Python the lens
+  does not need the parse at all, see ``engram.symbols``);
+* then what ``engram/explain`` reads on the first explain of a file — its edit history,
+  re-anchoring, the lineage and transcript windows of the sessions that edited or read it — on
+  the query threads between requests (``Backend.warm``, ``engram_lsp.warmup``). Explain answers
+  the same with or without it, only sooner.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from lsprotocol import types
 
 from engram import symbols
 from engram_lsp import documents
+from engram_lsp.params import InvalidParams, uri_to_path
 
 log = logging.getLogger(__name__)
 
@@ -26,14 +32,16 @@ _GIVE_UP_S = 30.0
 _POLL_S = 0.01
 
 
-def _warm(backend, doc: documents.Doc) -> None:
+def _warm(backend, doc: documents.Doc, parse: bool, window: tuple[int | None, int | None]) -> None:
     time.sleep(_GRACE_S)
     text = doc.source()
     deadline = time.monotonic() + _GIVE_UP_S
-    while time.monotonic() < deadline and not backend.closing:
+    while parse and time.monotonic() < deadline and not backend.closing:
         if not backend.busy() and symbols.parse(text, doc.path, cancel=backend.busy):
-            return
+            break
         time.sleep(_POLL_S)
+    if not backend.closing:
+        backend.warm(doc.file, text, *window)
 
 
 def register(server) -> None:
@@ -43,9 +51,18 @@ def register(server) -> None:
         backend = ls.backend
         if not uri.startswith("file:") or backend is None or backend.closing:
             return
-        if not ls.settings.hover_enabled:
-            return
+        s = ls.settings
         try:
-            backend.background(_warm, backend, documents.resolve(ls, uri))
+            doc = documents.resolve(ls, uri)
+            backend.background(_warm, backend, doc, s.hover_enabled, (s.before, s.after))
         except Exception:  # warming is best effort
-            log.debug("warm-up parse failed for %s", uri, exc_info=True)
+            log.debug("warm-up failed for %s", uri, exc_info=True)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls, params: types.DidCloseTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        if ls.backend is not None and uri.startswith("file:"):
+            try:
+                ls.backend.forget(documents.file_arg(ls.root, uri_to_path(uri)))
+            except InvalidParams:  # not a path: nothing was queued for it
+                pass

@@ -1,0 +1,132 @@
+"""What ``engram/explain`` builds for a file the first time it is asked about, built ahead.
+
+The first explain of a file pays for its edit history (``location``: the logged edits of the file
+by path, their line hashes and diffs, the file as the log leaves it, re-anchored on today's text),
+the lineage rows of those edits, and the transcript windows of the sessions that edited or read
+it (tapes read and verified for the first time). Asked again, the same spans answer 2-3 times
+faster. Nothing of that depends on the span asked about, so it can be read when the file is
+opened (``textDocument/didOpen``), between requests.
+
+``steps`` does it as a generator of small steps (about ``STEP_S`` each: one SQL query, or as many
+diffs, lineage walks or windows as fit), so that the caller can stop between two of them for a
+request (see ``Backend.warm``). Every step calls the engine's own query functions, which memoise what they
+read (per connection and index version: ``Q.memo``, ``Q.events``, ``Q.edit_lines``, the lineage
+rows, the windows of live tapes; per process: ``location.diff_map``, the tape LRU and the windows
+of sealed tapes), so an explain afterwards finds it there and answers exactly as it would have
+without the warm-up.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from engram.index import queries as Q
+from engram.index import schema as S
+
+MAX_FILES = 8  # files sharing the path's suffix (explain's path blame looks at as many)
+MAX_EDITS = 500  # the most recent logged edits of a file whose diffs and windows are read ahead
+MAX_READS = 500  # the most recent reads of a file whose windows are read ahead
+ROWS = 100  # edits whose line hashes are read in one query
+STEP_S = 0.003  # a step ends after the first unit of work (a query, a diff, a walk from one
+# edit, a window) that brings it past this long
+
+_EDIT = S.KIND_CODE["code.edit"]
+_READ = S.KIND_CODE["code.read"]
+
+
+def logged_paths(conn, display: str) -> list[tuple[str | None, str]]:
+    """``(rel, file)`` of the logged edits of the file shown as ``display`` (relative to the
+    workspace): sessions record their own absolute paths, so the file is found as explain finds
+    it, by a repo-relative path that is a suffix of ``display``."""
+    parts = display.replace("\\", "/").lstrip("./").split("/")
+    suffixes = ["/".join(parts[i:]) for i in range(max(len(parts) - 1, 1))]
+    marks = ",".join("?" * len(suffixes))
+    found = conn.execute(
+        f"SELECT DISTINCT rel, file FROM events WHERE rel IN ({marks}) AND kind = ?",
+        (*suffixes, _EDIT),
+    ).fetchall()
+    return sorted(found, key=lambda rf: (rf[0] or "", rf[1] or ""))[:MAX_FILES]
+
+
+def steps(
+    engine, file: str, text: str, before: int | None = None, after: int | None = None
+) -> Iterator[None]:
+    """Warm what explaining spans of ``file`` (its buffer ``text``) reads, on this thread's
+    connection; ``before``/``after``: the transcript window explain will be asked for (None:
+    Engram's config, as explain's own default)."""
+    from engram.query import explain as X
+    from engram.query import lineage, location
+    from engram.query import window as W
+
+    before = engine.config.window_before if before is None else before
+    after = engine.config.window_after if after is None else after
+    conn = engine.conn()
+    paths = logged_paths(conn, engine._display_path(file))
+    yield
+    if not paths:
+        return
+    now = X._file_line_hashes(text)
+    yield
+    access = W.TapeAccess(conn)
+    mark = time.perf_counter()
+
+    def due() -> bool:
+        """Whether the step under way has run for ``STEP_S`` (then the next one starts)."""
+        nonlocal mark
+        if time.perf_counter() - mark < STEP_S:
+            return False
+        mark = time.perf_counter()
+        return True
+
+    for rel, path in paths:
+        hist = Q.memo(
+            conn, ("location.history", rel, path), lambda: location._history(conn, rel, path)
+        )
+        yield
+        if hist is None:
+            continue
+        rows = hist[1]
+        ids = sorted(rows, key=lambda i: (rows[i].t or "", rows[i].tape, rows[i].ofs))
+        for i in range(0, len(ids), ROWS):  # line hashes of every edit (log_text needs all)
+            Q.edit_lines(conn, ids[i : i + ROWS])
+            yield
+        location.reanchor(conn, rel, path, now)  # the file as the log leaves it, and today's map
+        yield
+        recent = ids[-MAX_EDITS:][::-1]  # latest first: the likeliest writers of today's lines
+        Q.events(conn, recent)
+        tapes = Q.tapes(conn, {rows[i].tape for i in recent})
+        yield
+        lines = Q.edit_lines(conn, recent)
+        for eid in recent:
+            if eid in lines:
+                location.diff_map(*lines[eid].diff_keys())  # the edit's own before → after
+            if due():
+                yield
+        for eid in recent:  # one edit at a time: a walk's cost grows faster than its seeds
+            lineage.walk(conn, {eid: 1.0})
+            if due():
+                yield
+        for eid in recent:
+            r = rows[eid]
+            W.window(access, tapes[r.tape], r.ofs, before, after)
+            if due():
+                yield
+        reads = [
+            Q.EventRow(*r)
+            for r in conn.execute(
+                f"SELECT {Q.EVENT_COLS} FROM events WHERE rel = ? AND file = ? AND kind = ?"
+                " ORDER BY id DESC LIMIT ?",
+                (rel, path, _READ, MAX_READS),
+            )
+        ]
+        yield
+        if not reads:
+            continue
+        Q.events(conn, [r.id for r in reads])
+        tapes = Q.tapes(conn, {r.tape for r in reads})
+        yield
+        for r in reads:
+            W.window(access, tapes[r.tape], r.ofs, before, after)
+            if due():
+                yield

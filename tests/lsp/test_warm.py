@@ -1,0 +1,114 @@
+"""``textDocument/didOpen`` reads ahead for ``engram/explain`` (``Backend.warm``,
+``engram_lsp.warmup``): answers are unchanged, and requests never wait for the warm-up."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+
+import pytest
+from lsp_helpers import open_doc, request, wait_indexed
+
+from engram_lsp import warmup
+from engram_lsp.backend import Backend
+from engram_lsp.settings import Settings
+
+
+def _explain_params(uri, start, end):
+    return {
+        "textDocument": {"uri": uri},
+        "range": {"start": {"line": start, "character": 0}, "end": {"line": end, "character": 0}},
+    }
+
+
+def _plain(obj):
+    if hasattr(obj, "_asdict"):
+        return {k: _plain(v) for k, v in obj._asdict().items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+async def _warmed(client, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while (await request(client, "engram/status", {})).server.warming:
+        assert time.monotonic() < deadline, "the warm-up did not finish"
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.e2e
+async def test_open_reads_ahead_for_explain_and_the_answer_is_the_same(lsp, ws):
+    client = await lsp(ws)
+    await wait_indexed(client)
+    uri = open_doc(client, ws, "hello.py")
+    await asyncio.sleep(0.3)  # the read-ahead starts once the client has been quiet a moment
+    await _warmed(client)
+    log = (ws.base / "server.log").read_text()
+    assert log.count("read ahead for explain: ") == 2, log  # one per query thread
+    result = _plain(await request(client, "engram/explain", _explain_params(uri, 3, 5)))
+    from engram.engine import Engine
+
+    engine = Engine(ws.root)
+    expected = engine.explain(str(ws.root / "hello.py"), 4, 5, text=ws.files["hello.py"])
+    engine.close()
+    result["stats"].pop("elapsed_ms"), expected["stats"].pop("elapsed_ms")
+    assert result == json.loads(json.dumps(expected))
+    assert result["sessions"]
+
+
+def test_read_ahead_steps_touch_only_what_explain_reads(ws, monkeypatch):
+    """The real steps run to the end on an indexed workspace and change no answer."""
+    for k, v in ws.env().items():
+        monkeypatch.setenv(k, v)
+    backend = Backend(ws.root, Settings())
+    try:
+        backend.ingest().result(60)
+        file, text = str(ws.root / "hello.py"), ws.files["hello.py"]
+        engine = backend.open()
+        before = engine.explain(file, 4, 5, text=text)
+        paths = warmup.logged_paths(engine.conn(), "hello.py")
+        assert paths, "the session's edits of hello.py are found by its path"
+        n = sum(1 for _ in warmup.steps(engine, file, text))
+        assert n > len(paths)
+        after = engine.explain(file, 4, 5, text=text)
+        before["stats"].pop("elapsed_ms"), after["stats"].pop("elapsed_ms")
+        assert after == before
+    finally:
+        backend.close()
+
+
+def test_a_request_during_the_warm_up_is_answered_at_once(ws, monkeypatch):
+    """A slow warm-up (steps of 20 ms) stops between two steps for a request, which is answered
+    long before the warm-up is done; the warm-up then goes on, on every query thread."""
+    for k, v in ws.env().items():
+        monkeypatch.setenv(k, v)
+    started = threading.Event()
+    done: list[str] = []
+
+    def slow_steps(engine, file, text, before=None, after=None):
+        started.set()
+        for _ in range(25):
+            time.sleep(0.02)
+            yield
+        done.append(threading.current_thread().name)
+
+    monkeypatch.setattr(warmup, "steps", slow_steps)
+    backend = Backend(ws.root, Settings())
+    try:
+        backend.ingest().result(60)
+        backend.warm(str(ws.root / "hello.py"), ws.files["hello.py"])
+        assert started.wait(10)
+        t0 = time.monotonic()
+        assert backend.query(lambda engine: "answer").result(10) == "answer"
+        waited = time.monotonic() - t0
+        assert waited < 0.2, waited  # one 20 ms step at most, not the 0.5 s warm-up
+        assert not done and backend.warming() == 1
+        deadline = time.monotonic() + 20
+        while backend.warming() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert backend.warming() == 0
+        assert sorted(done) == ["engram-query_0", "engram-query_1"]
+    finally:
+        backend.close()
