@@ -144,3 +144,10 @@ CREATE TABLE block_lines(block INTEGER PRIMARY KEY, hashes BLOB NOT NULL);
 MIGRATIONS.append(("0004_exact_lines", """
 ALTER TABLE block_lines ADD COLUMN exact BLOB;
 """))
+
+# Events by file: explain's blame by path asks for the logged edits of an absolute path
+# (``events.file``); without an index that is a scan of every event (0.7-2.6 ms on a 20k-event
+# index, growing with it).
+MIGRATIONS.append(("0005_events_file", """
+CREATE INDEX IF NOT EXISTS events_file ON events(file) WHERE file IS NOT NULL;
+"""))
