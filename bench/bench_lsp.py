@@ -321,10 +321,14 @@ async def launch(repo: Path, env: dict, settings: dict) -> tuple[RawClient, floa
     init_ms = round((time.monotonic() - t_start) * 1000, 1)
     assert init["capabilities"]["hoverProvider"]
     client.notify("initialized", {})
+    deadline = time.monotonic() + 600
     while True:  # the startup ingest (incremental on the prebuilt index)
         st = await client.request("engram/status", {})
         if st["server"]["last_ingest_at"] and not st["server"]["ingesting"]:
             break
+        if time.monotonic() > deadline:  # e.g. the index could not be opened: no ingest runs
+            await client.stop()
+            raise RuntimeError(f"the server's startup ingest did not finish: {st['server']}")
         await asyncio.sleep(0.2)
     return client, init_ms, st
 

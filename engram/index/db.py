@@ -63,21 +63,46 @@ def connect(path: Path, *, create: bool = True, readonly: bool = False) -> apsw.
 
 
 def _migrate(conn: apsw.Connection) -> None:
-    with conn:
-        conn.execute("CREATE TABLE IF NOT EXISTS migrations(name TEXT PRIMARY KEY)")
+    """Apply the migrations this index lacks. An up-to-date index is only read; otherwise the
+    migrations run in one ``BEGIN IMMEDIATE`` transaction, so that two connections opening an
+    old index at once (a server's query threads) take turns through the busy timeout instead of
+    one failing with "database is locked" (two deferred transactions that both read, then both
+    write, cannot wait for each other)."""
+    if _up_to_date(conn):
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        _apply_migrations(conn)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _up_to_date(conn: apsw.Connection) -> bool:
+    try:
         done = {r[0] for r in conn.execute("SELECT name FROM migrations")}
-        if len(done) > len(MIGRATIONS) or any(n not in {m for m, _ in MIGRATIONS} for n in done):
-            raise SchemaTooNew("the index was written by a newer Engram; upgrade or rebuild")
-        for name, sql in MIGRATIONS:
-            if name in done:
-                continue
-            conn.execute(sql)
-            conn.execute("INSERT INTO migrations(name) VALUES (?)", (name,))
-        params = fingerprint_params()
-        have = dict(conn.execute("SELECT key, value FROM meta"))
-        if "fingerprint" not in have:
-            conn.execute("INSERT INTO meta VALUES ('fingerprint', ?)", (json.dumps(params, sort_keys=True),))
-            conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+        have = {r[0] for r in conn.execute("SELECT key FROM meta WHERE key = 'fingerprint'")}
+    except apsw.SQLError:  # a new, empty database
+        return False
+    return done == {m for m, _ in MIGRATIONS} and bool(have)
+
+
+def _apply_migrations(conn: apsw.Connection) -> None:
+    conn.execute("CREATE TABLE IF NOT EXISTS migrations(name TEXT PRIMARY KEY)")
+    done = {r[0] for r in conn.execute("SELECT name FROM migrations")}
+    if len(done) > len(MIGRATIONS) or any(n not in {m for m, _ in MIGRATIONS} for n in done):
+        raise SchemaTooNew("the index was written by a newer Engram; upgrade or rebuild")
+    for name, sql in MIGRATIONS:
+        if name in done:
+            continue
+        conn.execute(sql)
+        conn.execute("INSERT INTO migrations(name) VALUES (?)", (name,))
+    params = fingerprint_params()
+    have = dict(conn.execute("SELECT key, value FROM meta"))
+    if "fingerprint" not in have:
+        conn.execute("INSERT INTO meta VALUES ('fingerprint', ?)", (json.dumps(params, sort_keys=True),))
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
 
 
 def _check_meta(conn: apsw.Connection, path: Path, readonly: bool) -> None:
