@@ -567,8 +567,12 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
             e.roles.add(S.ROLE_EDIT_AFTER)
             e.produced = share
             e.lines = [lines[0], lines[1]]
-    evidence = {k: v for k, v in evidence.items()
-                if v.confidence > floor or v.produced > 0 or (all and v.confidence > 0)}
+    conf_of: dict[int, float] = {}  # each event's confidence (final from here on)
+    for k, v in evidence.items():
+        c = v.produced if v.produced > v.quoted else v.quoted
+        if c > floor or v.produced > 0 or (all and c > 0):
+            conf_of[k] = c
+    evidence = {k: evidence[k] for k in conf_of}
     erows = Q.events(conn, evidence.keys())
     lineage_part: list[dict] = []
     tombstones: list[dict] = []
@@ -584,8 +588,8 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
     if lineage is not None and hasattr(lineage, "walk"):
         # the walk starts from the strongest evidence: producers first, then the best quotes (a
         # generic two-line span can match hundreds of events; its edge budget is bounded anyway)
-        seeds = sorted(evidence.items(), key=lambda kv: (-kv[1].produced, -kv[1].confidence, kv[0]))
-        walk = lineage.walk(conn, {eid: e.confidence for eid, e in seeds[:MAX_WALK_SEEDS]},
+        seeds = sorted(evidence.items(), key=lambda kv: (-kv[1].produced, -conf_of[kv[0]], kv[0]))
+        walk = lineage.walk(conn, {eid: conf_of[eid] for eid, _e in seeds[:MAX_WALK_SEEDS]},
                             min_confidence=min_confidence, all=all)
         lineage_part = walk.get("lineage", [])
         tombstones = walk.get("tombstones", [])
@@ -605,7 +609,7 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
     for eid, e in evidence.items():
         r = erows.get(eid)
         if r is not None:
-            per_tape[r.tape].append((eid, e.produced, e.confidence))
+            per_tape[r.tape].append((eid, e.produced, conf_of[eid]))
     lineage_tapes: dict[int, list[int]] = defaultdict(list)
     for eid in via:
         r = erows.get(eid)
@@ -614,8 +618,13 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
 
     sessions = []
     for tid, items in per_tape.items():
-        produced = min(1.0, sum(p for _, p, _ in items))  # fingerprints owned by the session
-        conf = max(produced, max(c for _, _, c in items))  # a session that wrote it all: 1.0
+        if len(items) == 1:  # most sessions: one event
+            _e, produced, conf = items[0]
+            produced = min(1.0, produced)
+            conf = max(produced, conf)
+        else:
+            produced = min(1.0, sum(p for _, p, _ in items))  # fingerprints owned by the session
+            conf = max(produced, max(c for _, _, c in items))  # a session that wrote it all: 1.0
         sessions.append((tid, "direct", produced if produced > PRODUCED_FLOOR else 0.0, conf, items))
     producer_tapes = {trows[s[0]].tape_id for s in sessions if s[1] == "direct" and s[2] > 0}
     # tapes that continue into a producer, or dispatched it (transitively): their reasoning is the
@@ -701,7 +710,7 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
         if len(items) > 1:
             items = [min(items, key=anchor_key)] if light else sorted(items, key=anchor_key)
         windows = []
-        best = max(c for _e, _p, c in items)
+        best = items[0][2] if len(items) == 1 else max(c for _e, _p, c in items)
         covered: list[tuple[int, int]] = []
         for eid, p, c in items:
             if len(windows) >= (1 if light else MAX_WINDOWS):
