@@ -100,10 +100,9 @@ def test_a_request_during_the_warm_up_is_answered_at_once(ws, monkeypatch):
         backend.ingest().result(60)
         backend.warm(str(ws.root / "hello.py"), ws.files["hello.py"])
         assert started.wait(10)
-        t0 = time.monotonic()
         assert backend.query(lambda engine: "answer").result(10) == "answer"
-        waited = time.monotonic() - t0
-        assert waited < 0.2, waited  # one 20 ms step at most, not the 0.5 s warm-up
+        # answered before the warm-up of either thread got through its 25 steps (no time bound:
+        # a loaded machine may delay the answer, never reorder it after the warm-up)
         assert not done and backend.warming() == 1
         deadline = time.monotonic() + 20
         while backend.warming() and time.monotonic() < deadline:
