@@ -16,6 +16,7 @@ load (``model_id_for`` reads the model's ``config.json``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import json
 import logging
@@ -128,7 +129,10 @@ def _model_id(model: str | None) -> str | None:
     return f"{name}-{int(dim)}d" if isinstance(dim, int) else None
 
 
+@functools.lru_cache(maxsize=64)
 def store_path(root: Path, model_id: str) -> Path:
+    """The vector cache directory of ``model_id`` under ``root`` (memoised: every explain checks
+    it for vectors)."""
     return vectors_dir(root) / model_slug(model_id)
 
 
