@@ -461,7 +461,6 @@ _PY_TRIPLE = re.compile(
 _PY_DEF = re.compile(r"(?:async[ \t]+)?(?:def|class)[ \t]+(\w+)|@")
 # line breaks str.splitlines() knows and tree-sitter does not (or the reverse)
 _ODD_BREAKS = ("\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
-_py_tables = None
 
 
 def _ts_indent(line: str) -> int:
@@ -482,20 +481,11 @@ def _ts_indent(line: str) -> int:
 def _python_top_level(text: str) -> list[tuple[int, int, str]] | None:
     """``(first, last, name)`` (0-based rows) of the top-level definitions, as the tree-sitter
     grammar delimits them (the rows of its nodes), or None (see above)."""
-    global _py_tables
     import numpy as np
 
     odd = _ODD_BREAKS[:5] if text.isascii() else _ODD_BREAKS
     if any(c in text for c in odd) or ("\r" in text and text.count("\r") != text.count("\r\n")):
         return None
-    if _py_tables is None:
-        brackets = np.zeros(256, dtype=np.int8)
-        brackets[[ord(c) for c in "([{"]] = 1
-        brackets[[ord(c) for c in ")]}"]] = -1
-        spaces = np.zeros(256, dtype=bool)  # what a line's indentation is made of (and \n)
-        spaces[[ord(c) for c in " \t\r\n"]] = True
-        _py_tables = brackets, spaces
-    brackets, spaces = _py_tables
     n = len(text)
     # one byte per character (others become '?': neither brackets nor line breaks)
     codes = np.frombuffer(text.encode("latin-1", "replace"), dtype=np.uint8)
@@ -527,9 +517,13 @@ def _python_top_level(text: str) -> list[tuple[int, int, str]] | None:
 
     if not len(st):
         st = en = np.zeros(1, dtype=np.int64) - 1  # no span: nothing is inside one
-    bpos = np.flatnonzero(brackets[codes])
+    # (comparisons: 5x faster than a table lookup per byte)
+    bpos = np.flatnonzero((codes == 40) | (codes == 41) | (codes == 91) | (codes == 93)
+                          | (codes == 123) | (codes == 125))
     bpos = bpos[outside(bpos)]
-    bdepth = np.cumsum(brackets[codes[bpos]], dtype=np.int32)  # open after each bracket
+    bc = codes[bpos]
+    opens = (bc == 40) | (bc == 91) | (bc == 123)
+    bdepth = np.cumsum(opens.astype(np.int32) * 2 - 1, dtype=np.int32)  # open after each bracket
     if len(bdepth) and (bdepth[-1] != 0 or bdepth.min() < 0):
         return None
     bdepth = np.r_[0, bdepth]  # bdepth[i]: open before the i-th bracket
@@ -553,7 +547,7 @@ def _python_top_level(text: str) -> list[tuple[int, int, str]] | None:
 
     # every line at once: its first character other than " \t\r" (at its end: a blank line),
     # whether that starts a comment, and whether a statement can start there
-    nonblank = np.flatnonzero(~spaces[codes])
+    nonblank = np.flatnonzero((codes != 32) & (codes != 9) & (codes != 13) & (codes != 10))
     k = np.searchsorted(nonblank, line_start)
     first = line_end.copy()
     has = k < len(nonblank)
