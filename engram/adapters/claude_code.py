@@ -238,6 +238,11 @@ class _Parser:
             return
         if rtype not in ("user", "assistant", "system", "queue-operation"):
             return  # file-history-snapshot, attachment, permission-mode, ...: nothing to keep
+        if rtype in ("user", "assistant") and not isinstance(rec.get("message"), dict):
+            # malformed: reported, and it says nothing about the session (its cwd, id, uuid)
+            self.errors.append(base.parse_error(
+                self.path, line_no, f"{rtype} record without a message object"))
+            return
         uuid = _s(rec.get("uuid"))
         if uuid is not None:
             if uuid in self.seen_uuids:
@@ -264,12 +269,16 @@ class _Parser:
         self.events.extend(out)
 
     def _envelope(self, rec: dict, line_no: int) -> None:
-        if self.session is None and _s(rec.get("sessionId")):
-            self.session = rec["sessionId"]
-        if self.cwd is None and _s(rec.get("cwd")):
-            self.cwd = rec["cwd"]
-        if self.branch is None and _s(rec.get("gitBranch")):
-            self.branch = rec["gitBranch"]
+        # the session's id, cwd and branch: from the first record that names its session (every
+        # record Claude Code writes does; a stray object that does not is no evidence of where
+        # the session ran, and the cwd decides every event's repo-relative path)
+        if _s(rec.get("sessionId")):
+            if self.session is None:
+                self.session = rec["sessionId"]
+            if self.cwd is None and _s(rec.get("cwd")):
+                self.cwd = rec["cwd"]
+            if self.branch is None and _s(rec.get("gitBranch")):
+                self.branch = rec["gitBranch"]
         v = _s(rec.get("version"))
         if v and v not in self.versions:
             self.versions.append(v)
@@ -282,18 +291,8 @@ class _Parser:
         if self.sidechain and self.agent_id is None and _s(rec.get("agentId")):
             self.agent_id = rec["agentId"]
 
-    def _message(self, rec: dict, line_no: int) -> dict | None:
-        msg = rec.get("message")
-        if not isinstance(msg, dict):
-            self.errors.append(base.parse_error(
-                self.path, line_no, f"{rec.get('type')} record without a message object"))
-            return None
-        return msg
-
     def _user(self, rec: dict, t, common: dict, out: list, line_no: int) -> None:
-        msg = self._message(rec, line_no)
-        if msg is None:
-            return
+        msg = rec["message"]  # a dict (``record`` checked)
         content = msg.get("content")
         flags: dict = {}
         if rec.get("isMeta") is True:
@@ -325,9 +324,7 @@ class _Parser:
             self.label = _label(text)
 
     def _assistant(self, rec: dict, t, common: dict, out: list, line_no: int) -> None:
-        msg = self._message(rec, line_no)
-        if msg is None:
-            return
+        msg = rec["message"]  # a dict (``record`` checked)
         mid = _s(msg.get("id"))
         model = _s(msg.get("model"))
         if self.model is None and model and not model.startswith("<"):
