@@ -29,8 +29,10 @@ serialization and the pipe are included):
   explains of the files reported apart (``first_of_file``: a file's edit history, its sessions'
   tapes and windows are read then, ahead or not). ``explain_no_pause``: the same with no pause
   (an agent that opens and asks at once). ``explain_after_hovers``: the same spans in the
-  server the hovers ran in, their files opened long before (until issue 3's follow-up this was
-  the only explain figure, then without any read-ahead on open).
+  server the hovers ran in, their files opened long before but every request sent back to back,
+  so the read-ahead of most files (which waits for 50 ms of quiet) has not run:
+  ``warming_at_start`` files still queued (until issue 3's follow-up this was the only explain
+  figure, then without any read-ahead on open).
 * ``freshness``: a Claude Code Write record appended to a live log → the first hover that shows it
   (the watcher's debounce, the incremental ingest and the hover together).
 
@@ -539,9 +541,11 @@ async def run(args) -> dict:
         file=sys.stderr,
     )
 
-    # engram/explain on distinct function spans of files opened for the hovers above (long ago:
-    # whatever the server prepares for an open file is ready); the first explains of freshly
-    # opened files are measured below, each in a fresh server
+    # engram/explain on distinct function spans of files opened for the hovers above (long ago,
+    # but the requests came back to back: a read-ahead waits for 50 ms of quiet, so those of most
+    # files have not run, see ``warming_at_start``); the first explains of freshly opened files
+    # are measured below, each in a fresh server
+    warming = (await client.request("engram/status", {}))["server"].get("warming")
     explain_ms, found, sizes = [], 0, []
     for s in spans[: args.explain_n]:
         uri = open_file(repo / s["file"])
@@ -560,6 +564,7 @@ async def run(args) -> dict:
         sizes.append(len(json.dumps(res)))
     results["explain_after_hovers"] = {
         **summary(explain_ms),
+        "warming_at_start": warming,
         "with_sessions": found,
         "result_kb_p50": round(pct(sizes, 0.5) / 1024, 1),
     }
