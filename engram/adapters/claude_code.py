@@ -161,8 +161,9 @@ class _Parser:
         self.session: str | None = None
         self.agent_id: str | None = None
         self.sidechain = path.name.startswith("agent-")
-        self.cwd: str | None = None
+        self.cwd: str | None = None        # see ``_envelope``
         self.branch: str | None = None
+        self.loose: dict[str, str] = {}     # cwd/branch of records that name no session
         self.model: str | None = None
         self.label: str | None = None
         self.summaries: list[dict] = []
@@ -204,7 +205,7 @@ class _Parser:
         label = self.label
         if label is None and self.summaries:
             label = _label(self.summaries[0]["text"])
-        extra: dict = {"git_branch": self.branch, "summaries": self.summaries,
+        extra: dict = {"git_branch": self._branch(), "summaries": self.summaries,
                        "usage": self._usage_totals()}
         if self.sidechain or self.agent_id:
             extra["sidechain"] = True
@@ -215,7 +216,7 @@ class _Parser:
             self.first_t, harness=self.adapter.name, session=self.session or self.path.stem,
             adapter=self.adapter, source_path=str(self.path),
             harness_version=self.versions[0] if self.versions else None, model=self.model,
-            cwd=self.cwd, repo_head=None, label=label, **extra)
+            cwd=self._cwd(), repo_head=None, label=label, **extra)
 
     def _usage_totals(self) -> dict:
         keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
@@ -268,17 +269,27 @@ class _Parser:
             self._queue(rec, t, common, out)
         self.events.extend(out)
 
+    def _cwd(self) -> str | None:
+        return self.cwd or self.loose.get("cwd")
+
+    def _branch(self) -> str | None:
+        return self.branch or self.loose.get("branch")
+
     def _envelope(self, rec: dict, line_no: int) -> None:
         # the session's id, cwd and branch: from the first record that names its session (every
-        # record Claude Code writes does; a stray object that does not is no evidence of where
-        # the session ran, and the cwd decides every event's repo-relative path)
-        if _s(rec.get("sessionId")):
-            if self.session is None:
-                self.session = rec["sessionId"]
-            if self.cwd is None and _s(rec.get("cwd")):
-                self.cwd = rec["cwd"]
-            if self.branch is None and _s(rec.get("gitBranch")):
-                self.branch = rec["gitBranch"]
+        # record Claude Code writes does; a stray object that does not is weaker evidence of where
+        # the session ran, and the cwd decides every event's repo-relative path). A log whose
+        # records name no session at all takes them from its first records that have them.
+        named = _s(rec.get("sessionId"))
+        if named and self.session is None:
+            self.session = rec["sessionId"]
+        for key, field in (("cwd", "cwd"), ("branch", "gitBranch")):
+            value = _s(rec.get(field))
+            if value and getattr(self, key) is None:
+                if named:
+                    setattr(self, key, value)
+                else:
+                    self.loose.setdefault(key, value)
         v = _s(rec.get("version"))
         if v and v not in self.versions:
             self.versions.append(v)
@@ -440,7 +451,7 @@ class _Parser:
         more = {}
         if _int(f.get("totalLines")) is not None:
             more["total_lines"] = f["totalLines"]
-        out.append(base.ev_read(t, path, start, body, cwd=self.cwd, **more, **extra))
+        out.append(base.ev_read(t, path, start, body, cwd=self._cwd(), **more, **extra))
         total = _int(f.get("totalLines"))
         if start == 1 and total is not None and len(base.lines_of(body)) >= total:
             self.files[path] = body
@@ -450,7 +461,7 @@ class _Parser:
         path = _s(r.get("filePath")) or _s(args.get("file_path")) or _s(args.get("notebook_path"))
         if not path:
             return
-        cwd = self.cwd
+        cwd = self._cwd()
         if tool == "NotebookEdit":
             before = _s(r.get("original_source")) or _s(r.get("old_source")) or ""
             after = _s(r.get("new_source")) or _s(args.get("new_source")) or ""

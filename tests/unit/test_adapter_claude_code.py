@@ -524,6 +524,30 @@ def test_real_logs_have_no_false_positive_redactions(case):
     assert events(case)[0]["coverage"]["redactions"] == 0
 
 
+def test_stray_records_first_in_a_log_change_nothing(tmp_path):
+    # what the fuzz test below once found: a user record without a message object, first in the
+    # log, set the session's cwd and so every event's repo-relative path
+    recs = records(V1)
+    stray = [{"type": "user", "cwd": "0", "sessionId": None, "uuid": None},
+             {"type": "system", "cwd": "/elsewhere", "gitBranch": "other"}]
+    out = ADAPTER.parse_source(write_log(tmp_path / "mixed.jsonl", stray + recs))
+    assert [(e["error"]["code"], e["error"]["line"]) for e in out.errors] == [("E_ADAPTER_PARSE", 1)]
+    (session,) = out.sessions
+    clean = events(V1)
+    assert session.events[0]["cwd"] == clean[0]["cwd"] == recs[0]["cwd"]
+    assert session.events[0]["git_branch"] == clean[0]["git_branch"]
+    assert dump(session.events[1:]) == dump(clean[1:])
+
+
+def test_records_that_name_no_session_still_give_its_cwd(tmp_path):
+    recs = [{k: v for k, v in r.items() if k != "sessionId"} for r in records(V1)]
+    (session,) = ADAPTER.parse_source(write_log(tmp_path / "anon.jsonl", recs)).sessions
+    clean = events(V1)
+    assert session.events[0]["cwd"] == clean[0]["cwd"]
+    assert [e.get("rel") for e in session.events] == [e.get("rel") for e in clean]
+    assert any(e.get("rel") for e in clean)
+
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
     lambda ch: st.lists(ch, max_size=4) | st.dictionaries(st.text(max_size=12), ch, max_size=4),
