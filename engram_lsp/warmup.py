@@ -24,29 +24,13 @@ from collections.abc import Iterator
 from engram.index import queries as Q
 from engram.index import schema as S
 
-MAX_FILES = 8  # files sharing the path's suffix (explain's path blame looks at as many)
 MAX_EDITS = 500  # the most recent logged edits of a file whose diffs and windows are read ahead
 MAX_READS = 500  # the most recent reads of a file whose windows are read ahead
 ROWS = 100  # edits whose line hashes are read in one query
 STEP_S = 0.003  # a step ends after the first unit of work (a query, a diff, a walk from one
 # edit, a window) that brings it past this long
 
-_EDIT = S.KIND_CODE["code.edit"]
 _READ = S.KIND_CODE["code.read"]
-
-
-def logged_paths(conn, display: str) -> list[tuple[str | None, str]]:
-    """``(rel, file)`` of the logged edits of the file shown as ``display`` (relative to the
-    workspace): sessions record their own absolute paths, so the file is found as explain finds
-    it, by a repo-relative path that is a suffix of ``display``."""
-    parts = display.replace("\\", "/").lstrip("./").split("/")
-    suffixes = ["/".join(parts[i:]) for i in range(max(len(parts) - 1, 1))]
-    marks = ",".join("?" * len(suffixes))
-    found = conn.execute(
-        f"SELECT DISTINCT rel, file FROM events WHERE rel IN ({marks}) AND kind = ?",
-        (*suffixes, _EDIT),
-    ).fetchall()
-    return sorted(found, key=lambda rf: (rf[0] or "", rf[1] or ""))[:MAX_FILES]
 
 
 def steps(
@@ -62,7 +46,7 @@ def steps(
     before = engine.config.window_before if before is None else before
     after = engine.config.window_after if after is None else after
     conn = engine.conn()
-    paths = logged_paths(conn, engine._display_path(file))
+    paths = X.edited_paths(conn, engine._display_path(file), whole=True)
     yield
     if not paths:
         return
@@ -80,9 +64,7 @@ def steps(
         return True
 
     for rel, path in paths:
-        hist = Q.memo(
-            conn, ("location.history", rel, path), lambda: location._history(conn, rel, path)
-        )
+        hist = location.history(conn, rel, path)
         yield
         if hist is None:
             continue

@@ -66,22 +66,11 @@ def postings(conn: apsw.Connection, hashes: np.ndarray) -> list[tuple[int, int, 
         "SELECT hash, block, line FROM fingerprints WHERE hash IN carray(?)", (apsw.carray(keys),))]
 
 
-def block_hit_counts(conn: apsw.Connection, hashes: np.ndarray, keyed=None) -> dict[int, int]:
-    """block → number of the given hashes it contains (distinct), counted inside SQLite."""
-    if len(hashes) == 0:
-        return {}
-    keys, _back = keyed or _keyed(hashes)
-    # distinct (hash, block) pairs come off the primary key in order, without a temp b-tree per
-    # group: ~1.8x faster than ``count(DISTINCT hash) ... GROUP BY block``, same counts
-    return dict(conn.execute(
-        "SELECT block, count(*) FROM (SELECT DISTINCT hash, block FROM fingerprints"
-        " WHERE hash IN carray(?)) GROUP BY block", (apsw.carray(keys),)))
-
-
 def block_counts(conn: apsw.Connection, hashes: np.ndarray, keyed=None) -> tuple[dict[int, int], int]:
-    """``(block_hit_counts, matched_count)`` in one pass over the hashes' postings: the distinct
-    ``(hash, block)`` pairs leave SQLite as one packed string of blocks, counted by numpy (~40%
-    faster than grouping in SQLite and a second probe per hash; same values)."""
+    """``({block: how many of the given hashes it contains (distinct)}, how many of the hashes occur
+    at all)`` in one pass over the hashes' postings: the distinct ``(hash, block)`` pairs leave
+    SQLite as one packed string of blocks, counted by numpy (~40% faster than grouping in SQLite
+    and a second probe per hash; same values)."""
     if len(hashes) == 0:
         return {}, 0
     keys, _back = keyed or _keyed(hashes)
@@ -92,17 +81,6 @@ def block_counts(conn: apsw.Connection, hashes: np.ndarray, keyed=None) -> tuple
         return {}, 0
     blocks, n = np.unique(np.fromstring(packed, dtype=np.int64, sep=","), return_counts=True)
     return dict(zip(blocks.tolist(), n.tolist())), matched
-
-
-def matched_count(conn: apsw.Connection, hashes: np.ndarray, keyed=None) -> int:
-    """How many of the given hashes occur in the index at all."""
-    if len(hashes) == 0:
-        return 0
-    keys, _back = keyed or _keyed(hashes)
-    # one primary-key probe per hash, instead of reading every posting of every hash
-    return conn.execute("SELECT count(*) FROM carray(?) c WHERE EXISTS"
-                        " (SELECT 1 FROM fingerprints f WHERE f.hash = c.value)",
-                        (apsw.carray(keys),)).fetchone()[0]
 
 
 def postings_in_blocks(conn: apsw.Connection, hashes: np.ndarray,

@@ -416,7 +416,7 @@ def prefill(conn: apsw.Connection, stop=None) -> bool | None:
 def held_block_counts(conn: apsw.Connection, keys: np.ndarray) -> tuple[dict[int, int], int] | None:
     """``({block: how many of the given sorted distinct index keys it holds}, how many of the keys
     occur at all)`` from the postings held in memory (``keep_postings``); None when none are held
-    for ``conn``'s index (the caller asks SQLite: ``Q.block_hit_counts``, ``Q.matched_count``)."""
+    for ``conn``'s index (the caller asks SQLite: ``Q.block_counts``)."""
     held = _held_for(conn)
     if held is None or held.snapshot is None:
         return None

@@ -398,21 +398,9 @@ def _path_blame(conn, display: str, path: str | None, lines: tuple[int, int], te
     file's whole text is known (``context``), the span is looked up where it sits in the file as
     the log leaves it (``location.reanchor``)."""
     span = _span_line_hashes(text, context, lines)
-    parts = display.replace("\\", "/").lstrip("./").split("/")
-    suffixes = ["/".join(parts[i:]) for i in range(len(parts) - 1)]
-    found: list[tuple[str | None, str]] = []
-    if path:
-        found += [(r, f) for r, f in conn.execute(
-            "SELECT DISTINCT rel, file FROM events WHERE file = ? AND kind = ?",
-            (path, S.KIND_CODE["code.edit"]))]
-    if not found and suffixes:
-        marks = ",".join("?" * len(suffixes))
-        found += sorted(conn.execute(
-            f"SELECT DISTINCT rel, file FROM events WHERE rel IN ({marks}) AND kind = ?",
-            (*suffixes, S.KIND_CODE["code.edit"])), key=lambda rf: (rf[0] or "", rf[1] or ""))
     best: list[tuple[int, dict]] = []
     words = [len(_WORD.findall(ln)) for ln in text.split("\n")]
-    for rel, f in found[:MAX_PATH_FILES]:
+    for rel, f in edited_paths(conn, display, path):
         for got in _blames(conn, rel, f, lines, span, context):
             ok = {i: e for i, e in (got or {}).items() if e is not None}
             real = [i for i in ok if span[i] != 0 and words[i] > WEAK_WORDS]
@@ -431,6 +419,26 @@ def _path_blame(conn, display: str, path: str | None, lines: tuple[int, int], te
 
 
 MAX_PATH_FILES = 8        # files sharing a path suffix that path blame looks at
+
+
+def edited_paths(conn, display: str, path: str | None = None, whole: bool = False
+                 ) -> list[tuple[str | None, str]]:
+    """``(rel, file)`` of the logged edits of the file shown as ``display`` (repo-relative), at
+    most ``MAX_PATH_FILES``: those of its absolute ``path`` when given and logged, else those whose
+    repo-relative path is a suffix of ``display`` with at least two components (sessions record
+    their own absolute paths) — or ``display`` itself when it has one component and ``whole``."""
+    found: list[tuple[str | None, str]] = []
+    if path:
+        found += conn.execute("SELECT DISTINCT rel, file FROM events WHERE file = ? AND kind = ?",
+                              (path, S.KIND_CODE["code.edit"])).fetchall()
+    parts = display.replace("\\", "/").lstrip("./").split("/")
+    suffixes = ["/".join(parts[i:]) for i in range(len(parts) - 1)] or (parts[:1] if whole else [])
+    if not found and suffixes:
+        marks = ",".join("?" * len(suffixes))
+        found += sorted(conn.execute(
+            f"SELECT DISTINCT rel, file FROM events WHERE rel IN ({marks}) AND kind = ?",
+            (*suffixes, S.KIND_CODE["code.edit"])), key=lambda rf: (rf[0] or "", rf[1] or ""))
+    return found[:MAX_PATH_FILES]
 
 
 def _blames(conn, rel: str | None, file: str, lines: tuple[int, int], span: np.ndarray,
@@ -765,17 +773,7 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
             "tombstones": tombstones, "truncated": truncated, "stats": stats}
 
 
+
+# anchors people want to see first: the edit, then a read, then words, then tool traffic (6: rest)
 _KIND_RANK = {S.KIND_CODE["code.edit"]: 0, S.KIND_CODE["code.read"]: 1, S.KIND_CODE["msg.out"]: 2,
               S.KIND_CODE["msg.in"]: 3, S.KIND_CODE["tool.call"]: 4, S.KIND_CODE["tool.result"]: 5}
-
-
-def _kind_rank(kind: int) -> int:
-    """Anchors people want to see first: the edit, then a read, then words, then tool traffic."""
-    return _KIND_RANK.get(kind, 6)
-
-
-def _neg_time(t: str | None) -> str:
-    """Sort key that puts later ISO times first (string-inverted)."""
-    if not t:
-        return "~"
-    return "".join(chr(0x10FFFF - ord(c)) if c.isprintable() else c for c in t)

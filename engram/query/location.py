@@ -81,7 +81,7 @@ def span_track(conn: apsw.Connection, rel: str | None, file: str, start: int, en
     (whose repo-relative path is ``rel``), carried back from its current lines ``start..end``.
     Edits are ordered by time, then tape, then offset; the regions of one tool call (same tape,
     same timestamp) have simultaneous coordinates and are applied together."""
-    hist = Q.memo(conn, ("location.history", rel, file), lambda: _history(conn, rel, file))
+    hist = history(conn, rel, file)
     if hist is None:
         return None
     ordered, rows, _b = hist
@@ -92,6 +92,12 @@ def span_track(conn: apsw.Connection, rel: str | None, file: str, start: int, en
             at[i] = (s, e)
         s, e = _back(s, regions), _back(e, regions)
     return Track(at=at, rows=rows)
+
+
+def history(conn: apsw.Connection, rel: str | None, file: str):
+    """``_history`` of the file, memoised per index version (blame, re-anchoring and the language
+    server's read-ahead all ask for it)."""
+    return Q.memo(conn, ("location.history", rel, file), lambda: _history(conn, rel, file))
 
 
 def _history(conn: apsw.Connection, rel: str | None, file: str):
@@ -154,7 +160,7 @@ def blame(conn: apsw.Connection, rel: str | None, file: str, start: int, end: in
     whose writer's text differs from it (an unlogged change moved or altered it: the track is off
     there), and nothing for lines that no logged edit wrote (older than the log, or edited by hand).
     None when the file has no usable history."""
-    hist = Q.memo(conn, ("location.history", rel, file), lambda: _history(conn, rel, file))
+    hist = history(conn, rel, file)
     if hist is None:
         return None
     ordered, _rows, bounds = hist
@@ -331,13 +337,6 @@ def _move_general(P, idx, regions, ranges, carried) -> tuple[list[int], list[int
 _first = operator.itemgetter(0)
 
 
-@functools.lru_cache(maxsize=4096)
-def diff_arrays(after: bytes, before: bytes) -> tuple[np.ndarray, np.ndarray]:
-    """``diff_map`` as numpy arrays (written: bool, carried-from line: int, -1 when written)."""
-    new, back = diff_map(after, before)
-    return np.asarray(new, dtype=bool), np.asarray(back, dtype=np.int64)
-
-
 # -- re-anchoring: the file as the log leaves it ---------------------------------------------------
 #
 # A change nobody logged (a hand edit, a formatter, a checkout) shifts the lines below it, and the
@@ -352,7 +351,7 @@ def log_text(conn: apsw.Connection, rel: str | None, file: str) -> np.ndarray | 
     replayed in order (the calls' regions bottom-up, their ranges being simultaneous), each
     replacing its before-range by its after-text; ``-1`` for lines no logged edit ever showed
     (above the first edit of a file that existed before the log). None without usable history."""
-    hist = Q.memo(conn, ("location.history", rel, file), lambda: _history(conn, rel, file))
+    hist = history(conn, rel, file)
     if hist is None:
         return None
     ordered, _rows, _bounds = hist

@@ -72,6 +72,24 @@ async def lenses(client, uri: str):
 # --- a raw stdio client, for what pytest-lsp cannot send (malformed params, a vanishing editor) ---
 
 
+def explain_params(uri: str, start: int, end: int, **extra) -> dict:
+    """``engram/explain`` params for 0-based lines ``start``..``end`` (whole lines)."""
+    return {
+        "textDocument": {"uri": uri},
+        "range": {"start": {"line": start, "character": 0}, "end": {"line": end, "character": 0}},
+        **extra,
+    }
+
+
+def plain(obj):
+    """Named tuples (index rows) as dicts, recursively: comparable and printable."""
+    if hasattr(obj, "_asdict"):
+        return {k: plain(v) for k, v in obj._asdict().items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    return obj
+
+
 def frame(obj) -> bytes:
     body = json.dumps(obj).encode()
     return b"Content-Length: %d\r\n\r\n" % len(body) + body

@@ -6,26 +6,11 @@ import json
 import urllib.parse
 
 import pytest
-from lsp_helpers import call, hover, lenses, open_doc, request, wait_indexed
+from lsp_helpers import (call, explain_params, hover, lenses, open_doc, plain, request,
+                         wait_indexed)
 from lsprotocol import types
 
 pytestmark = pytest.mark.e2e
-
-
-def _explain_params(uri, start, end, **extra):
-    return {
-        "textDocument": {"uri": uri},
-        "range": {"start": {"line": start, "character": 0}, "end": {"line": end, "character": 0}},
-        **extra,
-    }
-
-
-def _plain(obj):
-    if hasattr(obj, "_asdict"):
-        return {k: _plain(v) for k, v in obj._asdict().items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    return obj
 
 
 async def test_hover_shows_the_sessions_behind_the_function(lsp, ws):
@@ -88,7 +73,7 @@ async def test_code_lens_per_top_level_symbol(lsp, ws):
     assert lens.range.start.line == 3  # def main()
     assert lens.command.command == "engram.explain"
     assert lens.command.arguments[0] == uri
-    rng = _plain(lens.command.arguments[1])
+    rng = plain(lens.command.arguments[1])
     assert rng["start"]["line"] == 3
 
 
@@ -105,7 +90,7 @@ async def test_engram_explain_returns_the_engine_result(lsp, ws):
     client = await lsp(ws)
     await wait_indexed(client)
     uri = open_doc(client, ws, "hello.py")
-    result = _plain(await request(client, "engram/explain", _explain_params(uri, 3, 5)))
+    result = plain(await request(client, "engram/explain", explain_params(uri, 3, 5)))
     assert result["span"]["file"] == "hello.py"
     assert result["span"]["requested"] == [4, 5]
     session = result["sessions"][0]
@@ -126,11 +111,11 @@ async def test_engram_explain_options_and_unsaved_text(lsp, ws):
     client = await lsp(ws)
     await wait_indexed(client)
     uri = open_doc(client, ws, "hello.py")
-    brief = _plain(
+    brief = plain(
         await request(
             client,
             "engram/explain",
-            _explain_params(
+            explain_params(
                 uri,
                 3,
                 5,
@@ -154,15 +139,15 @@ async def test_engram_explain_options_and_unsaved_text(lsp, ws):
             ],
         )
     )
-    empty = _plain(await request(client, "engram/explain", _explain_params(uri, 0, 2)))
+    empty = plain(await request(client, "engram/explain", explain_params(uri, 0, 2)))
     assert empty["sessions"] == []
 
 
 async def test_explain_a_file_the_client_never_opened(lsp, ws):
     client = await lsp(ws)
     await wait_indexed(client)
-    result = _plain(
-        await request(client, "engram/explain", _explain_params(ws.uri("hello.py"), 3, 5))
+    result = plain(
+        await request(client, "engram/explain", explain_params(ws.uri("hello.py"), 3, 5))
     )
     assert result["sessions"]
 
@@ -172,7 +157,7 @@ async def test_execute_command_explain_and_reindex(lsp, ws):
     await wait_indexed(client)
     uri = open_doc(client, ws, "hello.py")
     rng = {"start": {"line": 3, "character": 0}, "end": {"line": 5, "character": 0}}
-    result = _plain(
+    result = plain(
         await call(
             client.workspace_execute_command_async(
                 types.ExecuteCommandParams(command="engram.explain", arguments=[uri, rng])
@@ -180,7 +165,7 @@ async def test_execute_command_explain_and_reindex(lsp, ws):
         )
     )
     assert result["sessions"][0]["harness"] == "claude_code"
-    summary = _plain(
+    summary = plain(
         await call(
             client.workspace_execute_command_async(
                 types.ExecuteCommandParams(command="engram.reindex", arguments=[])
@@ -195,26 +180,26 @@ async def test_view_steps_through_a_tape(lsp, ws):
     client = await lsp(ws)
     await wait_indexed(client)
     uri = open_doc(client, ws, "hello.py")
-    explained = _plain(await request(client, "engram/explain", _explain_params(uri, 3, 5)))
+    explained = plain(await request(client, "engram/explain", explain_params(uri, 3, 5)))
     tape = explained["sessions"][0]["tape_id"]
     anchor = explained["sessions"][0]["windows"][0]["anchor"]
-    view = _plain(
+    view = plain(
         await request(
             client, "engram/view", {"tapeId": tape, "at": anchor, "before": 1, "after": 1}
         )
     )
     assert view["tape_id"] == tape and view["at"] == anchor
     assert [e["offset"] for e in view["events"]] == [anchor - 1, anchor, anchor + 1]
-    later = _plain(await request(client, "engram/view", {"tapeId": tape, "at": anchor + 3}))
+    later = plain(await request(client, "engram/view", {"tapeId": tape, "at": anchor + 3}))
     assert later["at"] == anchor + 3
 
 
 async def test_search_and_status(lsp, ws):
     client = await lsp(ws)
     await wait_indexed(client)
-    found = _plain(await request(client, "engram/search", {"query": "hello world", "limit": 5}))
+    found = plain(await request(client, "engram/search", {"query": "hello world", "limit": 5}))
     assert found  # the engine's search result object
-    status = _plain(await request(client, "engram/status", {}))
+    status = plain(await request(client, "engram/status", {}))
     assert status["indexed"] is True
     assert status["counts"]["sessions"] == 1
     assert status["live_sessions"][0]["harness"] == "claude_code"

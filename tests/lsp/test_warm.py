@@ -9,26 +9,12 @@ import threading
 import time
 
 import pytest
-from lsp_helpers import open_doc, request, wait_indexed
+from lsp_helpers import explain_params, open_doc, plain, request, wait_indexed
 
+from engram.query import explain as X
 from engram_lsp import warmup
 from engram_lsp.backend import Backend
 from engram_lsp.settings import Settings
-
-
-def _explain_params(uri, start, end):
-    return {
-        "textDocument": {"uri": uri},
-        "range": {"start": {"line": start, "character": 0}, "end": {"line": end, "character": 0}},
-    }
-
-
-def _plain(obj):
-    if hasattr(obj, "_asdict"):
-        return {k: _plain(v) for k, v in obj._asdict().items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    return obj
 
 
 async def _warmed(client, timeout: float = 20.0) -> None:
@@ -47,7 +33,7 @@ async def test_open_reads_ahead_for_explain_and_the_answer_is_the_same(lsp, ws):
     await _warmed(client)
     log = (ws.base / "server.log").read_text()
     assert log.count("read ahead for explain: ") == 2, log  # one per query thread
-    result = _plain(await request(client, "engram/explain", _explain_params(uri, 3, 5)))
+    result = plain(await request(client, "engram/explain", explain_params(uri, 3, 5)))
     from engram.engine import Engine
 
     engine = Engine(ws.root)
@@ -68,7 +54,7 @@ def test_read_ahead_steps_touch_only_what_explain_reads(ws, monkeypatch):
         file, text = str(ws.root / "hello.py"), ws.files["hello.py"]
         engine = backend.open()
         before = engine.explain(file, 4, 5, text=text)
-        paths = warmup.logged_paths(engine.conn(), "hello.py")
+        paths = X.edited_paths(engine.conn(), "hello.py", whole=True)
         assert paths, "the session's edits of hello.py are found by its path"
         n = sum(1 for _ in warmup.steps(engine, file, text))
         assert n > len(paths)

@@ -93,14 +93,20 @@ def edges(w: World) -> list[tuple]:
 # ---------------------------------------------------------------------------------------------
 
 
+def _parser_history(w, tag: str) -> None:
+    """Three sessions: A writes the header parser, B reshapes it, C rewrites it (session ids
+    ``aaaa<tag>-...1``, ``bbbb<tag>-...2``, ``cccc<tag>-...3``)."""
+    w.session(session_id=f"aaaa{tag}-0000-0000-0000-000000000001").user(
+        "add a header parser").write("http.py", "import re\n\n" + PARSE).save()
+    w.session(session_id=f"bbbb{tag}-0000-0000-0000-000000000002").user(
+        "make the parser lenient").edit("http.py", PARSE, PARSE_V2).save()
+    w.session(session_id=f"cccc{tag}-0000-0000-0000-000000000003").user(
+        "rewrite the header parser").edit("http.py", PARSE_V2, PARSE_V3).save()
+
+
 def test_chain_reaches_the_original_author(world, capsys):
     w = world
-    w.session(session_id="aaaa0001-0000-0000-0000-000000000001").user(
-        "add a header parser").write("http.py", "import re\n\n" + PARSE).save()
-    w.session(session_id="bbbb0001-0000-0000-0000-000000000002").user(
-        "make the parser lenient").edit("http.py", PARSE, PARSE_V2).save()
-    w.session(session_id="cccc0001-0000-0000-0000-000000000003").user(
-        "rewrite the header parser").edit("http.py", PARSE_V2, PARSE_V3).save()
+    _parser_history(w, "0001")
     w.checkout()
     run_json(capsys, "ingest", "--seal")
     res = explain(capsys, w, "http.py", PARSE_V3)
@@ -307,18 +313,12 @@ def test_fanout_and_edge_budget_truncate(world, capsys):
         eng.close()
 
 
-
 def test_walks_share_their_prepared_steps_but_not_their_output(world, capsys):
     """A walk follows what ``_Plans`` prepared for its nodes once per index version: walks from
     other seeds first, or on a fresh connection, give the same result, and a result is the
     caller's own (changing it changes no later walk)."""
     w = world
-    w.session(session_id="aaaa0011-0000-0000-0000-000000000001").user(
-        "add a header parser").write("http.py", "import re\n\n" + PARSE).save()
-    w.session(session_id="bbbb0011-0000-0000-0000-000000000002").user(
-        "make the parser lenient").edit("http.py", PARSE, PARSE_V2).save()
-    w.session(session_id="cccc0011-0000-0000-0000-000000000003").user(
-        "rewrite the header parser").edit("http.py", PARSE_V2, PARSE_V3).save()
+    _parser_history(w, "0011")
     w.session(name="reader").user("review the parser").read("http.py").say("Looks fine.").save()
     w.checkout()
     run_json(capsys, "ingest", "--seal")
