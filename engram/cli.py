@@ -420,6 +420,28 @@ def cmd_embed(args) -> int:
 # parser
 
 
+def _count(text: str) -> int:
+    """An argparse type: a whole number ≥ 0 (event counts, limits)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a number ≥ 0, got {n}")
+    return n
+
+
+def _unit(text: str) -> float:
+    """An argparse type: a confidence in [0, 1]."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
+    if not 0.0 <= x <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text}")
+    return x
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--pretty", action="store_true", help="human-readable output instead of JSON")
@@ -450,12 +472,12 @@ def build_parser() -> argparse.ArgumentParser:
                                    "with transcript windows around each anchor.")
     s.add_argument("span", nargs="?", help="FILE:START-END (1-based, inclusive), FILE:LINE or FILE")
     s.add_argument("--stdin", action="store_true", help="explain text read from stdin instead of a file span")
-    s.add_argument("--before", type=int, help="events before each anchor (default 3)")
-    s.add_argument("--after", type=int, help="events after each anchor (default 3)")
+    s.add_argument("--before", type=_count, help="events before each anchor (default 3)")
+    s.add_argument("--after", type=_count, help="events after each anchor (default 3)")
     s.add_argument("--brief", action="store_true", help="no transcript events, just sessions and anchors")
-    s.add_argument("--min-confidence", type=float, help="lineage edges below this are skipped (default 0.5)")
+    s.add_argument("--min-confidence", type=_unit, help="lineage edges below this are skipped (default 0.5)")
     s.add_argument("--all", action="store_true", help="include weak evidence and location-only edges")
-    s.add_argument("--expand-until", type=int, metavar="N",
+    s.add_argument("--expand-until", type=_count, metavar="N",
                    help="extend each window back (up to N events) to the user request")
     s.add_argument("--semantic", action="store_true",
                    help="also add sessions whose reasoning is semantically close (needs the embed "
@@ -465,9 +487,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("view", parents=[common], help="navigate a tape around an event offset")
     s.add_argument("tape_id", help="tape id or unique prefix")
-    s.add_argument("--at", type=int, default=0)
-    s.add_argument("--before", type=int, default=5)
-    s.add_argument("--after", type=int, default=5)
+    s.add_argument("--at", type=_count, default=0, help="event offset to centre on (default 0, the meta event)")
+    s.add_argument("--before", type=_count, default=5, help="events before --at (default 5)")
+    s.add_argument("--after", type=_count, default=5, help="events after --at (default 5)")
     s.set_defaults(fn=cmd_view)
 
     s = sub.add_parser("show", parents=[common], help="print a whole tape")
@@ -480,7 +502,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("search", parents=[common], help="full-text (+ semantic) search of reasoning")
     s.add_argument("query")
-    s.add_argument("--limit", type=int, default=20)
+    s.add_argument("--limit", type=_count, default=20, help="results to return (default 20)")
     s.set_defaults(fn=cmd_search)
 
     s = sub.add_parser("status", parents=[common], help="index counts, live sessions, last ingest")

@@ -185,6 +185,20 @@ def test_errors_are_clear(repo, capsys):
     assert code == 1 and "no indexed tape" in err
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["explain", "hello.py:3-5", "--min-confidence", "2"], "--min-confidence: expected a number in [0, 1], got 2"),
+    (["explain", "hello.py:3-5", "--min-confidence", "high"], "--min-confidence: expected a number in [0, 1]"),
+    (["explain", "hello.py:3-5", "--before", "-1"], "--before: expected a number ≥ 0, got -1"),
+    (["explain", "hello.py:3-5", "--expand-until", "x"], "--expand-until: expected a whole number, got 'x'"),
+    (["view", "deadbeef", "--at", "-3"], "--at: expected a number ≥ 0, got -3"),
+    (["search", "hello", "--limit", "-1"], "--limit: expected a number ≥ 0, got -1"),
+])
+def test_bad_option_values_are_usage_errors(capsys, argv, message):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_pretty_outputs(repo, capsys):
     run_json(capsys, "ingest", "--seal")
     code, out, _ = run(capsys, "explain", "hello.py:4-5", "--pretty")
