@@ -60,6 +60,41 @@ def build_corpus(corpus: Path, sessions: int, scenarios: str) -> None:
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
 
 
+def line_blame(eng, repo: Path, owners: dict[str, list[str]]) -> dict:
+    """``engram blame`` of every Python file of the corpus against the line-level truth
+    (``lines.json``: the session that wrote each line, or ``human-unlogged``). ``correct``: share
+    of session-written lines blamed on their writer; ``wrong``: on another session; hand-written
+    lines given any session are counted apart. ``substantive``: lines with 3 or more ASCII letters
+    or digits (which session "wrote" a blank line or a lone bracket is a matter of diff alignment)."""
+    import re
+
+    from engram.query import history
+
+    c: dict[tuple[str, str], int] = {}
+    t0 = time.perf_counter()
+    for f, own in sorted(owners.items()):
+        r = history.blame(eng, str(repo / f))
+        text = (repo / f).read_text().split("\n")
+        for ln, o in zip(r["lines"], own):
+            s = r["sessions"][ln["tape_id"]]["session"] if ln["tape_id"] else None
+            groups = ("all", "substantive") if len(re.findall(r"[A-Za-z0-9]", text[ln["line"] - 1])) >= 3 \
+                else ("all",)
+            for g in groups:
+                if o == "human-unlogged":
+                    keys = ["human", "human_attr"] if s else ["human"]
+                else:
+                    keys = ["sess", "ok" if s == o else "none" if s is None else "wrong"]
+                for k in keys:
+                    c[g, k] = c.get((g, k), 0) + 1
+    out = {"files": len(owners), "ms_per_file": round((time.perf_counter() - t0) * 1000 / max(len(owners), 1), 1)}
+    for g in ("all", "substantive"):
+        n = max(c.get((g, "sess"), 0), 1)
+        out[g] = {"session_lines": c.get((g, "sess"), 0), "correct": round(c.get((g, "ok"), 0) / n, 4),
+                  "wrong": round(c.get((g, "wrong"), 0) / n, 4), "none": round(c.get((g, "none"), 0) / n, 4),
+                  "human_lines": c.get((g, "human"), 0), "human_given_a_session": c.get((g, "human_attr"), 0)}
+    return out
+
+
 def setup_home(corpus: Path, out: Path, wipe: bool = True) -> Path:
     """An isolated HOME/ENGRAM_HOME whose global config reads only the corpus logs."""
     home = out / f"home-{corpus.name}"
@@ -388,6 +423,8 @@ def main(argv=None) -> int:
                                     "target": ">= 0.8", "note": "no --embed: fingerprints only"}
     result["scenarios"] = sm
     result["explain_errors"] = {"n": len(errors), "sample": errors[:10]}
+    if (corpus / "lines.json").exists():
+        result["line_blame"] = line_blame(eng, repo, json.loads((corpus / "lines.json").read_text()))
     eng.close()
 
     # -- report
@@ -400,6 +437,12 @@ def main(argv=None) -> int:
             ("index / raw logs", result["index"]["ratio"], "<= 0.25")]
     for k, v in sm.items():
         rows.append((k.replace("_", " "), v["value"], v["target"]))
+    lb = result.get("line_blame")
+    if lb:
+        rows.append(("`engram blame`: lines right, substantive / all",
+                     f"{lb['substantive']['correct']} / {lb['all']['correct']}", "-"))
+        rows.append(("`engram blame`: hand-written lines given a session",
+                     f"{lb['all']['human_given_a_session']} of {lb['all']['human_lines']}", "-"))
     md = ["| metric | value | target |", "|---|---|---|"] + [f"| {a_} | {b} | {c} |" for a_, b, c in rows]
     md.append("")
     md.append(f"corpus: {meta['sessions']} sessions, {meta['raw_log_mb']} MB raw logs, {len(spans)} base spans; "

@@ -1417,6 +1417,11 @@ class Generator:
                         "doc": sym.doc.strip().split("\n\n")[0][:400],
                     })
         (self.out / "truth.json").write_text(json.dumps(truth, indent=1))
+        # line-level truth for ``engram blame``: the session (or ``human-unlogged``) that wrote
+        # each line of each Python file as it stands in the repo
+        owners = {f"{pkg}/{f}": list(self.files[pkg][f].owner)
+                  for pkg in PACKAGES for f in sorted(self.files[pkg]) if f.endswith(".py")}
+        (self.out / "lines.json").write_text(json.dumps(owners, sort_keys=True))
         by_origin: dict[str, list] = {}
         for x in truth:
             by_origin.setdefault(x["origin_session"], []).append(x)

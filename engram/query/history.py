@@ -7,12 +7,24 @@ or when one of its edit/read texts is mostly present in the file's current conte
 (``"content"``: found by fingerprint wherever the session thought the file lived — a move, another
 checkout).
 
-**blame**: per line of the file, the session that most likely produced it. The file's winnowed
-fingerprints are looked up once; for each line the fingerprints starting within ``BLAME_CONTEXT``
-lines of it are scored per session: the share found in that session's edit-after texts (what it
-wrote — not lines its edit only carried over as context), else in its other texts (what it read or
-quoted). The best producer wins (ties: the latest session), then the best reader; lines without
-fingerprints (blank lines, lone braces) take their neighbours' answer (``inferred: true``).
+**blame**: per line of the file, the session that most likely produced it, in two steps.
+
+1. *Through the log* (``via: "log"``): when sessions logged edits of the file (its absolute
+   path, else a repo-relative path sharing its last two or more components), today's lines are
+   re-anchored on the file as those edits leave it (``location.reanchor``; a trivial line — blank,
+   ``)``, ``# ok`` — only where its exact text is the same) and each line found there belongs to
+   the edit that wrote it (``location.blame``, as ``git blame`` carries lines back through
+   commits). Lines a person added or changed since are not in the logged text and get no edit.
+2. *By fingerprints* (``via: "direct"``), for every other line: the file's winnowed fingerprints
+   are looked up once; for each line the fingerprints starting within ``BLAME_CONTEXT`` lines of
+   it are scored per session — or, on a line the log does not show although the file has a
+   logged history, only the fingerprints starting on the line itself, so that code written by
+   hand next to a session's code is not credited to it. The score is the share found in that
+   session's edit-after texts (what it wrote — not lines its edit only carried over as context),
+   else in its other texts (what it read or quoted). The best producer wins (ties: the latest
+   session), then the best reader; lines without fingerprints (blank lines, lone braces) take
+   their neighbours' answer (``inferred: true``).
+
 ``produced`` says whether the session wrote the line. Sessions whose edits produced an *earlier*
 version of the attributed code are listed under ``earlier`` when the lineage walk reaches them.
 One fingerprint pass and one index lookup for the whole file: fast on thousands of lines.
@@ -30,6 +42,7 @@ from engram import fingerprint
 from engram.errors import BadSpan
 from engram.index import queries as Q
 from engram.index import schema as S
+from engram.index import store
 
 CONTENT_MIN = 0.6          # share of an event's text found in today's file to count for trace
 BLAME_CONTEXT = 2          # lines on each side whose k-grams score a line
@@ -256,16 +269,16 @@ def blame(engine, file: str) -> dict:
                     prod[tindex[t], c] = True
             for t in block_other.get(b, ()):
                 other[tindex[t], c] = True
-    # per line: counts of k-grams starting in [L - ctx, L + ctx], and how many each tape holds
+    # per line: counts of k-grams starting in [L - ctx, L + ctx], and how many each tape holds;
+    # also with no context (``strict``: the k-grams starting on the line itself)
     L = n_lines
     kl = np.clip(klines, 0, L - 1)
     per_line_total = np.bincount(kl, minlength=L).astype(np.float64)
     win = np.ones(2 * BLAME_CONTEXT + 1)
     total = np.convolve(per_line_total, win, mode="same")
     trows = Q.tapes(conn, tape_list)
-    best_tape = np.full(L, -1, dtype=np.int64)
-    best_conf = np.zeros(L)
-    best_prod = np.zeros(L, dtype=bool)
+    best = {m: (np.full(L, -1, dtype=np.int64), np.zeros(L), np.zeros(L, dtype=bool))
+            for m in ("context", "strict")}
     if n_t:
         recency = [_time_rank(trows[t]) for t in tape_list]
         order = sorted(range(n_t), key=lambda i: recency[i], reverse=True)  # latest first
@@ -275,33 +288,49 @@ def blame(engine, file: str) -> dict:
                 hitk = mat[i][inv]
                 if not hitk.any():
                     continue
-                found = np.convolve(np.bincount(kl[hitk], minlength=L).astype(np.float64), win,
-                                    mode="same")
-                conf = np.divide(found, total, out=np.zeros(L), where=total > 0)
-                if pass_prod:
-                    better = conf > best_conf + 1e-9
-                else:
-                    better = (~best_prod) & (conf > best_conf + 1e-9)
-                best_conf = np.where(better, conf, best_conf)
-                best_tape = np.where(better, tape_list[i], best_tape)
-                if pass_prod:
-                    best_prod |= better & (conf >= BLAME_MIN)
+                own_found = np.bincount(kl[hitk], minlength=L).astype(np.float64)
+                for mode, found, tot in (("context", np.convolve(own_found, win, mode="same"), total),
+                                         ("strict", own_found, per_line_total)):
+                    b_tape, b_conf, b_prod = best[mode]
+                    conf = np.divide(found, tot, out=np.zeros(L), where=tot > 0)
+                    better = conf > b_conf + 1e-9
+                    if not pass_prod:
+                        better &= ~b_prod
+                    b_conf[better] = conf[better]
+                    b_tape[better] = tape_list[i]
+                    if pass_prod:
+                        b_prod |= better & (conf >= BLAME_MIN)
     own = per_line_total > 0
+    # blame through the log: lines that are today where the file's logged edits left them
+    # belong to the edit that wrote them; lines the log does not show (changed since, by hand or
+    # by a session nobody logged) are judged by their own fingerprints, not their neighbours'
+    log = _log_owners(conn, rel, str(p), text, L)
+    log_rows = Q.events(conn, {int(e) for e in log[0][log[0] > 0]}) if log is not None else {}
+    trows.update(Q.tapes(conn, {r.tape for r in log_rows.values()} - set(trows)))
     out_lines = []
+    line_tapes = []
     for i in range(L):
-        t = int(best_tape[i])
-        c = float(best_conf[i])
-        if t < 0 or c < BLAME_MIN:
-            out_lines.append({"line": i + 1, "tape_id": None, "confidence": round(c, ROUND),
-                              "via": None})
-            continue
-        entry = {"line": i + 1, "tape_id": trows[t].tape_id, "confidence": round(c, ROUND),
-                 "via": "direct", "produced": bool(best_prod[i])}
-        if not own[i]:
-            entry["inferred"] = True   # no fingerprint starts on this line: its neighbours decide
+        entry = None
+        if log is not None and log[0][i] in log_rows:
+            t = log_rows[int(log[0][i])].tape
+            entry = {"line": i + 1, "tape_id": trows[t].tape_id, "confidence": 1.0, "via": "log",
+                     "produced": True}
+        else:
+            mode = "strict" if log is not None and not log[1][i] and own[i] else "context"
+            b_tape, b_conf, b_prod = best[mode]
+            t, c = int(b_tape[i]), float(b_conf[i])
+            if t < 0 or c < BLAME_MIN:
+                entry = {"line": i + 1, "tape_id": None, "confidence": round(c, ROUND), "via": None}
+                t = -1
+            else:
+                entry = {"line": i + 1, "tape_id": trows[t].tape_id, "confidence": round(c, ROUND),
+                         "via": "direct", "produced": bool(b_prod[i])}
+                if not own[i]:
+                    entry["inferred"] = True   # no fingerprint starts on this line: its neighbours decide
+        line_tapes.append(t)
         out_lines.append(entry)
     result["lines"] = out_lines
-    used = {trows[int(t)].tape_id: trows[int(t)] for t in set(best_tape.tolist()) if t >= 0}
+    used = {trows[t].tape_id: trows[t] for t in set(line_tapes) if t >= 0}
     for tid, t in sorted(used.items()):
         n = sum(1 for ln in out_lines if ln["tape_id"] == tid)
         if n == 0:
@@ -310,8 +339,45 @@ def blame(engine, file: str) -> dict:
                                    "tier": t.tier or "agent", "label": t.label, "model": t.model,
                                    "first_t": t.first_t, "last_t": t.last_t, "lines": n}
     result["runs"] = _runs(out_lines)
-    _earlier(conn, result, erows, trows)
+    _earlier(conn, result, {**erows, **log_rows}, trows)
     return result
+
+
+def _log_owners(conn, rel: str, path: str, text: str, n_lines: int
+                ) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(edit event that wrote each line, 0 for none; whether the line is where the log left
+    it)`` from blame through the log of the file's logged edits (``location.blame`` of the file as
+    the log leaves it, with today's lines re-anchored on it). The logged file (its absolute path,
+    else a repo-relative path sharing two or more trailing components) whose history attributes
+    the most lines wins; None when there is none, or two attribute equally many."""
+    from engram.query import explain, location
+
+    now = store.line_hashes(text)[:n_lines]
+    trivial = np.flatnonzero(now == 0)
+    found = []
+    for r, f in explain.edited_paths(conn, rel, path, whole=True):
+        where = location.reanchor(conn, r, f, now)
+        logged = location.log_text(conn, r, f)
+        if where is None or logged is None or not len(logged):
+            continue
+        # a trivial line (blank, ``)``, ``# ok``: its line hash is 0) is re-anchored by the
+        # offset of its neighbours; it is where the log left it only when its exact text is too
+        if len(trivial):
+            exact = location.log_text(conn, r, f, exact=True)
+            now_x = store.exact_hashes(text)[:n_lines].astype(np.int64)
+            at = trivial[where[trivial] > 0]
+            same = exact[where[at] - 1] == now_x[at]
+            where = where.copy()
+            where[at[~same]] = 0
+        got = location.blame(conn, r, f, 1, len(logged), logged) or {}
+        owners = np.zeros(n_lines, dtype=np.int64)
+        at = np.flatnonzero(where > 0)
+        owners[at] = [got.get(int(where[i]) - 1) or 0 for i in at]
+        found.append((int((owners > 0).sum()), owners, where > 0))
+    found.sort(key=lambda x: -x[0])
+    if not found or not found[0][0] or (len(found) > 1 and found[0][0] == found[1][0]):
+        return None
+    return found[0][1], found[0][2]
 
 
 def _time_rank(t: Q.TapeRow) -> tuple:

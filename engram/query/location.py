@@ -346,11 +346,14 @@ _first = operator.itemgetter(0)
 # and blame asked at the span's line in the log's coordinates.
 
 
-def log_text(conn: apsw.Connection, rel: str | None, file: str) -> np.ndarray | None:
-    """Line hashes (``store.line_hashes``) of ``file`` as its logged edits leave it: every edit
-    replayed in order (the calls' regions bottom-up, their ranges being simultaneous), each
-    replacing its before-range by its after-text; ``-1`` for lines no logged edit ever showed
-    (above the first edit of a file that existed before the log). None without usable history."""
+def log_text(conn: apsw.Connection, rel: str | None, file: str, exact: bool = False
+             ) -> np.ndarray | None:
+    """Line hashes (``store.line_hashes``; ``store.exact_hashes`` when ``exact``) of ``file`` as
+    its logged edits leave it: every edit replayed in order (the calls' regions bottom-up, their
+    ranges being simultaneous), each replacing its before-range by its after-text; ``-1`` for lines
+    no logged edit ever showed (above the first edit of a file that existed before the log, and with
+    ``exact`` the lines of edits indexed before exact hashes were kept). None without usable
+    history."""
     hist = history(conn, rel, file)
     if hist is None:
         return None
@@ -362,7 +365,10 @@ def log_text(conn: apsw.Connection, rel: str | None, file: str) -> np.ndarray | 
         for b_s, b_e, a_s, a_e, eid in reversed(regions):    # bottom-up: ranges stay valid
             n = max(a_e - a_s + 1, 0)                        # (a text's hashes end with the
             el = texts.get(eid)                              # empty string after its last \n)
-            after = el.after[:n].astype(np.int64) if el is not None else unknown[:0]
+            side = None if el is None else el.after_x if exact else el.after
+            if side is not None and exact and len(side) != len(el.after):
+                side = None
+            after = side[:n].astype(np.int64) if side is not None else unknown[:0]
             if len(after) < n:
                 after = np.concatenate([after, unknown.repeat(n - len(after))])
             lo = max(b_s - 1, 0)
