@@ -330,6 +330,7 @@ def _assign_ownership(conn, ev: dict[int, Evidence], after: dict[int, tuple[set[
     # hunk more often than not)
     words = [len(_WORD.findall(ln)) for ln in span_text.split("\n")]
     real = {o for o, h, n in zip(owners, span_l, words) if h != 0 and n > WEAK_WORDS and o is not None}
+    real |= {o for i, o in logged.items() if span_l[i] != 0}  # the log's own diff is not arbitrary
     owned: dict[int, int] = defaultdict(int)
     prev: int | None = None
     for h, owner in zip(span_l, owners):
@@ -444,8 +445,10 @@ def edited_paths(conn, display: str, path: str | None = None, whole: bool = Fals
 def _blames(conn, rel: str | None, file: str, lines: tuple[int, int], span: np.ndarray,
             context: str | None):
     """``location.blame`` of the span at today's lines; then, for a caller that rejects it, at the
-    lines the span matches in the file as the log leaves it, when today's file (``context``)
-    shifted it there as a whole (every line matched, in one run, elsewhere than today)."""
+    lines the span matches in the file as the log leaves it (today's file is ``context``): when
+    today's file shifted it there as a whole (every line matched, in one run, elsewhere than
+    today); else line by line, when most of its lines are still there in the same order and the
+    rest were changed since (by hand: those lines get no edit)."""
     yield location.blame(conn, rel, file, lines[0], lines[1], span)
     if context is None:
         return
@@ -453,10 +456,27 @@ def _blames(conn, rel: str | None, file: str, lines: tuple[int, int], span: np.n
     if where is None:
         return
     mapped = where[lines[0] - 1:lines[1]]
-    if (len(mapped) != lines[1] - lines[0] + 1 or (mapped == 0).any() or mapped[0] == lines[0]
-            or (np.diff(mapped) != 1).any()):
+    if len(mapped) != lines[1] - lines[0] + 1:
         return
-    yield location.blame(conn, rel, file, int(mapped[0]), int(mapped[-1]), span)
+    if not ((mapped == 0).any() or mapped[0] == lines[0] or (np.diff(mapped) != 1).any()):
+        yield location.blame(conn, rel, file, int(mapped[0]), int(mapped[-1]), span)
+        return
+    real = span[:len(mapped)] != 0
+    kept = np.flatnonzero(mapped > 0)
+    if (not real.any() or (mapped[real] > 0).sum() < PARTIAL_MAPPED * real.sum()
+            or (np.diff(mapped[kept]) <= 0).any()):
+        return
+    lo, hi = int(mapped[kept[0]]), int(mapped[kept[-1]])
+    logged = location.log_text(conn, rel, file)
+    if logged is None or hi > len(logged) or hi - lo + 1 > 2 * len(mapped):
+        return
+    got = location.blame(conn, rel, file, lo, hi, logged[lo - 1:hi])
+    if got is None:
+        return
+    yield {int(i): got[int(mapped[i]) - lo] for i in kept if int(mapped[i]) - lo in got}
+
+
+PARTIAL_MAPPED = 0.5      # share of a span's non-trivial lines that must be where the log left them
 
 
 def _span_line_hashes(text: str, context: str | None, lines: tuple[int, int] | None) -> np.ndarray:
