@@ -134,10 +134,15 @@ DOCUMENTED = SPLIT_BEFORE.replace('''``True``."""''', '''``True``.
     """''')
 
 
-@pytest.mark.parametrize("by_hand", ["", HAND_HEADER], ids=["logged", "after-an-unlogged-shift"])
-def test_a_one_line_change_is_found_by_its_location(world, capsys, by_hand):
+HAND_LINE = ("    At most *maxsplit* splits are done.", "    At most *maxsplit* splits are done (see #12).")
+
+
+@pytest.mark.parametrize("by_hand, in_span", [("", None), (HAND_HEADER, None), (HAND_HEADER, HAND_LINE)],
+                         ids=["logged", "after-an-unlogged-shift", "after-a-shift-and-a-changed-line"])
+def test_a_one_line_change_is_found_by_its_location(world, capsys, by_hand, in_span):
     """After a hand edit above the function (no session logged it), blame through the log is
-    asked at the function's place in the log's own text (``location.reanchor``)."""
+    asked at the function's place in the log's own text (``location.reanchor``) — line by line
+    when a line of the function was changed by hand too."""
     w = world
     w.session(session_id=A).user("add split_before").write(
         "split.py", "import itertools\n\n\n" + DOCUMENTED).save()
@@ -145,6 +150,9 @@ def test_a_one_line_change_is_found_by_its_location(world, capsys, by_hand):
     w.session(session_id=C).user("add a strict flag").edit("split.py", DOCUMENTED, renamed).save()
     w.checkout()
     if by_hand:
+        (w.root / "split.py").write_text(by_hand + "import itertools\n\n\n" + renamed)
+    if in_span:
+        renamed = renamed.replace(*in_span)
         (w.root / "split.py").write_text(by_hand + "import itertools\n\n\n" + renamed)
     run_json(capsys, "ingest", "--seal")
     res = explain(capsys, w, "split.py", renamed)
@@ -392,3 +400,30 @@ def test_blame_carries_lines_as_the_numpy_version_did(seed):
         want = _carry_back_numpy(ordered, bounds, start, span, diffs)
         got = location._carry_back(ordered, bounds, start, span, lambda ids: diffs)
         assert list(got.items()) == list(want.items())
+
+
+CHECK = '''def check_path(self, value, param, ctx):
+    """Fail unless *value* names an existing, readable file."""
+    if not os.path.exists(value):
+        self.fail(message, param, ctx)
+    if not os.access(value, os.R_OK):
+        raise PermissionError(value)
+    return os.path.realpath(value)
+'''
+
+
+def test_short_lines_the_log_gives_an_edit_count_for_it(world, capsys):
+    """Lines of at most two words identify no author when a diff of ours places them, but blame
+    through the log uses the harness's own diff: an edit that only re-wrapped a call wrote them."""
+    w = world
+    w.session(session_id=A).user("add check_path").write("paths.py", "import os\n\n\n" + CHECK).save()
+    wrapped = CHECK.replace("        self.fail(message, param, ctx)\n",
+                            "        self.fail(\n            message,\n            param,\n"
+                            "            ctx,\n        )\n")
+    w.session(session_id=B).user("one argument per line").edit("paths.py", CHECK, wrapped).save()
+    w.checkout()
+    run_json(capsys, "ingest", "--seal")
+    res = explain(capsys, w, "paths.py", wrapped)
+    owners = produced(res)
+    assert res["sessions"][0]["session"] == A and owners[A] > 0.5
+    assert 0.2 < owners[B] < 0.5   # the five lines of the wrapped call (four of them short)
