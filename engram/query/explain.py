@@ -326,14 +326,18 @@ def _assign_ownership(conn, ev: dict[int, Evidence], after: dict[int, tuple[set[
             owners.append((max(eids, key=when) if len(eids) > 1 else eids[0]) if eids else None)
     # an edit that wrote only blank lines, brackets and two-word lines (``return False``) of the
     # span wrote none of it: which of two identical such lines a diff calls "kept" is arbitrary.
-    # Their lines, and trivial lines no edit wrote, go with the line above (they came in the same
-    # hunk more often than not)
+    # Their lines go with the line above (they came in the same hunk more often than not); trivial
+    # lines no edit wrote (a blank line the diffs kept) say nothing of who wrote the span and are
+    # not counted, nor is the empty line after the span's last newline
     words = [len(_WORD.findall(ln)) for ln in span_text.split("\n")]
     real = {o for o, h, n in zip(owners, span_l, words) if h != 0 and n > WEAK_WORDS and o is not None}
     real |= {o for i, o in logged.items() if span_l[i] != 0}  # the log's own diff is not arbitrary
     owned: dict[int, int] = defaultdict(int)
     prev: int | None = None
-    for h, owner in zip(span_l, owners):
+    n_real = len(span_l) - 1 if span_text.endswith("\n") else len(span_l)  # (the empty line
+    for h, owner in zip(span_l[:n_real], owners):                          # after the last \n)
+        if owner is None and h == 0:
+            continue
         if owner not in real:
             owner = prev
         elif h != 0:

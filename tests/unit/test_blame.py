@@ -427,3 +427,18 @@ def test_short_lines_the_log_gives_an_edit_count_for_it(world, capsys):
     owners = produced(res)
     assert res["sessions"][0]["session"] == A and owners[A] > 0.5
     assert 0.2 < owners[B] < 0.5   # the five lines of the wrapped call (four of them short)
+
+
+def test_shares_count_the_span_lines_only(world, capsys):
+    """Each line of the span counts once (A's Write wrote its blank line too); the empty string
+    after the span's last newline is not a line (it used to go to the owner of the last line)."""
+    w = world
+    body = ("def area(shape):\n    width, height = shape.bounds()\n\n"
+            "    scale = shape.units.to_metres()\n    return width * height * scale\n")
+    w.session(session_id=A).user("add area").write("geo.py", body).save()
+    w.session(session_id=B).user("square the scale").edit(
+        "geo.py", "    return width * height * scale\n", "    return width * height * scale ** 2\n").save()
+    w.checkout()
+    run_json(capsys, "ingest", "--seal")
+    owners = produced(explain(capsys, w, "geo.py", w.files["geo.py"]))
+    assert (owners[A], owners[B]) == (0.8, 0.2)
