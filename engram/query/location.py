@@ -353,7 +353,12 @@ def log_text(conn: apsw.Connection, rel: str | None, file: str, exact: bool = Fa
     ranges being simultaneous), each replacing its before-range by its after-text; ``-1`` for lines
     no logged edit ever showed (above the first edit of a file that existed before the log, and with
     ``exact`` the lines of edits indexed before exact hashes were kept). None without usable
-    history."""
+    history. Memoised per index version (read-only: callers slice it, never write to it)."""
+    return Q.memo(conn, ("location.log_text", rel, file, exact),
+                  lambda: _log_text(conn, rel, file, exact))
+
+
+def _log_text(conn: apsw.Connection, rel: str | None, file: str, exact: bool) -> np.ndarray | None:
     hist = history(conn, rel, file)
     if hist is None:
         return None
@@ -376,6 +381,7 @@ def log_text(conn: apsw.Connection, rel: str | None, file: str, exact: bool = Fa
             if lo > len(text):
                 text = np.concatenate([text, unknown.repeat(lo - len(text))])
             text = np.concatenate([text[:lo], after, text[hi:]])
+    text.flags.writeable = False
     return text
 
 
