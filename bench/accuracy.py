@@ -67,10 +67,11 @@ def line_blame(eng, repo: Path, owners: dict[str, list[str]]) -> dict:
     lines given any session are counted apart. ``substantive``: lines with 3 or more ASCII letters
     or digits (which session "wrote" a blank line or a lone bracket is a matter of diff alignment)."""
     import re
+    from collections import Counter
 
     from engram.query import history
 
-    c: dict[tuple[str, str], int] = {}
+    c: Counter = Counter()
     t0 = time.perf_counter()
     for f, own in sorted(owners.items()):
         r = history.blame(eng, str(repo / f))
@@ -81,17 +82,15 @@ def line_blame(eng, repo: Path, owners: dict[str, list[str]]) -> dict:
                 else ("all",)
             for g in groups:
                 if o == "human-unlogged":
-                    keys = ["human", "human_attr"] if s else ["human"]
+                    c.update([(g, "human")] + ([(g, "human_attr")] if s else []))
                 else:
-                    keys = ["sess", "ok" if s == o else "none" if s is None else "wrong"]
-                for k in keys:
-                    c[g, k] = c.get((g, k), 0) + 1
+                    c.update([(g, "sess"), (g, "ok" if s == o else "none" if s is None else "wrong")])
     out = {"files": len(owners), "ms_per_file": round((time.perf_counter() - t0) * 1000 / max(len(owners), 1), 1)}
     for g in ("all", "substantive"):
-        n = max(c.get((g, "sess"), 0), 1)
-        out[g] = {"session_lines": c.get((g, "sess"), 0), "correct": round(c.get((g, "ok"), 0) / n, 4),
-                  "wrong": round(c.get((g, "wrong"), 0) / n, 4), "none": round(c.get((g, "none"), 0) / n, 4),
-                  "human_lines": c.get((g, "human"), 0), "human_given_a_session": c.get((g, "human_attr"), 0)}
+        n = max(c[g, "sess"], 1)
+        out[g] = {"session_lines": c[g, "sess"], "correct": round(c[g, "ok"] / n, 4),
+                  "wrong": round(c[g, "wrong"] / n, 4), "none": round(c[g, "none"] / n, 4),
+                  "human_lines": c[g, "human"], "human_given_a_session": c[g, "human_attr"]}
     return out
 
 

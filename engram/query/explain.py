@@ -470,14 +470,11 @@ def _blames(conn, rel: str | None, file: str, lines: tuple[int, int], span: np.n
     if (not real.any() or (mapped[real] > 0).sum() < PARTIAL_MAPPED * real.sum()
             or (np.diff(mapped[kept]) <= 0).any()):
         return
-    lo, hi = int(mapped[kept[0]]), int(mapped[kept[-1]])
-    logged = location.log_text(conn, rel, file)
-    if logged is None or hi > len(logged) or hi - lo + 1 > 2 * len(mapped):
+    if mapped[kept[-1]] - mapped[kept[0]] + 1 > 2 * len(mapped):
         return
-    got = location.blame(conn, rel, file, lo, hi, logged[lo - 1:hi])
-    if got is None:
-        return
-    yield {int(i): got[int(mapped[i]) - lo] for i in kept if int(mapped[i]) - lo in got}
+    got = location.blame_mapped(conn, rel, file, mapped)
+    if got is not None:
+        yield got
 
 
 PARTIAL_MAPPED = 0.5      # share of a span's non-trivial lines that must be where the log left them

@@ -310,7 +310,6 @@ def blame(engine, file: str) -> dict:
     out_lines = []
     line_tapes = []
     for i in range(L):
-        entry = None
         if log is not None and log[0][i] in log_rows:
             t = log_rows[int(log[0][i])].tape
             entry = {"line": i + 1, "tape_id": trows[t].tape_id, "confidence": 1.0, "via": "log",
@@ -354,25 +353,23 @@ def _log_owners(conn, rel: str, path: str, text: str, n_lines: int
 
     now = store.line_hashes(text)[:n_lines]
     trivial = np.flatnonzero(now == 0)
+    now_x = store.exact_hashes(text)[:n_lines].astype(np.int64) if len(trivial) else None
     found = []
     for r, f in explain.edited_paths(conn, rel, path, whole=True):
         where = location.reanchor(conn, r, f, now)
-        logged = location.log_text(conn, r, f)
-        if where is None or logged is None or not len(logged):
+        if where is None:
             continue
         # a trivial line (blank, ``)``, ``# ok``: its line hash is 0) is re-anchored by the
         # offset of its neighbours; it is where the log left it only when its exact text is too
-        if len(trivial):
-            exact = location.log_text(conn, r, f, exact=True)
-            now_x = store.exact_hashes(text)[:n_lines].astype(np.int64)
+        if now_x is not None:
             at = trivial[where[trivial] > 0]
-            same = exact[where[at] - 1] == now_x[at]
+            same = location.log_text(conn, r, f, exact=True)[where[at] - 1] == now_x[at]
             where = where.copy()
             where[at[~same]] = 0
-        got = location.blame(conn, r, f, 1, len(logged), logged) or {}
+        got = location.blame_mapped(conn, r, f, where) or {}
         owners = np.zeros(n_lines, dtype=np.int64)
-        at = np.flatnonzero(where > 0)
-        owners[at] = [got.get(int(where[i]) - 1) or 0 for i in at]
+        for i, e in got.items():
+            owners[i] = e or 0
         found.append((int((owners > 0).sum()), owners, where > 0))
     found.sort(key=lambda x: -x[0])
     if not found or not found[0][0] or (len(found) > 1 and found[0][0] == found[1][0]):

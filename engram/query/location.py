@@ -439,6 +439,22 @@ def reanchor(conn: apsw.Connection, rel: str | None, file: str, now: np.ndarray)
     return Q.memo(conn, key, compute)
 
 
+def blame_mapped(conn: apsw.Connection, rel: str | None, file: str, mapped: np.ndarray
+                 ) -> dict[int, int | None] | None:
+    """``blame`` of lines re-anchored on the file as the log leaves it: ``mapped[i]`` is the
+    logged line (1-based; 0 for none, as ``reanchor`` gives) of line ``i``. Returns ``{i: edit
+    event id or None}`` for the mapped lines ``blame`` attributes; None without usable history."""
+    kept = np.flatnonzero(mapped > 0)
+    logged = log_text(conn, rel, file)
+    if logged is None or not len(kept):
+        return None
+    lo, hi = int(mapped[kept].min()), int(mapped[kept].max())
+    got = blame(conn, rel, file, lo, hi, logged[lo - 1:hi])
+    if got is None:
+        return None
+    return {int(i): got[int(mapped[i]) - lo] for i in kept if int(mapped[i]) - lo in got}
+
+
 def _by_anchors(a: np.ndarray, logged: np.ndarray, ai: np.ndarray, aj: np.ndarray,
                 out: np.ndarray) -> np.ndarray:
     """Every line of ``a``: the offset of the anchor ``(ai, aj)`` above it, else of the one below
