@@ -502,7 +502,9 @@ def _count_pairs(doc: np.ndarray, blk: np.ndarray, n_doc: int
         present[blk] = True
         ids = np.flatnonzero(present)                  # the distinct blocks, sorted
         if n_doc * len(ids) <= _MAX_BINS:              # counts in one bincount over doc × block
-            dense = np.cumsum(present) - 1
+            # each block's rank among them (a scatter: a cumsum over ``present`` costs ~3x more)
+            dense = np.empty(top, dtype=np.int64)
+            dense[ids] = np.arange(len(ids))
             counts = np.bincount(doc * len(ids) + dense[blk], minlength=n_doc * len(ids))
             cell = np.flatnonzero(counts > 0)  # (on a bool array: 2-3x faster)
             return cell // len(ids), ids[cell % len(ids)], counts[cell]
