@@ -25,8 +25,10 @@ BUSY_TIMEOUT_MS = 30_000
 def fingerprint_params() -> dict:
     from engram.index.queries import INDEX_HASH_BITS
 
+    from engram.index.store import BLOCK_RULES
+
     return {"fp_version": fingerprint.FP_VERSION, "k": fingerprint.DEFAULT_K,
-            "w": fingerprint.DEFAULT_W, "index_hash_bits": INDEX_HASH_BITS}
+            "w": fingerprint.DEFAULT_W, "index_hash_bits": INDEX_HASH_BITS, "blocks": BLOCK_RULES}
 
 
 def connect(path: Path, *, create: bool = True, readonly: bool = False) -> apsw.Connection:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
 
 import apsw
 import numpy as np
@@ -25,6 +26,9 @@ log = logging.getLogger(__name__)
 
 MAX_BLOCK_CHARS = 4_000_000     # text beyond this is not fingerprinted (the tape keeps it all)
 MAX_FTS_CHARS = 65_536
+BLOCK_RULES = 2                 # which texts of an event are blocks, and how (``event_blocks``);
+# the index keeps it with the fingerprint parameters (another value: rebuild). 2: tool outputs
+# that list a file with line-number gutters are that file's text
 MIN_ARG_CHARS = 40              # tool-call string arguments shorter than this are not blocks
 BOILERPLATE_MIN = 400           # a hash in at least this many blocks is ignored at query time
 
@@ -39,6 +43,32 @@ def _strings(value, out: list[str]) -> None:
     elif isinstance(value, dict):
         for k in sorted(value):
             _strings(value[k], out)
+
+
+_GUTTERED = re.compile(r" *\d+[→\t]")
+
+
+def _output_text(text) -> tuple[str | None, int, int]:
+    """A tool output as a block ``(text, role, first line)``: a file listed with line-number
+    gutters (Claude Code's Read, ``cat -n``, ``nl -ba``) without them. The listing is the file's
+    text, which the ``code.read`` of the same call holds too: stripped, both are one block,
+    fingerprinted once (with the gutters every line adds tokens of its own, so the same lines were
+    a second block with k-grams of their own: half of all fingerprint rows on a corpus of Claude
+    Code sessions), and code quoted in the output is matched as the code it is."""
+    m = _GUTTERED.match(text) if isinstance(text, str) else None
+    if m is not None:
+        from engram.adapters.base import strip_gutter  # (ingest only: explain never imports it)
+
+        body, first = strip_gutter(text)
+        if first is not None:
+            if m.group()[-1] == "→":
+                # Claude Code numbers the lines of ``content.split("\n")``: the file's text is
+                # the numbered lines joined (a final newline is the empty last line)
+                body = body[:-1] if text.endswith("\n") else body
+            elif body.endswith("\n\n"):  # ``cat -n`` numbers lines; a final empty one is ours
+                body = body[:-1]
+            return body, S.ROLE_TOOL_OUTPUT, first
+    return text, S.ROLE_TOOL_OUTPUT, 1
 
 
 def event_blocks(ev: dict) -> list[tuple[str, int, int]]:
@@ -70,7 +100,7 @@ def event_blocks(ev: dict) -> list[tuple[str, int, int]]:
         for s in strs:
             add(s, S.ROLE_TOOL_CALL)
     elif k == "tool.result":
-        add(ev.get("stdout"), S.ROLE_TOOL_OUTPUT)
+        add(*_output_text(ev.get("stdout")))
         add(ev.get("stderr"), S.ROLE_TOOL_OUTPUT)
     elif k == "span.link":
         add(ev.get("note"), S.ROLE_MSG_OUT)

@@ -1,0 +1,51 @@
+"""Which texts of an event the index fingerprints (``engram/index/store.py``), on real logs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engram.adapters.claude_code import ADAPTER
+from engram.index import store
+from engram.index import schema as S
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "harness" / "claude_code"
+# real sessions with Read calls (``SOURCES.md`` in that folder)
+WITH_READS = ["codemie__4c2ddfdc__v2.0.64.jsonl", "codemie__session-624a4a58__compaction.jsonl",
+              "gitai__example-claude-code__v1.0.111.jsonl"]
+
+
+def test_a_listing_with_gutters_is_the_files_text():
+    """Claude Code's Read shows a file ``"a\\nb\\n"`` as three numbered lines (the last one empty);
+    the block is the file's text, from its first line number on."""
+    out = store.event_blocks({"k": "tool.result", "tool": "Read",
+                              "stdout": "    12→def f():\n    13→    return 1\n    14→\n"})
+    assert out == [("def f():\n    return 1\n", S.ROLE_TOOL_OUTPUT, 12)]
+    # ``cat -n`` / tab gutters: each line numbered once
+    out = store.event_blocks({"k": "tool.result", "stdout": "     1\tx = 1\n     2\ty = 2\n"})
+    assert out == [("x = 1\ny = 2\n", S.ROLE_TOOL_OUTPUT, 1)]
+
+
+@pytest.mark.parametrize("text", ["12 passed in 0.31s\n", "1→ not a listing\nplain line\n",
+                                  "  3 files changed\n"])
+def test_other_output_is_kept_as_it_is(text):
+    assert store.event_blocks({"k": "tool.result", "stdout": text}) == \
+        [(text, S.ROLE_TOOL_OUTPUT, 1)]
+
+
+@pytest.mark.parametrize("name", WITH_READS)
+def test_a_read_result_is_one_block_with_its_code_read(name):
+    """The output of a Read call and the ``code.read`` made of it are one text block (fingerprinted
+    once), not the file's lines twice — once with gutters, which give every line tokens of its
+    own."""
+    events = ADAPTER.parse_source(DATA / name).sessions[0].events
+    reads = {ev.get("call_id"): ev for ev in events if ev["k"] == "code.read"}
+    pairs = [(ev, reads[ev["call_id"]]) for ev in events
+             if ev["k"] == "tool.result" and ev.get("tool") == "Read" and ev.get("call_id") in reads]
+    assert pairs, "the fixture has Read calls"
+    for result, read in pairs:
+        (text, _role, line0), = store.event_blocks(result)
+        (want, _role, want0), = store.event_blocks(read)
+        assert (text, line0) == (want, want0), result["call_id"]
