@@ -81,6 +81,7 @@ PACKAGES = {
         "dirs": ["more_itertools/"],
         "changelog": "docs/versions.rst",
         "test_cmd": "python -m pytest {test} -q",
+        "test_file": "test_more.py",
     },
     "click": {
         "versions": ["7.0", "7.1", "7.1.1", "7.1.2", "8.0.0", "8.0.1", "8.0.2", "8.0.3", "8.0.4",
@@ -88,10 +89,38 @@ PACKAGES = {
         "dirs": ["click/", "tests/"],
         "changelog": "CHANGES.rst",
         "test_cmd": "pytest {test} -q",
+        "test_file": "test_{name}",
     },
 }
 FILLER = {"toolz": {"versions": ["0.12.1"], "dirs": ["toolz/"]},
           "attrs": {"versions": ["23.2.0"], "dirs": ["attr/", "attrs/"]}}
+
+# ``--packages heldout``: other real code, for checking that figures tuned on the default corpus
+# hold on code nobody looked at while tuning (packaging and requests: other authors, styles and
+# changelog formats; six and idna as filler)
+HELDOUT = {
+    "packaging": {
+        "versions": ["20.0", "20.1", "20.3", "20.4", "20.5", "20.7", "20.8", "20.9", "21.0", "21.2",
+                     "21.3", "22.0", "23.0", "23.1", "23.2", "24.0", "24.1", "24.2", "25.0"],
+        "dist": "wheel",
+        "dirs": ["packaging/"],
+        "changelog": "CHANGELOG.rst",
+        "test_cmd": "python -m pytest {test} -q",
+        "test_file": "test_{name}",
+    },
+    "requests": {
+        "versions": ["2.25.0", "2.25.1", "2.26.0", "2.27.0", "2.27.1", "2.28.0", "2.28.1", "2.28.2",
+                     "2.29.0", "2.30.0", "2.31.0", "2.32.2", "2.32.3"],
+        "dist": "wheel",
+        "dirs": ["requests/"],
+        "changelog": "HISTORY.md",
+        "test_cmd": "python -m pytest {test} -q",
+        "test_file": "test_requests.py",
+    },
+}
+HELDOUT_FILLER = {"six": {"versions": ["1.16.0"], "dirs": ["six.py"]},
+                  "idna": {"versions": ["3.7"], "dirs": ["idna/"]}}
+PACKAGE_SETS = {"default": (PACKAGES, FILLER), "heldout": (HELDOUT, HELDOUT_FILLER)}
 
 CWD_BASE = "/home/dev/src"
 ORCH_CWD = "/home/dev/orchestrator"
@@ -175,7 +204,8 @@ def changelog_bullets(log: str, ver: str) -> list[str]:
     start = None
     for i, line in enumerate(lines[:-1]):
         head = line.strip()
-        if head in (ver, f"Version {ver}") and set(lines[i + 1].strip()) <= set("-=~") and lines[i + 1].strip():
+        if (re.fullmatch(rf"(Version )?{re.escape(ver)}( \(.*\)| - .*)?", head)  # "2.32.3 (2024-05-29)"
+                and set(lines[i + 1].strip()) <= set("-=~") and lines[i + 1].strip()):
             start = i + 2
             break
     if start is None:
@@ -183,7 +213,7 @@ def changelog_bullets(log: str, ver: str) -> list[str]:
     out: list[str] = []
     cur: list[str] | None = None
     for line in lines[start:]:
-        if re.match(r"^(Version )?\d+(\.\d+)+\s*$", line.strip()) and not line.startswith(" "):
+        if re.match(r"^(Version )?\d+(\.\d+)+( \(.*\)| - .*)?\s*$", line.strip()) and not line.startswith(" "):
             break
         m = re.match(r"^\s*[-*]\s+(.*)", line)
         if m:
@@ -993,7 +1023,7 @@ class Generator:
                 delta[u.file] = d + (j2 - j1) - (i2 - i1)
         if kind == "edit" and rng.random() < 0.7:
             tests = [u.file for u, _, _ in plan if u.file.startswith("tests/")] or \
-                    ["tests/" + ("test_" + Path(main.file).name if pkg == "click" else "test_more.py")]
+                    ["tests/" + conf["test_file"].format(name=Path(main.file).name)]
             cmd = conf["test_cmd"].format(test=tests[0])
             n = rng.randint(20, 400)
             s.bash(cmd, "Run the tests", f"{'.' * min(n, 70)}\n{n} passed in {rng.uniform(0.2, 4):.2f}s",
@@ -1457,7 +1487,12 @@ def main(argv=None) -> int:
     ap.add_argument("--scenarios", default="", help="comma list of a,b,c,d,e,h or 'all'")
     ap.add_argument("--orchestrator-format", choices=["openclaw", "claude_code"], default="openclaw")
     ap.add_argument("--cwd-base", default=CWD_BASE, help="absolute dir the sessions' cwd/file paths live under")
+    ap.add_argument("--packages", choices=sorted(PACKAGE_SETS), default="default",
+                    help="whose release history the sessions edit: more-itertools and click "
+                         "(default), or packaging and requests (heldout: code the engine was not tuned on)")
     a = ap.parse_args(argv)
+    global PACKAGES, FILLER
+    PACKAGES, FILLER = PACKAGE_SETS[a.packages]
     sc = set("abcdeh") if a.scenarios == "all" else {x.strip() for x in a.scenarios.split(",") if x.strip()}
     if sc - set("abcdeh"):
         ap.error("scenarios are a,b,c,d,e")
