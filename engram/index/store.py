@@ -46,15 +46,18 @@ def _strings(value, out: list[str]) -> None:
 
 
 _GUTTERED = re.compile(r" *\d+[→\t]")
+_LISTING_END = re.compile(r"\n(?! *\d+[→\t])")
 
 
-def _output_text(text) -> tuple[str | None, int, int]:
-    """A tool output as a block ``(text, role, first line)``: a file listed with line-number
-    gutters (Claude Code's Read, ``cat -n``, ``nl -ba``) without them. The listing is the file's
-    text, which the ``code.read`` of the same call holds too: stripped, both are one block,
-    fingerprinted once (with the gutters every line adds tokens of its own, so the same lines were
-    a second block with k-grams of their own: half of all fingerprint rows on a corpus of Claude
-    Code sessions), and code quoted in the output is matched as the code it is."""
+def _output_blocks(text) -> list[tuple[str, int, int]]:
+    """A tool output's blocks ``(text, role, first line)``: a file listed with line-number gutters
+    (Claude Code's Read, ``cat -n``, ``nl -ba``) is the file's text, without them, and any text
+    after the listing (not a harness ``<system-reminder>``) a block of its own.
+
+    The listing is the text the ``code.read`` of the same call holds: stripped, both are one
+    block, fingerprinted once. With the gutters every line had tokens of its own, so the same lines
+    were a second block with k-grams of their own (half of all fingerprint rows on a corpus of
+    Claude Code sessions), and code quoted in the output is matched as the code it is."""
     m = _GUTTERED.match(text) if isinstance(text, str) else None
     if m is not None:
         from engram.adapters.base import strip_gutter  # (ingest only: explain never imports it)
@@ -67,8 +70,13 @@ def _output_text(text) -> tuple[str | None, int, int]:
                 body = body[:-1] if text.endswith("\n") else body
             elif body.endswith("\n\n"):  # ``cat -n`` numbers lines; a final empty one is ours
                 body = body[:-1]
-            return body, S.ROLE_TOOL_OUTPUT, first
-    return text, S.ROLE_TOOL_OUTPUT, 1
+            out = [(body, S.ROLE_TOOL_OUTPUT, first)]
+            end = _LISTING_END.search(text)
+            rest = text[end.end():] if end is not None else ""
+            if rest.strip() and not rest.lstrip().startswith("<system-reminder>"):
+                out.append((rest, S.ROLE_TOOL_OUTPUT, 1))
+            return out
+    return [(text, S.ROLE_TOOL_OUTPUT, 1)]
 
 
 def event_blocks(ev: dict) -> list[tuple[str, int, int]]:
@@ -100,7 +108,8 @@ def event_blocks(ev: dict) -> list[tuple[str, int, int]]:
         for s in strs:
             add(s, S.ROLE_TOOL_CALL)
     elif k == "tool.result":
-        add(*_output_text(ev.get("stdout")))
+        for block in _output_blocks(ev.get("stdout")):
+            add(*block)
         add(ev.get("stderr"), S.ROLE_TOOL_OUTPUT)
     elif k == "span.link":
         add(ev.get("note"), S.ROLE_MSG_OUT)

@@ -28,6 +28,14 @@ def test_a_listing_with_gutters_is_the_files_text():
     assert out == [("x = 1\ny = 2\n", S.ROLE_TOOL_OUTPUT, 1)]
 
 
+def test_text_after_a_listing_is_kept_and_harness_reminders_are_not():
+    out = store.event_blocks({"k": "tool.result", "stdout": "     1\tx = 1\n     2\ty = 2\n\n2 lines\n"})
+    assert out == [("x = 1\ny = 2\n", S.ROLE_TOOL_OUTPUT, 1), ("\n2 lines\n", S.ROLE_TOOL_OUTPUT, 1)]
+    out = store.event_blocks({"k": "tool.result", "stdout": "     5→a = 1\n     6→b = 2\n\n"
+                              "<system-reminder>\nWhenever you read a file ...\n</system-reminder>\n"})
+    assert out == [("a = 1\nb = 2", S.ROLE_TOOL_OUTPUT, 5)]
+
+
 @pytest.mark.parametrize("text", ["12 passed in 0.31s\n", "1→ not a listing\nplain line\n",
                                   "  3 files changed\n"])
 def test_other_output_is_kept_as_it_is(text):
