@@ -194,8 +194,7 @@ class BlockIds:
         """``(text as indexed — capped at MAX_BLOCK_CHARS, block id)``; the block's hash is added to
         ``keep`` when given (if it is new, its k-grams are kept for the lineage pass)."""
         text = text[:MAX_BLOCK_CHARS]
-        h = xxhash.xxh3_128_digest(text.encode("utf-8", "surrogatepass"))
-        return text, self._id(h, text, keep)
+        return text, self._id(_text_key(text), text, keep)
 
     def _id(self, h: bytes, text: str | None, keep: set[bytes] | None) -> int:
         bid = self.ids.get(h)
@@ -258,6 +257,24 @@ class PreparedTexts:
         return self.n_lines[i], self.H[a:z], self.L[a:z], kg, self.edit_lines[i]
 
 
+def _read_listings(events: list[dict]) -> set[tuple[str, bytes]]:
+    """``(call id, block hash)`` of every ``code.read`` made from a tool call's output: the output
+    of that call (the listing, ``_output_blocks``) is the same block, and it stays out of the
+    event's blocks, so that a session that read the span once touched it once, with the read as
+    its anchor."""
+    out = set()
+    for ev in events:
+        if ev.get("k") == "code.read" and ev.get("call_id") is not None:
+            for text, _role, _line0 in event_blocks(ev):
+                out.add((ev["call_id"], _text_key(text)))
+    return out
+
+
+def _text_key(text: str) -> bytes:
+    """A block's key: xxh3_128 of its text as stored (capped at ``MAX_BLOCK_CHARS``)."""
+    return xxhash.xxh3_128_digest(text[:MAX_BLOCK_CHARS].encode("utf-8", "surrogatepass"))
+
+
 def prepare(sessions: list[list[dict]], wanted=None) -> list[Prepared]:
     """``Prepared`` for each session's events (block texts capped, hashed and fingerprinted as
     the commit does; one batch for all); ``wanted(ofs, event)`` marks the events whose block
@@ -266,12 +283,15 @@ def prepare(sessions: list[list[dict]], wanted=None) -> list[Prepared]:
     out = []
     for events in sessions:
         per = []
+        listed = _read_listings(events)
         for ofs, ev in enumerate(events):
             want = wanted is not None and wanted(ofs, ev)
             bl = []
             for text, role, line0 in event_blocks(ev):
                 text = text[:MAX_BLOCK_CHARS]
-                h = xxhash.xxh3_128_digest(text.encode("utf-8", "surrogatepass"))
+                h = _text_key(text)
+                if role == S.ROLE_TOOL_OUTPUT and (ev.get("call_id"), h) in listed:
+                    continue  # the listing of a code.read of the same call: one touch, not two
                 info = texts.get(h)
                 if info is None:
                     info = texts[h] = [text, False, False]
@@ -357,6 +377,7 @@ class Batch:
                 tape_row = conn.last_insert_rowid()
                 stats["tapes"] += 1
                 prep = rec.prepared
+                listed = None  # (``_read_listings``, for events not prepared ahead)
                 for ofs, ev in enumerate(rec.events):
                     eid = next_event
                     next_event += 1
@@ -383,7 +404,11 @@ class Batch:
                                 lined.add(bid)
                                 line_rows.append((bid, *ready[h][4]))
                         continue
+                    if listed is None:
+                        listed = _read_listings(rec.events)
                     for text, role, line0 in event_blocks(ev):
+                        if role == S.ROLE_TOOL_OUTPUT and (ev.get("call_id"), _text_key(text)) in listed:
+                            continue  # as in ``prepare``
                         text, bid = blocks.id_of(text, kept)
                         ref_rows.append((bid, eid, role, line0))
                         if role in (S.ROLE_EDIT_AFTER, S.ROLE_EDIT_BEFORE) and bid not in lined:

@@ -29,10 +29,13 @@ def test_a_listing_with_gutters_is_the_files_text():
 
 
 def test_text_after_a_listing_is_kept_and_harness_reminders_are_not():
-    out = store.event_blocks({"k": "tool.result", "stdout": "     1\tx = 1\n     2\ty = 2\n\n2 lines\n"})
-    assert out == [("x = 1\ny = 2\n", S.ROLE_TOOL_OUTPUT, 1), ("\n2 lines\n", S.ROLE_TOOL_OUTPUT, 1)]
-    out = store.event_blocks({"k": "tool.result", "stdout": "     5→a = 1\n     6→b = 2\n\n"
-                              "<system-reminder>\nWhenever you read a file ...\n</system-reminder>\n"})
+    out = store.event_blocks({"k": "tool.result",
+                              "stdout": "     1\tx = 1\n     2\ty = 2\n\n2 lines\n"})
+    assert out == [("x = 1\ny = 2\n", S.ROLE_TOOL_OUTPUT, 1),
+                   ("\n2 lines\n", S.ROLE_TOOL_OUTPUT, 1)]
+    out = store.event_blocks({"k": "tool.result", "stdout": (
+        "     5→a = 1\n     6→b = 2\n\n"
+        "<system-reminder>\nWhenever you read a file ...\n</system-reminder>\n")})
     assert out == [("a = 1\nb = 2", S.ROLE_TOOL_OUTPUT, 5)]
 
 
@@ -50,10 +53,31 @@ def test_a_read_result_is_one_block_with_its_code_read(name):
     own."""
     events = ADAPTER.parse_source(DATA / name).sessions[0].events
     reads = {ev.get("call_id"): ev for ev in events if ev["k"] == "code.read"}
-    pairs = [(ev, reads[ev["call_id"]]) for ev in events
-             if ev["k"] == "tool.result" and ev.get("tool") == "Read" and ev.get("call_id") in reads]
+    pairs = [(ev, reads[ev["call_id"]]) for ev in events if ev["k"] == "tool.result"
+             and ev.get("tool") == "Read" and ev.get("call_id") in reads]
     assert pairs, "the fixture has Read calls"
     for result, read in pairs:
         (text, _role, line0), = store.event_blocks(result)
         (want, _role, want0), = store.event_blocks(read)
         assert (text, line0) == (want, want0), result["call_id"]
+
+
+@pytest.mark.parametrize("prepared", [True, False], ids=["prepared", "at-commit"])
+def test_a_session_that_read_a_file_once_touched_it_once(tmp_path, prepared):
+    """The Read's output, being the code.read's block, is not referenced a second time by the
+    tool result: one event of the session holds the file's text, whichever path indexes it."""
+    from engram.index import db
+
+    events = ADAPTER.parse_source(DATA / WITH_READS[1]).sessions[0].events
+    conn = db.connect(tmp_path / "index.sqlite")
+    batch = store.Batch(conn)
+    batch.add(store.SessionRecord("t" * 32, events, path=str(tmp_path / "t.jsonl.zst"),
+                                  prepared=store.prepare([events])[0] if prepared else None))
+    batch.commit()
+    kinds = dict(conn.execute(
+        "SELECT r.role, count(DISTINCT r.event) FROM refs r WHERE r.block IN"
+        " (SELECT block FROM refs WHERE role = ?) GROUP BY r.role", (S.ROLE_READ,)))
+    reads = sum(ev["k"] == "code.read" for ev in events)
+    assert kinds.get(S.ROLE_READ) and kinds[S.ROLE_READ] <= reads
+    assert S.ROLE_TOOL_OUTPUT not in kinds, "a Read's output is referenced besides its code.read"
+    conn.close()
