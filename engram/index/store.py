@@ -26,9 +26,10 @@ log = logging.getLogger(__name__)
 
 MAX_BLOCK_CHARS = 4_000_000     # text beyond this is not fingerprinted (the tape keeps it all)
 MAX_FTS_CHARS = 65_536
-BLOCK_RULES = 2                 # which texts of an event are blocks, and how (``event_blocks``);
-# the index keeps it with the fingerprint parameters (another value: rebuild). 2: tool outputs
-# that list a file with line-number gutters are that file's text
+BLOCK_RULES = 2                 # which texts of an event are blocks, and how (``event_blocks``,
+# ``_Derived``); the index keeps it with the fingerprint parameters (another value: rebuild).
+# 2: tool outputs that list a file with line-number gutters are that file's text, and output
+# derived from a code event of the same call is not indexed again
 MIN_ARG_CHARS = 40              # tool-call string arguments shorter than this are not blocks
 BOILERPLATE_MIN = 400           # a hash in at least this many blocks is ignored at query time
 
@@ -257,17 +258,41 @@ class PreparedTexts:
         return self.n_lines[i], self.H[a:z], self.L[a:z], kg, self.edit_lines[i]
 
 
-def _read_listings(events: list[dict]) -> set[tuple[str, bytes]]:
-    """``(call id, block hash)`` of every ``code.read`` made from a tool call's output: the output
-    of that call (the listing, ``_output_blocks``) is the same block, and it stays out of the
-    event's blocks, so that a session that read the span once touched it once, with the read as
-    its anchor."""
-    out = set()
-    for ev in events:
-        if ev.get("k") == "code.read" and ev.get("call_id") is not None:
-            for text, _role, _line0 in event_blocks(ev):
-                out.add((ev["call_id"], _text_key(text)))
-    return out
+class _Derived:
+    """Tool output that a harness derived from a code event of the same call, left out of that
+    output's blocks:
+
+    * the listing of a ``code.read`` (``_output_blocks`` makes it the same block): a session that
+      read the span once touched it once, with the read as its anchor;
+    * the snippet Claude Code echoes after an edit ("The file ... has been updated. Here's the
+      result of running `cat -n` on a snippet of the edited file:" and numbered lines): lines of
+      the edited file around the change, which the ``code.edit`` of the same call holds (10% of
+      the fingerprint rows of the real Claude Code logs of ``tests/data``)."""
+
+    def __init__(self, events: list[dict]):
+        self.reads: set[tuple[str, bytes]] = set()   # (call id, block key) of code.reads
+        self.edits: set[str] = set()                 # call ids that made a code.edit
+        for ev in events:
+            cid = ev.get("call_id")
+            if cid is None:
+                continue
+            if ev.get("k") == "code.read":
+                for text, _role, _line0 in event_blocks(ev):
+                    self.reads.add((cid, _text_key(text)))
+            elif ev.get("k") == "code.edit":
+                self.edits.add(cid)
+
+    def skip(self, ev: dict, role: int, text: str, key: bytes) -> bool:
+        if role != S.ROLE_TOOL_OUTPUT:
+            return False
+        cid = ev.get("call_id")
+        return (cid, key) in self.reads or (cid in self.edits and _is_echo(text))
+
+
+def _is_echo(text: str) -> bool:
+    """A line of words, then numbered lines (an edit's snippet as Claude Code returns it)."""
+    nl = text.find("\n")
+    return nl > 0 and _GUTTERED.match(text) is None and _GUTTERED.match(text, nl + 1) is not None
 
 
 def _text_key(text: str) -> bytes:
@@ -283,15 +308,15 @@ def prepare(sessions: list[list[dict]], wanted=None) -> list[Prepared]:
     out = []
     for events in sessions:
         per = []
-        listed = _read_listings(events)
+        derived = _Derived(events)
         for ofs, ev in enumerate(events):
             want = wanted is not None and wanted(ofs, ev)
             bl = []
             for text, role, line0 in event_blocks(ev):
                 text = text[:MAX_BLOCK_CHARS]
                 h = _text_key(text)
-                if role == S.ROLE_TOOL_OUTPUT and (ev.get("call_id"), h) in listed:
-                    continue  # the listing of a code.read of the same call: one touch, not two
+                if derived.skip(ev, role, text, h):
+                    continue
                 info = texts.get(h)
                 if info is None:
                     info = texts[h] = [text, False, False]
@@ -377,7 +402,7 @@ class Batch:
                 tape_row = conn.last_insert_rowid()
                 stats["tapes"] += 1
                 prep = rec.prepared
-                listed = None  # (``_read_listings``, for events not prepared ahead)
+                derived = None  # (``_Derived``, for events not prepared ahead)
                 for ofs, ev in enumerate(rec.events):
                     eid = next_event
                     next_event += 1
@@ -404,10 +429,11 @@ class Batch:
                                 lined.add(bid)
                                 line_rows.append((bid, *ready[h][4]))
                         continue
-                    if listed is None:
-                        listed = _read_listings(rec.events)
+                    if derived is None:
+                        derived = _Derived(rec.events)
                     for text, role, line0 in event_blocks(ev):
-                        if role == S.ROLE_TOOL_OUTPUT and (ev.get("call_id"), _text_key(text)) in listed:
+                        if role == S.ROLE_TOOL_OUTPUT and derived.skip(ev, role, text,
+                                                                       _text_key(text)):
                             continue  # as in ``prepare``
                         text, bid = blocks.id_of(text, kept)
                         ref_rows.append((bid, eid, role, line0))

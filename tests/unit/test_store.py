@@ -81,3 +81,23 @@ def test_a_session_that_read_a_file_once_touched_it_once(tmp_path, prepared):
     assert kinds.get(S.ROLE_READ) and kinds[S.ROLE_READ] <= reads
     assert S.ROLE_TOOL_OUTPUT not in kinds, "a Read's output is referenced besides its code.read"
     conn.close()
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("*.jsonl")))
+def test_the_snippet_echoed_after_an_edit_is_not_indexed_again(name):
+    """Claude Code answers an Edit with the edited lines, numbered ("Here's the result of running
+    `cat -n` on a snippet of the edited file"): the code.edit of the same call holds them."""
+    events = ADAPTER.parse_source(DATA / name).sessions[0].events
+    edits = {ev.get("call_id") for ev in events if ev["k"] == "code.edit"}
+    echoes = [ofs for ofs, ev in enumerate(events) if ev["k"] == "tool.result"
+              and ev.get("call_id") in edits and "on a snippet of the edited file" in
+              (ev.get("stdout") or "")]
+    blocks = store.prepare([events])[0].blocks
+    for ofs in echoes:
+        assert blocks[ofs] == [], events[ofs]["stdout"][:120]
+    # the edits themselves are indexed, and the output of calls that made no code event is kept
+    assert all(blocks[o] for o, ev in enumerate(events) if ev["k"] == "code.edit"
+               and (ev.get("after_text") or "").strip())
+    coded = edits | {ev.get("call_id") for ev in events if ev["k"] == "code.read"}
+    assert all(blocks[o] for o, ev in enumerate(events) if ev["k"] == "tool.result"
+               and ev.get("call_id") not in coded and (ev.get("stdout") or "").strip())
