@@ -24,7 +24,6 @@ BUSY_TIMEOUT_MS = 30_000
 
 def fingerprint_params() -> dict:
     from engram.index.queries import INDEX_HASH_BITS
-
     from engram.index.store import BLOCK_RULES
 
     return {"fp_version": fingerprint.FP_VERSION, "k": fingerprint.DEFAULT_K,

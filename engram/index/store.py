@@ -46,8 +46,9 @@ def _strings(value, out: list[str]) -> None:
             _strings(value[k], out)
 
 
-_GUTTERED = re.compile(r" *\d+[→\t]")
-_LISTING_END = re.compile(r"\n(?! *\d+[→\t])")
+_GUTTER = r" *\d+[→\t]"                             # a numbered line's start: "   12→", "12\t"
+_GUTTERED = re.compile(_GUTTER)
+_LISTING_END = re.compile(rf"\n(?!{_GUTTER})")         # the first line break not before a number
 
 
 def _output_blocks(text) -> list[tuple[str, int, int]]:
@@ -262,7 +263,7 @@ class _Derived:
     """Tool output that a harness derived from a code event of the same call, left out of that
     output's blocks:
 
-    * the listing of a ``code.read`` (``_output_blocks`` makes it the same block): a session that
+    * the listing of a ``code.read`` (``_output_blocks`` makes it the read's text): a session that
       read the span once touched it once, with the read as its anchor;
     * the snippet Claude Code echoes after an edit ("The file ... has been updated. Here's the
       result of running `cat -n` on a snippet of the edited file:" and numbered lines): lines of
@@ -270,23 +271,23 @@ class _Derived:
       the fingerprint rows of the real Claude Code logs of ``tests/data``)."""
 
     def __init__(self, events: list[dict]):
-        self.reads: set[tuple[str, bytes]] = set()   # (call id, block key) of code.reads
-        self.edits: set[str] = set()                 # call ids that made a code.edit
+        self.reads: dict[str, str] = {}   # call id → the text of the code.read made of its output
+        self.edits: set[str] = set()      # call ids that made a code.edit
         for ev in events:
             cid = ev.get("call_id")
             if cid is None:
                 continue
-            if ev.get("k") == "code.read":
-                for text, _role, _line0 in event_blocks(ev):
-                    self.reads.add((cid, _text_key(text)))
+            if ev.get("k") == "code.read" and isinstance(ev.get("text"), str):
+                self.reads[cid] = ev["text"][:MAX_BLOCK_CHARS]
             elif ev.get("k") == "code.edit":
                 self.edits.add(cid)
 
-    def skip(self, ev: dict, role: int, text: str, key: bytes) -> bool:
+    def skip(self, ev: dict, role: int, text: str) -> bool:
+        """Whether ``text`` (capped), a block of ``ev`` in ``role``, is derived output."""
         if role != S.ROLE_TOOL_OUTPUT:
             return False
         cid = ev.get("call_id")
-        return (cid, key) in self.reads or (cid in self.edits and _is_echo(text))
+        return self.reads.get(cid) == text or (cid in self.edits and _is_echo(text))
 
 
 def _is_echo(text: str) -> bool:
@@ -298,6 +299,16 @@ def _is_echo(text: str) -> bool:
 def _text_key(text: str) -> bytes:
     """A block's key: xxh3_128 of its text as stored (capped at ``MAX_BLOCK_CHARS``)."""
     return xxhash.xxh3_128_digest(text[:MAX_BLOCK_CHARS].encode("utf-8", "surrogatepass"))
+
+
+def _indexed_blocks(ev: dict, derived: _Derived):
+    """``(text as stored, key, role, first line)`` of the blocks of ``ev`` that are indexed:
+    ``event_blocks`` capped at ``MAX_BLOCK_CHARS``, derived output left out. Both indexing paths
+    (``prepare`` and ``Batch.commit``) take an event's blocks from here."""
+    for text, role, line0 in event_blocks(ev):
+        text = text[:MAX_BLOCK_CHARS]
+        if not derived.skip(ev, role, text):
+            yield text, _text_key(text), role, line0
 
 
 def prepare(sessions: list[list[dict]], wanted=None) -> list[Prepared]:
@@ -312,11 +323,7 @@ def prepare(sessions: list[list[dict]], wanted=None) -> list[Prepared]:
         for ofs, ev in enumerate(events):
             want = wanted is not None and wanted(ofs, ev)
             bl = []
-            for text, role, line0 in event_blocks(ev):
-                text = text[:MAX_BLOCK_CHARS]
-                h = _text_key(text)
-                if derived.skip(ev, role, text, h):
-                    continue
+            for text, h, role, line0 in _indexed_blocks(ev, derived):
                 info = texts.get(h)
                 if info is None:
                     info = texts[h] = [text, False, False]
@@ -431,11 +438,8 @@ class Batch:
                         continue
                     if derived is None:
                         derived = _Derived(rec.events)
-                    for text, role, line0 in event_blocks(ev):
-                        if role == S.ROLE_TOOL_OUTPUT and derived.skip(ev, role, text,
-                                                                       _text_key(text)):
-                            continue  # as in ``prepare``
-                        text, bid = blocks.id_of(text, kept)
+                    for text, h, role, line0 in _indexed_blocks(ev, derived):
+                        bid = blocks._id(h, text, kept)
                         ref_rows.append((bid, eid, role, line0))
                         if role in (S.ROLE_EDIT_AFTER, S.ROLE_EDIT_BEFORE) and bid not in lined:
                             lined.add(bid)
