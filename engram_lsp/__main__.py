@@ -68,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"engram-lsp {__version__}")
     args = parser.parse_args(argv)
 
+    from engram_lsp import heap
+
+    heap.keep_heap()  # before any thread starts (see engram_lsp.heap)
+
     from engram_lsp.features import lifecycle
     from engram_lsp.server import create_server
 

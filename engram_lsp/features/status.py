@@ -2,14 +2,15 @@
 embedding state — the engine's status — plus a ``server`` object (version, workspace root,
 index path, whether an ingest is running, the last ingest summary or error, watched paths, and
 ``memory``: how many postings the server holds in memory, see ``engram.query.blocks``;
-``warming``: how many opened files are still being read ahead for explain, see ``Backend.warm``).
+``warming``: how many opened files are still being read ahead for explain, see ``Backend.warm``;
+``heap_kept``: whether glibc keeps the memory the server freed, see ``engram_lsp.heap``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 
-from engram_lsp import __version__
+from engram_lsp import __version__, heap
 from engram_lsp.backend import postings_status
 
 METHOD = "engram/status"
@@ -34,6 +35,7 @@ def server_status(ls) -> dict:
         "watching": [str(p) for p in watcher.paths] if watcher else [],
         "memory": postings_status(backend),
         "warming": backend.warming(),
+        "heap_kept": heap.kept(),
         "settings": {
             "codeLens": {
                 "enabled": ls.settings.code_lens_enabled,

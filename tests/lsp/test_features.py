@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import platform
+import sys
 import urllib.parse
 
 import pytest
@@ -205,6 +207,9 @@ async def test_search_and_status(lsp, ws):
     assert status["live_sessions"][0]["harness"] == "claude_code"
     assert "embedding" in status
     assert str(ws.home / ".claude" / "projects") in status["server"]["watching"]
+    glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+    malloc_env = any(k.startswith("MALLOC_") for k in ws.env())
+    assert status["server"]["heap_kept"] is (glibc and not malloc_env)
 
 
 @pytest.mark.filterwarnings("error::pytest_lsp.LspSpecificationWarning")

@@ -1,0 +1,58 @@
+"""glibc malloc settings for the long-running server: keep the heap it has grown.
+
+A code lens of a big file allocates a few MB of numpy arrays and frees them. With glibc's
+defaults those arrays come from ``mmap`` (or from a query thread's own arena, which is trimmed as
+soon as its top is free) and go back to the kernel when freed, so the next big request faults
+every page in again: ~1,600 page faults, about a third of a 5,000-line file's lens on a VM
+(``docs/benchmarks.md``). One arena, and thresholds that keep freed memory in the process, make
+the second big request reuse the pages of the first. The memory a server keeps is what its
+biggest request needed, a few tens of MB at most.
+
+Only glibc has these knobs (``mallopt``); elsewhere, or when the user set any ``MALLOC_*``
+variable (glibc's own way to tune them), nothing is changed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+
+M_TRIM_THRESHOLD = -1
+M_MMAP_THRESHOLD = -3
+M_ARENA_MAX = -8
+
+MMAP_THRESHOLD = 32 << 20   # glibc's upper bound for it (64-bit)
+TRIM_THRESHOLD = 512 << 20
+
+_state: dict = {"kept": None}
+
+
+def keep_heap() -> bool:
+    """Apply the settings (call it before any thread starts: arenas are made per thread).
+    True when glibc took all three; the answer is remembered for ``engram/status``."""
+    if _state["kept"] is not None:
+        return _state["kept"]
+    _state["kept"] = _apply()
+    return _state["kept"]
+
+
+def _apply() -> bool:
+    if not sys.platform.startswith("linux") or any(k.startswith("MALLOC_") for k in os.environ):
+        return False
+    try:
+        libc = ctypes.CDLL(None)
+        libc.gnu_get_libc_version  # noqa: B018 — glibc, not musl or another libc
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    ok = [mallopt(M_ARENA_MAX, 1), mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD),
+          mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)]
+    return all(r == 1 for r in ok)
+
+
+def kept() -> bool | None:
+    """Whether ``keep_heap`` changed the settings (None: it was not called)."""
+    return _state["kept"]
