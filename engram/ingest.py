@@ -46,7 +46,8 @@ BATCH_EVENTS = 50_000
 BATCH_BYTES = 64 << 20          # ... or this many bytes of source logs: a commit per batch
 PARSE_AHEAD = 4
 PROCESS_MIN_BYTES = 16 << 20    # this much to parse: in a worker process (``parse_worker.py``)
-PROCESS_AHEAD_BYTES = 64 << 20  # source bytes the worker may parse ahead of the indexing
+PROCESS_AHEAD_BYTES = 16 << 20  # source bytes sent to the worker ahead of the indexing (the rest
+#                                 stays queued: this process parses from it while it would wait)
 PROCESS_AHEAD = 1024            # ... and sources: enough for the worker to go on during a commit
 GROUP_SOURCES, GROUP_BYTES = 32, 2 << 20  # sources sent to the worker at a time
 Progress = Callable[[int, int, str], None]
@@ -183,8 +184,23 @@ class Ingestor:
         queue = iter(todo)
         ahead_bytes = 0
 
-        def refill() -> None:
+        def next_group() -> list:
+            group: list = []
+            size = 0
+            while len(group) < GROUP_SOURCES and size < GROUP_BYTES:
+                nxt = next(queue, None)
+                if nxt is None:
+                    break
+                group.append(nxt)
+                size += max(nxt[1][0], 0)
+            return group
+
+        def queue_group(group: list, fut: Future) -> None:
             nonlocal ahead_bytes
+            ahead.extend((g, (fut, j)) for j, g in enumerate(group))
+            ahead_bytes += sum(max(g[1][0], 0) for g in group)
+
+        def refill() -> None:
             if procs is None:
                 while len(ahead) < PARSE_AHEAD:
                     nxt = next(queue, None)
@@ -194,26 +210,34 @@ class Ingestor:
                 return
             # the worker parses groups of sources (fewer, bigger batches of its block work)
             while len(ahead) < PROCESS_AHEAD and ahead_bytes < PROCESS_AHEAD_BYTES:
-                group: list = []
-                size = 0
-                while len(group) < GROUP_SOURCES and size < GROUP_BYTES:
-                    nxt = next(queue, None)
-                    if nxt is None:
-                        break
-                    group.append(nxt)
-                    size += max(nxt[1][0], 0)
+                group = next_group()
                 if not group:
                     return
-                fut = procs.submit([(g[0].adapter.name, str(g[0].path)) for g in group],
-                                   self.config.mode)
-                ahead.extend((g, (fut, j)) for j, g in enumerate(group))
-                ahead_bytes += size
+                queue_group(group, procs.submit([(g[0].adapter.name, str(g[0].path)) for g in group],
+                                                self.config.mode))
+
+        def steal() -> bool:
+            """While the worker is still on the next source and no tape is left to write, parse
+            the next group of the queue here (the same ``parse_many`` the worker runs, so the
+            same result), queued behind the ones sent to the worker: this core would otherwise
+            wait. False when the queue is empty."""
+            group = next_group()
+            if not group:
+                return False
+            fut: Future = Future()
+            fut.engram_value = parse_worker.parse_many(
+                [(g[0].adapter.name, str(g[0].path)) for g in group], self.config.mode)
+            fut.set_result(None)
+            queue_group(group, fut)
+            summary["parsed_here"] = summary.get("parsed_here", 0) + len(group)
+            return True
 
         batch_bytes = 0
         try:
             refill()
             while ahead:
-                while not _ready(ahead[0][1]) and self.stager.write_one():
+                while not _ready(ahead[0][1]) and (self.stager.write_one() or (
+                        procs is not None and steal())):
                     pass
                 (s, sk), fut = ahead.popleft()
                 ahead_bytes -= max(sk[0], 0)

@@ -137,3 +137,21 @@ def test_worker_exiting_falls_back_to_parsing_here(world, capsys, monkeypatch):
     monkeypatch.setattr(parse_worker, "ParseProcess", Dead)
     _ingest(capsys)
     assert _dump(world) == want
+
+
+def test_parsing_here_while_the_worker_is_busy_indexes_the_same(world, capsys, monkeypatch):
+    """The ingest parses queued groups itself while the worker is still on the next source (here:
+    the worker's answers are never seen ready, so every group not yet sent is parsed here)."""
+    monkeypatch.setattr(ingest, "PROCESS_MIN_BYTES", 1 << 62)
+    plain = _ingest(capsys)
+    want = _dump(world)
+
+    monkeypatch.setattr(ingest, "PROCESS_MIN_BYTES", 0)
+    monkeypatch.setattr(ingest, "GROUP_SOURCES", 1)
+    monkeypatch.setattr(ingest, "PROCESS_AHEAD_BYTES", 1)  # one group at a time to the worker
+    monkeypatch.setattr(ingest, "_ready", lambda ticket: False)
+    mixed = _ingest(capsys)
+    assert 0 < mixed["parsed_here"] < mixed["parsed"]
+    assert _dump(world) == want
+    for k in ("sessions", "sealed", "events", "blocks", "fingerprints", "tapes_indexed"):
+        assert mixed[k] == plain[k], k
