@@ -600,7 +600,7 @@ class Linker:
         rows: dict[int, tuple] = {}
         for ids, col in ((touched_from, "from_event"), (touched_to, "to_event")):
             for ch in _chunks(sorted(ids)):
-                for r in conn.execute(f"SELECT {cols} FROM edges WHERE {col} IN carray(?)",
+                for r in conn.execute(f"SELECT {cols}, cardinality FROM edges WHERE {col} IN carray(?)",
                                       (apsw.carray(Q._i64(ch)),)):
                     rows[r[0]] = r
         froms = {r[1] for r in rows.values()}
@@ -633,5 +633,6 @@ class Linker:
                 if any((len(fs) > 1 or r[1] not in fs) and not _overlap(s, mine)
                        for s, fs in spans.items()):
                     card = "1:N"
-            updates.append((card, r[0]))
+            if card != r[8]:  # (most edges keep the '1:1' they were written with)
+                updates.append((card, r[0]))
         conn.executemany("UPDATE edges SET cardinality=? WHERE id=?", updates)
