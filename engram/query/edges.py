@@ -620,11 +620,13 @@ class Linker:
         for to, ins in in_e.items():
             for i in ins:
                 spans_in[(to, tape_of.get(i[1]))][(i[4], i[5])].add(i[1])
+        # a merge: several earlier texts continued in one edit, none of them covering it
+        merged = {f for f, outs in out_e.items() if len(outs) > 1
+                  and max(o[3] for o in outs) < MERGE_COVER}
         updates = []
         for r in rows.values():
             card = "1:1"
-            outs = out_e.get(r[1], [])
-            if len(outs) > 1 and max(o[3] for o in outs) < MERGE_COVER:
+            if r[1] in merged:
                 card = "N:1"
             else:
                 # a split: other edits of the same session continued other lines of the same span
