@@ -49,6 +49,7 @@ PROCESS_MIN_BYTES = 16 << 20    # this much to parse: in a worker process (``par
 PROCESS_AHEAD_BYTES = 16 << 20  # source bytes sent to the worker ahead of the indexing (the rest
 #                                 stays queued: this process parses from it while it would wait)
 PROCESS_AHEAD = 1024            # ... and sources: enough for the worker to go on during a commit
+AHEAD_BYTES = 64 << 20          # at most this many source bytes parsed or being parsed ahead in all
 GROUP_SOURCES, GROUP_BYTES = 32, 2 << 20  # sources sent to the worker at a time
 Progress = Callable[[int, int, str], None]
 
@@ -220,7 +221,11 @@ class Ingestor:
             """While the worker is still on the next source and no tape is left to write, parse
             the next group of the queue here (the same ``parse_many`` the worker runs, so the
             same result), queued behind the ones sent to the worker: this core would otherwise
-            wait. False when the queue is empty."""
+            wait. False when the queue is empty, or when ``AHEAD_BYTES`` of sources are parsed or
+            being parsed ahead of the indexing (what is held in memory stays bounded while the
+            worker is on one huge log)."""
+            if ahead_bytes >= AHEAD_BYTES:
+                return False
             group = next_group()
             if not group:
                 return False

@@ -155,3 +155,9 @@ def test_parsing_here_while_the_worker_is_busy_indexes_the_same(world, capsys, m
     assert _dump(world) == want
     for k in ("sessions", "sealed", "events", "blocks", "fingerprints", "tapes_indexed"):
         assert mixed[k] == plain[k], k
+
+    # what is parsed ahead stays bounded: with no room, nothing is parsed here
+    monkeypatch.setattr(ingest, "AHEAD_BYTES", 1)
+    bounded = _ingest(capsys)
+    assert "parsed_here" not in bounded
+    assert _dump(world) == want
