@@ -185,6 +185,9 @@ class Ingestor:
         queue = iter(todo)
         ahead_bytes = 0
 
+        def items(group: list) -> list[tuple[str, str]]:
+            return [(g[0].adapter.name, str(g[0].path)) for g in group]
+
         def next_group() -> list:
             group: list = []
             size = 0
@@ -214,8 +217,7 @@ class Ingestor:
                 group = next_group()
                 if not group:
                     return
-                queue_group(group, procs.submit([(g[0].adapter.name, str(g[0].path)) for g in group],
-                                                self.config.mode))
+                queue_group(group, procs.submit(items(group), self.config.mode))
 
         def steal() -> bool:
             """While the worker is still on the next source and no tape is left to write, parse
@@ -229,11 +231,7 @@ class Ingestor:
             group = next_group()
             if not group:
                 return False
-            fut: Future = Future()
-            fut.engram_value = parse_worker.parse_many(
-                [(g[0].adapter.name, str(g[0].path)) for g in group], self.config.mode)
-            fut.set_result(None)
-            queue_group(group, fut)
+            queue_group(group, procs.answered(items(group), self.config.mode))
             summary["parsed_here"] = summary.get("parsed_here", 0) + len(group)
             return True
 

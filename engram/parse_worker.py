@@ -165,6 +165,15 @@ class ParseProcess:
                 fut.set_exception(WorkerGone("parse worker exited"))
 
     @staticmethod
+    def answered(items: list[tuple[str, str]], mode: str) -> Future:
+        """``parse_many(items, mode)`` run here, as a request already answered (``result``
+        gives it like the worker's)."""
+        fut: Future = Future()
+        fut.engram_value = parse_many(items, mode)
+        fut.set_result(None)
+        return fut
+
+    @staticmethod
     def result(fut: Future) -> list:
         """The answer to a request (unpickled once, however often asked)."""
         val = getattr(fut, "engram_value", None)

@@ -25,16 +25,16 @@ M_ARENA_MAX = -8
 MMAP_THRESHOLD = 32 << 20   # glibc's upper bound for it (64-bit)
 TRIM_THRESHOLD = 512 << 20
 
-_state: dict = {"kept": None}
+_kept: bool | None = None
 
 
 def keep_heap() -> bool:
-    """Apply the settings (call it before any thread starts: arenas are made per thread).
+    """Apply the settings once (call it before any thread starts: arenas are made per thread).
     True when glibc took all three; the answer is remembered for ``engram/status``."""
-    if _state["kept"] is not None:
-        return _state["kept"]
-    _state["kept"] = _apply()
-    return _state["kept"]
+    global _kept
+    if _kept is None:
+        _kept = _apply()
+    return _kept
 
 
 def _apply() -> bool:
@@ -55,4 +55,4 @@ def _apply() -> bool:
 
 def kept() -> bool | None:
     """Whether ``keep_heap`` changed the settings (None: it was not called)."""
-    return _state["kept"]
+    return _kept
