@@ -349,11 +349,32 @@ class _Plans:
         out = _edges_from(conn, ids)
         tomb = _tomb_events(conn, ids)
         chosen = []
+        every, floor = self.all, self.min_confidence
         for node, side in missing:
-            edges = [_effective(e, side) for e in out.get(node, [])
-                     if _follows(e, side, node in tomb)]
-            ok = [e for e in edges
-                  if self.all or e[5] or (not e[6] and e[2] >= self.min_confidence)]
+            # which edges explain this side of the edit: the before-text's edges explain the
+            # before-text, and the after-text too unless the edit replaced its text by unrelated
+            # text (a tombstone), whose after-text is explained only by its own (move /
+            # re-insertion) edges. Crossing from the after-text to the before-text's history
+            # costs the edit's own before→after similarity (the lower of the two counts). One
+            # plain loop: a node has up to a few hundred edges
+            is_tomb = node in tomb
+            ok = []
+            for e in out.get(node, ()):
+                if e[5]:  # an agent link explains the after-text
+                    if side != _AFTER:
+                        continue
+                    ok.append(e)
+                    continue
+                if e[8] == 0:  # the before-text's edge
+                    if side == _AFTER:
+                        if is_tomb:
+                            continue
+                        if e[10] is not None and e[10] < e[2]:  # costs the edit's similarity
+                            e = e[:2] + (e[10],) + e[3:]
+                elif side == _BEFORE or (is_tomb and e[8] != 1):
+                    continue
+                if every or (not e[6] and e[2] >= floor):
+                    ok.append(e)
             ok.sort(key=lambda e: (-e[5], -e[2], e[1]))
             chosen.append((len(ok) > self.max_fanout, ok[:self.max_fanout]))
         refs = self._refs(conn, ids + [e[1] for _f, ok in chosen for e in ok])
@@ -428,25 +449,6 @@ class _Plans:
         tapes = Q.tapes(conn, {r.tape for r in rows.values()})
         return {i: ({"tape_id": tapes[r.tape].tape_id, "offset": r.ofs}, r.tape)
                 for i, r in rows.items()}
-
-
-def _follows(e, side: int, is_tomb: bool) -> bool:
-    """Does edge ``e`` explain the ``side`` of its edit? The before-text's edges explain the
-    before-text; they explain the after-text too unless the edit replaced its text by unrelated
-    text (a tombstone), whose after-text is explained only by its own (move/re-insertion) edges."""
-    if e[5]:
-        return side == _AFTER
-    if side == _BEFORE:
-        return e[8] == 0
-    return e[8] == 1 or not is_tomb
-
-
-def _effective(e, side: int):
-    """Crossing an edit from its after-text to its before-text's history costs its own
-    before→after similarity: the edge's confidence is the lower of the two."""
-    if side == _AFTER and e[8] == 0 and e[10] is not None and not e[5]:
-        return e[:2] + (min(e[2], e[10]),) + e[3:]
-    return e
 
 
 def _empty_after(r: Q.EventRow | None) -> bool:

@@ -101,15 +101,24 @@ class TapeAccess:
 
     def __init__(self, conn: apsw.Connection):
         self.conn = conn
+        self._last: tuple[str, tuple[bytes, ...]] | None = None  # the sealed tape read last
+
+    def _lines(self, tape: Q.TapeRow) -> tuple[bytes, ...]:
+        """The sealed tape's lines (the reader's LRU checks the file once per tape in a row: a
+        window and the request before it, and a session's windows, read one tape)."""
+        if not tape.path:
+            raise CorruptTape("tape has no file", path=tape.tape_id)
+        last = self._last
+        if last is None or last[0] != tape.path:
+            last = self._last = (tape.path, reader.raw_lines_cached(tape.path))
+        return last[1]
 
     def read(self, tape: Q.TapeRow, offsets: range) -> list[tuple[int, dict]]:
         if tape.live:
             rows = Q.tape_events_in_range(self.conn, tape.id, offsets.start, offsets.stop - 1)
             bodies = Q.live_bodies(self.conn, [r.id for r in rows])
             return [(r.ofs, orjson.loads(bodies[r.id])) for r in rows if r.id in bodies]
-        if not tape.path:
-            raise CorruptTape("tape has no file", path=tape.tape_id)
-        return reader.read_events_cached(tape.path, offsets)
+        return reader.events_at(self._lines(tape), offsets, tape.path)
 
     def length(self, tape: Q.TapeRow) -> int:
         return tape.n_events
@@ -129,7 +138,7 @@ class TapeAccess:
                     if eid in bodies and _is_request(ev := orjson.loads(bodies[eid])):
                         return ofs, ev
             return None
-        lines = reader.raw_lines_cached(tape.path)
+        lines = self._lines(tape)
         for ofs in range(min(anchor, len(lines) - 1), lo - 1, -1):
             raw = lines[ofs]
             if b'"k":"msg.in"' not in raw:

@@ -121,10 +121,9 @@ def _cached(path: str, mtime_ns: int, size: int) -> tuple[bytes, ...]:
     return lines
 
 
-def read_events_cached(path: Path, offsets: range | list[int]) -> list[tuple[int, dict]]:
-    """``(offset, event)`` for the given offsets, from an LRU of verified, decompressed tapes."""
-    st = os.stat(path)
-    lines = _cached(str(path), st.st_mtime_ns, st.st_size)
+def events_at(lines: tuple[bytes, ...], offsets: range | list[int], path: Path | str
+              ) -> list[tuple[int, dict]]:
+    """``(offset, event)`` for the given offsets of a tape's lines (``raw_lines_cached``)."""
     out = []
     for n in offsets:
         if 0 <= n < len(lines) and lines[n]:
