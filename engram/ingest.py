@@ -188,7 +188,8 @@ class Ingestor:
         def items(group: list) -> list[tuple[str, str]]:
             return [(g[0].adapter.name, str(g[0].path)) for g in group]
 
-        def next_group() -> list:
+        def next_group() -> tuple[list, int]:
+            """The next sources of the queue to parse together, and their size in bytes."""
             group: list = []
             size = 0
             while len(group) < GROUP_SOURCES and size < GROUP_BYTES:
@@ -197,12 +198,12 @@ class Ingestor:
                     break
                 group.append(nxt)
                 size += max(nxt[1][0], 0)
-            return group
+            return group, size
 
-        def queue_group(group: list, fut: Future) -> None:
+        def queue_group(group: list, size: int, fut: Future) -> None:
             nonlocal ahead_bytes
             ahead.extend((g, (fut, j)) for j, g in enumerate(group))
-            ahead_bytes += sum(max(g[1][0], 0) for g in group)
+            ahead_bytes += size
 
         def refill() -> None:
             if procs is None:
@@ -214,10 +215,10 @@ class Ingestor:
                 return
             # the worker parses groups of sources (fewer, bigger batches of its block work)
             while len(ahead) < PROCESS_AHEAD and ahead_bytes < PROCESS_AHEAD_BYTES:
-                group = next_group()
+                group, size = next_group()
                 if not group:
                     return
-                queue_group(group, procs.submit(items(group), self.config.mode))
+                queue_group(group, size, procs.submit(items(group), self.config.mode))
 
         def steal() -> bool:
             """While the worker is still on the next source and no tape is left to write, parse
@@ -228,10 +229,10 @@ class Ingestor:
             worker is on one huge log)."""
             if ahead_bytes >= AHEAD_BYTES:
                 return False
-            group = next_group()
+            group, size = next_group()
             if not group:
                 return False
-            queue_group(group, procs.answered(items(group), self.config.mode))
+            queue_group(group, size, procs.answered(items(group), self.config.mode))
             summary["parsed_here"] = summary.get("parsed_here", 0) + len(group)
             return True
 

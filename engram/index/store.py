@@ -187,10 +187,11 @@ class BlockIds:
         self.new: list[tuple[bytes, str]] = []
         self.next_id = conn.execute("SELECT coalesce(max(id), 0) FROM blocks").fetchone()[0] + 1
 
-    def id_of_hash(self, h: bytes, keep: set[bytes] | None = None) -> int:
-        """``id_of`` for a block whose hash was computed ahead (``prepare``): a new one is queued
-        without its text (``None``), its fingerprints come prepared."""
-        return self._id(h, None, keep)
+    def id_of_hash(self, h: bytes, keep: set[bytes] | None = None, text: str | None = None) -> int:
+        """``id_of`` for a block whose hash was computed ahead (``_text_key`` of ``text``, as
+        stored). Without ``text`` (``prepare`` fingerprinted it) a new block is queued without it:
+        its fingerprints come prepared."""
+        return self._id(h, text, keep)
 
     def id_of(self, text: str, keep: set[bytes] | None = None) -> tuple[str, int]:
         """``(text as indexed — capped at MAX_BLOCK_CHARS, block id)``; the block's hash is added to
@@ -439,7 +440,7 @@ class Batch:
                     if derived is None:
                         derived = _Derived(rec.events)
                     for text, h, role, line0 in _indexed_blocks(ev, derived):
-                        bid = blocks._id(h, text, kept)
+                        bid = blocks.id_of_hash(h, kept, text)
                         ref_rows.append((bid, eid, role, line0))
                         if role in (S.ROLE_EDIT_AFTER, S.ROLE_EDIT_BEFORE) and bid not in lined:
                             lined.add(bid)

@@ -794,7 +794,6 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
             "tombstones": tombstones, "truncated": truncated, "stats": stats}
 
 
-
 # anchors people want to see first: the edit, then a read, then words, then tool traffic (6: rest)
 _KIND_RANK = {S.KIND_CODE["code.edit"]: 0, S.KIND_CODE["code.read"]: 1, S.KIND_CODE["msg.out"]: 2,
               S.KIND_CODE["msg.in"]: 3, S.KIND_CODE["tool.call"]: 4, S.KIND_CODE["tool.result"]: 5}
