@@ -1,0 +1,155 @@
+"""Compare explain latency of two or more versions of the code on one built index.
+
+This VM's speed moves by 10-20% from one minute to the next. A single pass's p95 cannot tell a 5%
+change from noise. This script runs fresh-process passes over every truth span of the corpus,
+alternating between the versions (A B, then B A, ...). It reports each version's per-run p95 and
+also the **p95 of each span's minimum** over the runs. A span's minimum drops the moments the
+host was slow. What remains is what the code costs, and it moves by a few percent between
+sessions, not 20%.
+
+Each pass is what ``accuracy.py`` times: one process, ``Engine.explain`` on every span in
+``truth.json`` order, on the index ``accuracy.py`` built (run it first; ``--no-ingest`` keeps the
+index). A version is a directory that holds an engram source tree, or a git revision: its tree is
+checked out into a temporary worktree, removed at the end. Every version must read the same index
+(the same schema and fingerprint parameters).
+
+    python bench/accuracy.py                                   # builds the index once
+    python bench/explain_ab.py HEAD~1 HEAD                     # JSON
+    python bench/explain_ab.py --runs 6 --pretty HEAD~1 .      # a table; "." is the working tree
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+
+
+def pct(xs: list[float], q: float) -> float:
+    """The same nearest-rank percentile as ``accuracy.py``."""
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, max(0, int(round(q * (len(xs) - 1)))))]
+
+
+def one_pass(src: Path, corpus: Path) -> list[float]:
+    """Milliseconds of each truth span's explain, in this process (imports engram from ``src``)."""
+    sys.path.insert(0, str(src))
+    import engram
+    from engram.engine import Engine
+
+    if not Path(engram.__file__).resolve().is_relative_to(src.resolve()):
+        raise SystemExit(f"explain_ab: engram was imported from {engram.__file__}, not from {src}")
+
+    repo = corpus / "repo"
+    truth = json.loads((corpus / "truth.json").read_text())
+    eng = Engine(root=repo)
+    texts: dict[str, str] = {}
+    lat = []
+    for x in truth:
+        f = x["file"]
+        if f not in texts:
+            texts[f] = (repo / f).read_text()
+        t0 = time.perf_counter()
+        eng.explain(str(repo / f), x["start"], x["end"], text=texts[f])
+        lat.append((time.perf_counter() - t0) * 1000)
+    return lat
+
+
+def resolve(version: str, scratch: Path) -> tuple[Path, bool]:
+    """``(source tree, made a worktree for it)``."""
+    p = Path(version)
+    if (p / "engram" / "engine.py").exists():
+        return p.resolve(), False
+    rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--verify", f"{version}^{{commit}}"],
+                         capture_output=True, text=True)
+    if rev.returncode != 0:
+        raise SystemExit(f"explain_ab: {version!r} is neither a source tree nor a git revision")
+    wt = scratch / f"v{len(list(scratch.iterdir()))}-{rev.stdout.strip()[:10]}"
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "-q", "--detach", str(wt),
+                    rev.stdout.strip()], check=True)
+    return wt, True
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    ap.add_argument("versions", nargs="*", help="source trees or git revisions (two or more)")
+    ap.add_argument("--corpus", type=Path, default=HERE / "corpus" / "full")
+    ap.add_argument("--out", type=Path, default=HERE / "out",
+                    help="accuracy.py's --out (the index's HOME is <out>/home-<corpus name>)")
+    ap.add_argument("--runs", type=int, default=5, help="passes per version (default 5)")
+    ap.add_argument("--pretty", action="store_true", help="a table instead of JSON")
+    ap.add_argument("--pass", dest="one", type=Path, help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    corpus = a.corpus.resolve()
+    if a.one is not None:  # a child: one pass, latencies as JSON on stdout
+        print(json.dumps(one_pass(a.one, corpus)))
+        return 0
+    home = (a.out / f"home-{corpus.name}").resolve()
+    if not (corpus / "truth.json").exists() or not (corpus / "repo" / ".engram-cache").exists() \
+            or not home.exists():
+        print(f"explain_ab: no built index for {corpus} (run: python bench/accuracy.py "
+              f"--corpus {a.corpus} --out {a.out})", file=sys.stderr)
+        return 2
+    if len(a.versions) < 2 or a.runs < 1:
+        ap.error("give two or more versions and --runs of at least 1")
+    env = dict(os.environ, HOME=str(home), ENGRAM_HOME=str(home))
+    with tempfile.TemporaryDirectory(prefix="engram-ab-") as tmp:
+        scratch = Path(tmp)
+        trees = [resolve(v, scratch) for v in a.versions]
+        runs: dict[int, list[list[float]]] = {i: [] for i in range(len(trees))}
+        try:
+            for r in range(a.runs):
+                order = list(range(len(trees)))
+                for i in (order if r % 2 == 0 else order[::-1]):
+                    p = subprocess.run([sys.executable, __file__, "--corpus", str(corpus),
+                                        "--pass", str(trees[i][0])],
+                                       env=env, capture_output=True, text=True)
+                    if p.returncode != 0:
+                        print(f"explain_ab: a pass of {a.versions[i]} failed:\n{p.stderr[-2000:]}",
+                              file=sys.stderr)
+                        return 1
+                    runs[i].append(json.loads(p.stdout))
+                    if sys.stderr.isatty():
+                        print(f"\rrun {r + 1}/{a.runs}", end="", file=sys.stderr, flush=True)
+            if sys.stderr.isatty():
+                print(file=sys.stderr)
+        finally:
+            for tree, made in trees:
+                if made:
+                    subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force",
+                                    str(tree)], capture_output=True)
+    out = []
+    for i, v in enumerate(a.versions):
+        per_run = runs[i]
+        mins = [min(xs) for xs in zip(*per_run)]
+        p95s = [round(pct(xs, 0.95), 3) for xs in per_run]
+        out.append({"version": v, "spans": len(mins), "runs": len(per_run),
+                    "p95_per_run": p95s, "p95_median_of_runs": round(statistics.median(p95s), 3),
+                    "p95_of_span_min": round(pct(mins, 0.95), 3),
+                    "p50_of_span_min": round(pct(mins, 0.5), 3),
+                    "mean_of_span_min": round(statistics.fmean(mins), 3)})
+    if a.pretty:
+        print("| version | p95 per run (ms) | median | p95 of span min | p50 of span min | mean of span min |")
+        print("|---|---|---|---|---|---|")
+        for o in out:
+            print(f"| {o['version']} | {' '.join(f'{x:.2f}' for x in o['p95_per_run'])} | "
+                  f"{o['p95_median_of_runs']:.2f} | **{o['p95_of_span_min']:.2f}** | "
+                  f"{o['p50_of_span_min']:.2f} | {o['mean_of_span_min']:.3f} |")
+    else:
+        print(json.dumps({"corpus": str(corpus), "versions": out}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
