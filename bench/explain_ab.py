@@ -30,14 +30,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from accuracy import pct  # (this directory; the percentile accuracy.py reports)
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-
-
-def pct(xs: list[float], q: float) -> float:
-    """The same nearest-rank percentile as ``accuracy.py``."""
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, max(0, int(round(q * (len(xs) - 1)))))]
 
 
 def one_pass(src: Path, corpus: Path) -> list[float]:
