@@ -123,7 +123,8 @@ def cmd_explain(args) -> int:
     eng = _engine(args)
     try:
         opts = dict(before=args.before, after=args.after, min_confidence=args.min_confidence,
-                    all=args.all, expand_until=args.expand_until, brief=args.brief)
+                    all=args.all, expand_until=args.expand_until, brief=args.brief,
+                    window_sessions=args.windows)
         if args.stdin:
             res = eng.explain_text(sys.stdin.read(), **{k: v for k, v in opts.items() if v is not None})
         else:
@@ -172,7 +173,23 @@ def render_explain(r: dict) -> str:
                    f"{e['location_delta']} {e['cardinality']}{' agent-link' if e.get('agent_link') else ''}")
     if any(r.get("truncated", {}).values()):
         out.append(f"   (lineage walk truncated: {r['truncated']})")
+    light = [i for i, s in enumerate(r["sessions"], 1)
+             if s.get("windows") and all("events" not in w for w in s["windows"])]
+    if light:
+        out.append("")
+        out.append(f"Sessions {_ranks(light)} are listed with their anchor only: "
+                   "`engram view TAPE --at ANCHOR` shows one, `--windows N` includes more.")
     return "\n".join(out) + "\n"
+
+
+def _ranks(ns: list[int]) -> str:
+    """``[4, 5, 6, 9]`` -> ``"4-6, 9"``."""
+    parts, start = [], ns[0]
+    for a, b in zip(ns, ns[1:] + [None]):
+        if b != a + 1:
+            parts.append(str(start) if start == a else f"{start}-{a}")
+            start = b
+    return ", ".join(parts)
 
 
 def _event_line(ev: dict) -> str:
@@ -475,6 +492,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--before", type=_count, help="events before each anchor (default 3)")
     s.add_argument("--after", type=_count, help="events after each anchor (default 3)")
     s.add_argument("--brief", action="store_true", help="no transcript events, just sessions and anchors")
+    s.add_argument("--windows", type=_count, metavar="N",
+                   help="how many of the ranked sessions get transcript windows (default 3; config "
+                        "window.sessions); the others list their anchor, which `engram view` opens")
     s.add_argument("--min-confidence", type=_unit, help="lineage edges below this are skipped (default 0.5)")
     s.add_argument("--all", action="store_true", help="include weak evidence and location-only edges")
     s.add_argument("--expand-until", type=_count, metavar="N",

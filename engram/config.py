@@ -49,7 +49,7 @@ CONFIG_TEMPLATE = """\
 # mode: permissive
 
 # Explain defaults.
-# window: {before: 3, after: 3}
+# window: {before: 3, after: 3, sessions: 3}   # sessions: how many get transcript windows
 # min_confidence: 0.5
 
 # Semantic scoring (needs `pip install engram[embed]`).
@@ -77,6 +77,7 @@ class Config:
     mode: str = "permissive"
     window_before: int = 3
     window_after: int = 3
+    window_sessions: int = 3
     min_confidence: float = 0.5
     embedding: dict = dataclasses.field(default_factory=lambda: {
         "enabled": "auto", "device": "auto", "model": None, "maxChunksPerMinute": None})
@@ -113,7 +114,8 @@ class Config:
         return {"root": str(self.root), "files": self.files,
                 "harnesses": {k: dataclasses.asdict(v) for k, v in sorted(self.harnesses.items())},
                 "sources": self.sources, "exclude": self.exclude, "seal_after": self.seal_after,
-                "mode": self.mode, "window": {"before": self.window_before, "after": self.window_after},
+                "mode": self.mode, "window": {"before": self.window_before, "after": self.window_after,
+                           "sessions": self.window_sessions},
                 "min_confidence": self.min_confidence, "embedding": self.embedding,
                 "warnings": self.warnings}
 
@@ -192,7 +194,8 @@ def apply_mapping(cfg: Config, data: dict, origin: str) -> None:
             w.append(f"{origin}: mode: expected strict or permissive; ignored")
     win = data.get("window")
     if isinstance(win, dict):
-        for key, attr in (("before", "window_before"), ("after", "window_after")):
+        for key, attr in (("before", "window_before"), ("after", "window_after"),
+                          ("sessions", "window_sessions")):
             if key in win:
                 try:
                     setattr(cfg, attr, max(0, int(win[key])))

@@ -133,7 +133,8 @@ class Engine:
     def explain(self, file: str, start: int, end: int, *, text: str | None = None,
                 before: int | None = None, after: int | None = None,
                 min_confidence: float | None = None, all: bool = False,
-                expand_until: int | None = None, brief: bool = False) -> dict:
+                expand_until: int | None = None, brief: bool = False,
+                window_sessions: int | None = None) -> dict:
         if start < 1 or end < start:
             raise BadSpan(f"bad line range {start}-{end} (1-based, start ≤ end)", path=file)
         full, lines = self._read_span(file, start, end, text)
@@ -154,6 +155,7 @@ class Engine:
             after=self.config.window_after if after is None else after,
             min_confidence=self.config.min_confidence if min_confidence is None else min_confidence,
             all=all, expand_until=expand_until, brief=brief, semantic=self._semantic(),
+            window_sessions=self.config.window_sessions if window_sessions is None else window_sessions,
             path=self._abs_path(file), context=full)
 
     def explain_text(self, text: str, **kw) -> dict:
@@ -163,6 +165,7 @@ class Engine:
         kw.setdefault("before", self.config.window_before)
         kw.setdefault("after", self.config.window_after)
         kw.setdefault("min_confidence", self.config.min_confidence)
+        kw.setdefault("window_sessions", self.config.window_sessions)
         kw.setdefault("semantic", self._semantic())
         return X.explain_text(self.conn(), text, span=span, **kw)
 

@@ -14,7 +14,9 @@ Keys (camelCase as in the editor; every one optional)::
     exclude: [str]            glob patterns to leave out
     harnesses: {name: {enabled: bool, paths: [str]}}
     indexPath: str            index file (default <root>/.engram-cache/index.sqlite)
-    window: {before: int, after: int}      transcript window around each anchor (3/3)
+    window: {before: int, after: int, sessions: int}
+                              transcript window around each anchor (3/3), and how many of the
+                              ranked sessions get windows (3)
     minConfidence: float      0..1 (0.5)
     embedding: {enabled: bool, device: str, model: str}
     codeLens: {enabled: bool, minSessions: int}            (true, 1)
@@ -42,6 +44,7 @@ class Settings:
     index_path: str | None = None
     before: int | None = None  # None: Engram's config (default 3)
     after: int | None = None
+    window_sessions: int | None = None  # None: Engram's config (default 3)
     min_confidence: float | None = None  # None: Engram's config (default 0.5)
     embedding: dict[str, Any] = dataclasses.field(default_factory=dict)
     code_lens_enabled: bool = True
@@ -161,6 +164,7 @@ def parse(options: Any) -> tuple[Settings, list[str]]:
     window = section("window")
     integer(window, "before", "before", 0, 1000, "window.before")
     integer(window, "after", "after", 0, 1000, "window.after")
+    integer(window, "sessions", "window_sessions", 0, 1000, "window.sessions")
     if "minConfidence" in raw:
         v = raw["minConfidence"]
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:

@@ -30,12 +30,12 @@ from engram.query import window as W
 
 DIRECT_FLOOR = 0.25       # direct evidence below this is noise unless --all
 PRODUCED_FLOOR = 0.0      # a session that wrote any line of the span (line blame) produced it
-MAX_WINDOWS = 3
-WINDOW_SESSIONS = 10
+MAX_WINDOWS = 3           # transcript windows per session (its strongest anchors)
+WINDOW_SESSIONS = 3       # sessions with transcript windows; those ranked below list their anchor only
 MAX_SESSIONS = 50         # readers/quoters returned (ranked); --all returns every one
 MAX_WALK_SEEDS = 100      # events the lineage walk starts from (strongest first)
 WROTE_MIN = 0.5           # an edit whose after-text holds this much of the span wrote it
-HISTORY_EDGE_KINDS = {"edit", "move", "reinsert", "continuation", "dispatch"}      # sessions ranked below this get anchors without transcript windows
+HISTORY_EDGE_KINDS = {"edit", "move", "reinsert", "continuation", "dispatch"}
 ROUND = 4
 
 
@@ -577,8 +577,13 @@ def _matches(span: bytes, after: bytes) -> list[tuple[int, int, int]]:
 def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 3, after: int = 3,
                  min_confidence: float = 0.5, all: bool = False, expand_until: int | None = None,
                  brief: bool = False, max_sessions: int | None = None,
+                 window_sessions: int | None = None,
                  semantic=None, path: str | None = None, context: str | None = None) -> dict:
     """The explain result object of ``shared/DESIGN.md``.
+
+    ``window_sessions``: how many of the ranked sessions get transcript windows (default
+    ``WINDOW_SESSIONS``); each session below lists its best anchor without events (``engram view``
+    and the editors' *Open tape* show it).
 
     ``semantic``: a callable ``(conn, text, sessions, before, after, brief) -> list[dict]`` that
     returns extra ``via: "semantic"`` sessions (appended after all fingerprint evidence), or None.
@@ -726,6 +731,7 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
         sessions = [s for s in sessions if id(s) not in drop]
     access = W.TapeAccess(conn)
     out_sessions = []
+    shown = WINDOW_SESSIONS if window_sessions is None else window_sessions
 
     def anchor_key(it):
         r = erows[it[0]]
@@ -733,7 +739,7 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
 
     for rank, (tid, v, produced, conf, items) in enumerate(sessions):
         t = trows[tid]
-        light = rank >= WINDOW_SESSIONS  # beyond the top sessions: anchors only, no tape reads
+        light = rank >= shown  # beyond the top sessions: anchors only, no tape reads
         touches = len(items)
         # a light session shows one anchor: the first in this order
         if len(items) > 1:
@@ -785,8 +791,13 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
         out_sessions.append(entry)
     if semantic is not None:
         known = {s["tape_id"] for s in out_sessions}
-        extra = [s for s in semantic(conn, text, out_sessions, before, after, brief)
+        light = not brief and len(out_sessions) >= shown  # ranked below the windowed sessions
+        extra = [s for s in semantic(conn, text, out_sessions, before, after, brief or light)
                  if s["tape_id"] not in known]
+        if light:
+            for s in extra:  # their anchor (and request) only, as for fingerprint sessions
+                for w in s["windows"]:
+                    w.pop("events", None)
         out_sessions.extend(extra)
         stats["semantic_added"] = len(extra)
     stats["elapsed_ms"] = round((time.perf_counter() - t0) * 1000, 2)

@@ -1,7 +1,7 @@
 """LSP method ``engram/explain`` (custom request): the design's explain result for a range.
 
 Params ``{textDocument: {uri}, range, before?, after?, minConfidence?, all?, expandUntil?,
-brief?}``; the result is exactly the engine's explain object (the CLI's JSON). The buffer's current
+brief?, windows?}`` (``windows``: how many of the ranked sessions get transcript windows); the result is exactly the engine's explain object (the CLI's JSON). The buffer's current
 text is used, unsaved edits included. Params are validated here (see ``engram_lsp.params``): a bad
 one is a JSON-RPC InvalidParams error naming it.
 """
@@ -28,6 +28,7 @@ async def explain(ls, raw) -> dict:
         "all": P.get_bool(params, "all", False),
         "expand_until": P.get_int(params, "expandUntil", None, hi=1_000_000),
         "brief": P.get_bool(params, "brief", False),
+        "window_sessions": P.get_int(params, "windows", s.window_sessions, hi=1_000_000),
     }
     doc = documents.resolve(ls, uri)
     return await ls.run(

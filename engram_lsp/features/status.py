@@ -42,7 +42,8 @@ def server_status(ls) -> dict:
                 "minSessions": ls.settings.min_sessions,
             },
             "minConfidence": ls.settings.min_confidence,
-            "window": {"before": ls.settings.before, "after": ls.settings.after},
+            "window": {"before": ls.settings.before, "after": ls.settings.after,
+                       "sessions": ls.settings.window_sessions},
         },
     }
 

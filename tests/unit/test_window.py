@@ -60,3 +60,44 @@ def test_live_and_sealed_windows_agree(world, capsys):
         assert _windows(eng, file) == got_live
     finally:
         eng.close()
+
+
+def test_windows_for_the_top_sessions_only(world, capsys):
+    """The default result carries transcript windows for the top 3 sessions; the others list
+    their anchor (no events, no tape read). ``--windows N`` and ``window.sessions`` change how
+    many, ``--windows 0`` leaves only anchors, and the ranking is the same whatever N is."""
+    w = world.session(session_id="eeee0000-0000-0000-0000-000000000000")
+    w.user("write parse_duration in util.py").write("util.py", CODE).say("Done.")
+    w.save()
+    for i in range(1, 6):
+        world.tick(600)
+        r = world.session(session_id=f"eeee000{i}-0000-0000-0000-000000000000")
+        r.user(f"review {i}: is parse_duration right?").read("util.py").say("It looks right.")
+        r.save()
+    world.checkout()
+    run_json(capsys, "ingest", "--seal")
+    span = f"{world.root / 'util.py'}:1-{CODE.count(chr(10))}"
+
+    def shape(res):
+        return [(s["session"], [("events" in win, win["anchor"]) for win in s["windows"]])
+                for s in res["sessions"]]
+
+    default = shape(run_json(capsys, "explain", span))
+    assert len(default) == 6
+    assert default[0][0].startswith("eeee0000")  # the writer first
+    assert [all(has for has, _a in ws) for _s, ws in default] == [True] * 3 + [False] * 3
+    everything = shape(run_json(capsys, "explain", span, "--windows", "10"))
+    assert [all(has for has, _a in ws) for _s, ws in everything] == [True] * 6
+    assert [(s, [a for _h, a in ws][:1]) for s, ws in everything] == \
+        [(s, [a for _h, a in ws][:1]) for s, ws in default]  # same sessions, order and anchors
+    from engram.cli import main
+
+    assert main(["explain", span, "--pretty"]) == 0
+    assert "Sessions 4-6 are listed with their anchor only" in capsys.readouterr().out
+    none = shape(run_json(capsys, "explain", span, "--windows", "0"))
+    assert [s for s, _ws in none] == [s for s, _ws in default]
+    assert not any(has for _s, ws in none for has, _a in ws)
+    cfg = world.root / ".engram" / "config.yml"
+    cfg.write_text(cfg.read_text() + "window: {sessions: 1}\n")
+    one = shape(run_json(capsys, "explain", span))
+    assert [all(has for has, _a in ws) for _s, ws in one] == [True] + [False] * 5

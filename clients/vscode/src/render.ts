@@ -424,7 +424,9 @@ function renderWindowHtml(window: ExplainWindow): string {
     const events = (window.events ?? []).map((e) => renderEventHtml(e, window.anchor, related.has(e.offset))).join('\n');
     return `<div class="window">
 <div class="window-head">Transcript window at ${escapeHtml(facts.join(' · '))}</div>
-${events || '<div class="muted">No events in this window.</div>'}
+${events || (window.events === undefined
+        ? '<div class="muted">Transcript not included for this session: <em>Open tape</em> shows it.</div>'
+        : '<div class="muted">No events in this window.</div>')}
 </div>`;
 }
 

@@ -31,7 +31,8 @@ export interface ExplainWindow {
     kind?: string;
     confidence?: number;
     file?: string;
-    events: TapeEvent[];
+    /** Absent for sessions ranked below the server's `window.sessions`: their anchor only. */
+    events?: TapeEvent[];
 }
 
 export interface ExplainSession {

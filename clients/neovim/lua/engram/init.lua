@@ -257,6 +257,9 @@ function M.render_explain(result)
         table.insert(lines, "**Request:**")
         add_block(lines, "> ", oneline(w.request.text, 600))
       end
+      if w.events == nil then
+        table.insert(lines, string.format("_Transcript not included: :EngramView %s %s shows it._", s.tape_id or "?", w.anchor))
+      end
       for _, ev in ipairs(w.events or {}) do
         M.render_event(lines, ev, w.anchor)
       end

@@ -10,7 +10,7 @@ export interface EngramSettings {
     server: { path: string; pythonPath: string; args: string[] };
     codeLens: { enabled: boolean; minSessions: number };
     hover: { enabled: boolean };
-    window: { before: number; after: number };
+    window: { before: number; after: number; sessions: number };
     minConfidence: number;
     showNotifications: NotificationLevel;
 }
@@ -19,7 +19,7 @@ export interface EngramSettings {
  * the answer to `workspace/configuration` (section `engram`). Keys as in DESIGN.md "Language server",
  * plus `showNotifications` (engram-lsp filters its own window/showMessage by it). */
 export interface ServerSettings {
-    window: { before: number; after: number };
+    window: { before: number; after: number; sessions: number };
     minConfidence: number;
     codeLens: { enabled: boolean; minSessions: number };
     hover: { enabled: boolean };
@@ -30,7 +30,7 @@ export const DEFAULTS: EngramSettings = {
     server: { path: '', pythonPath: '', args: [] },
     codeLens: { enabled: true, minSessions: 1 },
     hover: { enabled: true },
-    window: { before: 3, after: 3 },
+    window: { before: 3, after: 3, sessions: 3 },
     minConfidence: 0.5,
     showNotifications: 'onError',
 };
@@ -82,6 +82,7 @@ export function readSettings(config: ConfigReader, vars: PathVariables = {}): En
         window: {
             before: int(config.get('window.before'), DEFAULTS.window.before, 0),
             after: int(config.get('window.after'), DEFAULTS.window.after, 0),
+            sessions: int(config.get('window.sessions'), DEFAULTS.window.sessions, 0),
         },
         minConfidence: ratio(config.get('minConfidence'), DEFAULTS.minConfidence),
         showNotifications: LEVELS.includes(level as NotificationLevel)

@@ -254,6 +254,18 @@ describe('highlighting', () => {
     });
 });
 
+describe('windows without events', () => {
+    it('tells a session listed without its transcript from an empty window', () => {
+        const html = renderExplainHtml({ sessions: [
+            { tape_id: 'a', windows: [{ anchor: 4, kind: 'code.read' }] },
+            { tape_id: 'b', windows: [{ anchor: 5, kind: 'code.read', events: [] }] },
+        ] }, OPTS);
+        const text = textOf(html);
+        assert.match(text, /event #4 · code\.read Transcript not included for this session: Open tape shows it\./);
+        assert.match(text, /event #5 · code\.read No events in this window\./);
+    });
+});
+
 describe('long output', () => {
     it('collapses long tool output that is not the anchor, and the tape view scrolls to its anchor', async () => {
         const { renderEventHtml } = await import('../../src/render');

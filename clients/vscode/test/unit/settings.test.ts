@@ -125,6 +125,7 @@ describe('readSettings', () => {
                 'hover.enabled': false,
                 'window.before': 7.9,
                 'window.after': -2,
+                'window.sessions': 10,
                 minConfidence: 1.7,
                 showNotifications: 'always',
             }),
@@ -134,7 +135,7 @@ describe('readSettings', () => {
             server: { path: '/home/u/bin/engram-lsp', pythonPath: '/ws/.venv/bin/python', args: ['--a', '--b'] },
             codeLens: { enabled: false, minSessions: 1 },
             hover: { enabled: false },
-            window: { before: 7, after: 0 },
+            window: { before: 7, after: 0, sessions: 10 },
             minConfidence: 1,
             showNotifications: 'always',
         });
@@ -153,7 +154,7 @@ describe('toServerSettings', () => {
     it('has the keys of DESIGN.md "Language server" (+ showNotifications)', () => {
         const s = toServerSettings(readSettings(config({ 'window.before': 5, 'codeLens.minSessions': 2 })));
         assert.deepEqual(s, {
-            window: { before: 5, after: 3 },
+            window: { before: 5, after: 3, sessions: 3 },
             minConfidence: 0.5,
             codeLens: { enabled: true, minSessions: 2 },
             hover: { enabled: true },
