@@ -791,10 +791,10 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
         out_sessions.append(entry)
     if semantic is not None:
         known = {s["tape_id"] for s in out_sessions}
-        light = not brief and len(out_sessions) >= shown  # ranked below the windowed sessions
-        extra = [s for s in semantic(conn, text, out_sessions, before, after, brief or light)
+        below = not brief and len(out_sessions) >= shown  # ranked below the windowed sessions
+        extra = [s for s in semantic(conn, text, out_sessions, before, after, brief or below)
                  if s["tape_id"] not in known]
-        if light:
+        if below:
             for s in extra:  # their anchor (and request) only, as for fingerprint sessions
                 for w in s["windows"]:
                     w.pop("events", None)
