@@ -267,7 +267,8 @@ def main(argv=None) -> int:
 
     home = setup_home(corpus, a.out, wipe=not a.no_ingest)
     if a.no_lineage:
-        sys.modules["engram.query.lineage"] = None  # type: ignore[assignment]
+        sys.modules["engram.query.walk"] = None  # type: ignore[assignment]
+        sys.modules["engram.lineage.derive"] = None  # type: ignore[assignment]
     sys.path.insert(0, str(REPO))
     result: dict = {"corpus": str(corpus), "corpus_meta": meta, "machine": {
         "platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()}}
@@ -313,14 +314,14 @@ def main(argv=None) -> int:
             result["embed"] = {"error": repr(e)}
 
     if a.hold_postings:  # what the language server does at start (read once, in the background)
-        from engram.query import blocks
+        from engram.index import postings
 
         t0 = time.perf_counter()
-        blocks.keep_postings(eng.conn())
-        while (blocks.held_postings_status(eng.conn().filename)["postings"] is None
+        postings.keep_postings(eng.conn())
+        while (postings.held_postings_status(eng.conn().filename)["postings"] is None
                and time.perf_counter() - t0 < 60):  # (an index too big to hold answers None)
             time.sleep(0.01)
-        result["held_postings"] = {"rows": blocks.held_postings_status(eng.conn().filename)["postings"],
+        result["held_postings"] = {"rows": postings.held_postings_status(eng.conn().filename)["postings"],
                                    "read_s": round(time.perf_counter() - t0, 2)}
     texts: dict[str, str] = {}
     errors: list[dict] = []

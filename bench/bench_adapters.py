@@ -41,7 +41,8 @@ def sample_sources(name: str, root: Path) -> list[Path]:
 
 
 def main(argv=None) -> int:
-    from engram import adapters, redact
+    from engram import adapters
+    from engram.adapters import redact
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=5)

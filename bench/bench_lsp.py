@@ -504,7 +504,7 @@ async def run(args) -> dict:
     # code lens on a 5,000-line file: after an edit inside one function (only that block is
     # looked up again) and unchanged (the per-version cache) here; the first open ("cold") in
     # fresh server processes below
-    from engram import symbols
+    from engram.query import symbols
 
     big = big_file(repo)
     uri = open_file(big)

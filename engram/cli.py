@@ -16,6 +16,8 @@ import orjson
 
 from engram import __version__
 from engram.errors import EngramError
+from engram.render import (_event_line, _short, _table, _vrange, render_blame, render_explain,
+                           render_ingest, render_trace)
 
 log = logging.getLogger("engram")
 
@@ -99,24 +101,6 @@ def cmd_ingest(args) -> int:
     return 0
 
 
-def render_ingest(r: dict) -> str:
-    if r.get("nothing_to_do"):
-        return f"Nothing new: {r['skipped']} source(s) unchanged since the last ingest.\n"
-    lines = [f"Ingested {r['parsed']} source(s) ({r['bytes'] / 1e6:.1f} MB) in {r['elapsed_s']} s: "
-             f"{r['sessions']} session(s), {r['sealed']} sealed, {r['live']} live; "
-             f"{r['tapes_written']} new tape(s), {r['events']} events, {r['blocks']} new text blocks, "
-             f"{r['fingerprints']} fingerprints. {r['skipped']} unchanged."]
-    if r.get("error_count"):
-        lines.append(f"{r['error_count']} problem(s):")
-        for e in r["errors"][:10]:
-            err = e.get("error", e)
-            where = err.get("path") or ""
-            if err.get("line"):
-                where += f":{err['line']}"
-            lines.append(f"  {where}: {err.get('message')} [{err.get('code')}]")
-    return "\n".join(lines) + "\n"
-
-
 def cmd_explain(args) -> int:
     from engram.engine import parse_span
 
@@ -136,80 +120,6 @@ def cmd_explain(args) -> int:
         eng.close()
     emit(res, args.pretty, render_explain)
     return 0
-
-
-def _short(s, n=160):
-    if not isinstance(s, str):
-        return ""
-    s = " ".join(s.split())
-    return s if len(s) <= n else s[: n - 1] + "…"
-
-
-def render_explain(r: dict) -> str:
-    sp = r["span"]
-    out = [f"{sp.get('file') or '<text>'}:{sp['start']}-{sp['end']}  "
-           f"({len(r['sessions'])} session{'s' if len(r['sessions']) != 1 else ''}, "
-           f"{r['stats'].get('matched', 0)}/{r['stats'].get('fingerprints', 0)} fingerprints matched)"]
-    if not r["sessions"]:
-        out.append("  No agent session is known to have produced or read this code.")
-    for i, s in enumerate(r["sessions"], 1):
-        out.append("")
-        out.append(f"{i}. {s['harness']} · {s.get('model') or '?'} · {s.get('last_t') or ''}  "
-                   f"confidence {s['confidence']:.2f} via {s['via']}  [{s['tier']}]")
-        out.append(f"   session {s['session']}  tape {s['tape_id'][:12]}"
-                   + (f"  “{_short(s.get('label'), 80)}”" if s.get("label") else ""))
-        for w in s.get("windows", []):
-            req = w.get("request")
-            out.append(f"   ── anchor #{w['anchor']} {w['kind']} {w.get('file') or ''}"
-                       + (f" lines {w['lines'][0]}-{w['lines'][1]}" if w.get("lines") else ""))
-            if req:
-                out.append(f"   ▸ user: {_short(req['text'])}")
-            for ev in w.get("events", []):
-                mark = "→" if ev["offset"] == w["anchor"] else " "
-                out.append(f"   {mark} #{ev['offset']:<4} {ev['k']:<11} {_event_line(ev)}")
-    for e in r.get("lineage", []):
-        out.append(f"   lineage {e['from']['tape_id'][:10]}#{e['from']['offset']} ← "
-                   f"{e['to']['tape_id'][:10]}#{e['to']['offset']} conf {e['confidence']:.2f} "
-                   f"{e['location_delta']} {e['cardinality']}{' agent-link' if e.get('agent_link') else ''}")
-    if any(r.get("truncated", {}).values()):
-        out.append(f"   (lineage walk truncated: {r['truncated']})")
-    light = [i for i, s in enumerate(r["sessions"], 1)
-             if s.get("windows") and all("events" not in w for w in s["windows"])]
-    if light:
-        out.append("")
-        out.append(f"Sessions {_ranks(light)} are listed with their anchor only: "
-                   "`engram view TAPE --at ANCHOR` shows one, `--windows N` includes more.")
-    return "\n".join(out) + "\n"
-
-
-def _ranks(ns: list[int]) -> str:
-    """``[4, 5, 6, 9]`` -> ``"4-6, 9"``."""
-    parts, start = [], ns[0]
-    for a, b in zip(ns, ns[1:] + [None]):
-        if b != a + 1:
-            parts.append(str(start) if start == a else f"{start}-{a}")
-            start = b
-    return ", ".join(parts)
-
-
-def _event_line(ev: dict) -> str:
-    k = ev.get("k")
-    if k in ("msg.in", "msg.out"):
-        return _short(ev.get("text"))
-    if k == "tool.call":
-        args = ev.get("args")
-        if isinstance(args, dict):
-            main = args.get("description") or args.get("file_path") or args.get("command") or args.get("path")
-            return f"{ev.get('tool')} {_short(main if isinstance(main, str) else '', 120)}"
-        return f"{ev.get('tool')}"
-    if k == "tool.result":
-        return f"{ev.get('tool') or ''} {_short(ev.get('stdout'), 120)}"
-    if k == "code.edit":
-        return (f"{ev.get('file')} {ev.get('before_range')} → {ev.get('after_range')}: "
-                f"{_short(ev.get('after_text'), 100)}")
-    if k == "code.read":
-        return f"{ev.get('file')} {ev.get('range')}"
-    return _short(str({k2: v for k2, v in ev.items() if k2 not in ('offset', 't', 'k')}), 120)
 
 
 def cmd_view(args) -> int:
@@ -261,16 +171,6 @@ def cmd_tapes(args) -> int:
         [[r["tape_id"][:12] + ("*" if r["live"] else ""), r["harness"], r["tier"], r["coverage"],
           str(r["events"]), r["first_t"] or "", _short(r["label"], 50)] for r in rows]))
     return 0
-
-
-def _table(headers: list[str], rows: list[list[str]]) -> str:
-    if not rows:
-        return "(none)\n"
-    widths = [max(len(h), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
-    fmt = "  ".join("{:<%d}" % w for w in widths)
-    lines = [fmt.format(*headers), fmt.format(*("─" * w for w in widths))]
-    lines += [fmt.format(*(str(c) for c in r)) for r in rows]
-    return "\n".join(lines) + "\n"
 
 
 def cmd_search(args) -> int:
@@ -333,14 +233,9 @@ def cmd_adapters(args) -> int:
     return 0
 
 
-def _vrange(vs: list[str]) -> str:
-    if not vs:
-        return "-"
-    return vs[0] if len(vs) == 1 else f"{vs[0]}…{vs[-1]}"
-
-
 def cmd_record(args) -> int:
-    from engram import paths, record
+    from engram import paths
+    from engram.ingest import record
     from engram.engine import Engine
     from engram.tape import writer
 
@@ -367,7 +262,7 @@ def cmd_record(args) -> int:
 
 
 def cmd_watch(args) -> int:
-    from engram.watch import watch_forever
+    from engram.ingest.watcher import watch_forever
 
     eng = _engine(args)
     try:
@@ -403,7 +298,7 @@ def cmd_trace(args) -> int:
         res = history.trace(eng, args.file)
     finally:
         eng.close()
-    emit(res, args.pretty, history.render_trace)
+    emit(res, args.pretty, render_trace)
     return 0
 
 
@@ -415,7 +310,7 @@ def cmd_blame(args) -> int:
         res = history.blame(eng, args.file)
     finally:
         eng.close()
-    emit(res, args.pretty, history.render_blame)
+    emit(res, args.pretty, render_blame)
     return 0
 
 

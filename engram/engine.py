@@ -23,8 +23,9 @@ from engram import paths
 from engram.errors import BadSpan, UnknownTape
 from engram.index import db
 from engram.index import queries as Q
-from engram.ingest import Ingestor
+from engram.ingest.ingestor import Ingestor
 from engram.query import explain as X
+from engram.index.access import TapeAccess
 from engram.query import window as W
 
 log = logging.getLogger(__name__)
@@ -191,7 +192,7 @@ class Engine:
 
     def _enclosing(self, file: str, text: str, start: int, end: int) -> tuple[int, int]:
         try:
-            from engram import symbols
+            from engram.query import symbols
         except ImportError:
             return start, end
         try:
@@ -245,13 +246,13 @@ class Engine:
             raise UnknownTape(f"no indexed tape {tape_id!r}; see `engram tapes`")
         at = max(0, min(int(at), t.n_events - 1))
         lo, hi = max(0, at - before), min(t.n_events - 1, at + after)
-        access = W.TapeAccess(conn)
+        access = TapeAccess(conn)
         evs = access.read(t, range(lo, hi + 1))
         nxt = conn.execute("SELECT tape_id FROM tapes WHERE continues=? ORDER BY tape_id LIMIT 1",
                            (t.tape_id,)).fetchone()
         prev = t.continues
         try:
-            from engram.query import lineage
+            from engram.query import walk as lineage
             cont = getattr(lineage, "continuation_neighbours", None)
             if cont is not None:
                 p2, n2 = cont(conn, t.id)
@@ -269,7 +270,7 @@ class Engine:
         t = Q.tape_by_id(conn, tape_id)
         if t is None:
             raise UnknownTape(f"no indexed tape {tape_id!r}; see `engram tapes`")
-        evs = W.TapeAccess(conn).read(t, range(0, t.n_events))
+        evs = TapeAccess(conn).read(t, range(0, t.n_events))
         if raw:
             return [e for _o, e in evs]
         return {"tape_id": t.tape_id, "path": t.path, "events": [W.render_event(o, e, full=True)

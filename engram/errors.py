@@ -82,3 +82,7 @@ class ConfigError(EngramError):
     """A config file could not be read; defaults were used instead."""
 
     code = "config-error"
+
+
+class WorkerGone(RuntimeError):
+    """The worker process exited or its pipe broke before answering."""

@@ -16,7 +16,7 @@ code lens and hover look up (``prefill``: at startup and after every ingest, sto
 request), and the index's postings are held in memory for all of them (``keep_postings``; see
 ``engram.query.blocks``). A background thread parses newly opened documents for hovers; then
 the query threads read ahead, between requests, what the first ``engram/explain`` of such a
-document reads (``warm``, ``engram_lsp.warmup``).
+document reads (``warm``, ``engram.query.prefetch``).
 """
 
 from __future__ import annotations
@@ -330,9 +330,9 @@ class Backend:
                 return
             done = None
             if not self._yield():
-                from engram.query import blocks
+                from engram.index import postings
 
-                done = blocks.prefill(engine.conn(), self._yield)
+                done = postings.prefill(engine.conn(), self._yield)
         finally:
             self._ingest_guard.release()
         if done is None and tries > 1 and not self.closing:
@@ -366,7 +366,7 @@ class Backend:
 
     def warm(self, file: str, text: str, before: int | None = None, after: int | None = None):
         """Read ahead what explaining spans of ``file`` (buffer ``text``) needs, as explain would
-        read it on first use (``engram_lsp.warmup``): on each query thread's connection in turn
+        read it on first use (``engram.query.prefetch``): on each query thread's connection in turn
         (each keeps its own rows; one thread warms at a time, so the other is free for a request),
         in steps of a few milliseconds, once no request has come or gone for ``_QUIET_S``. A
         request that arrives meanwhile is taken by the free thread at once, and the warm-up stops
@@ -448,7 +448,7 @@ class Backend:
         """Steps of ``task`` on this query thread until it is done here, or a request (queued or
         running), an ingest or a shutdown comes first: then it stops between two steps, and
         ``_warm_loop`` queues it again when it is quiet (after an ingest: from the start)."""
-        from engram_lsp import warmup
+        from engram.query import prefetch as warmup
 
         try:
             while True:
@@ -658,12 +658,12 @@ class Backend:
             if paths is not None:
                 kwargs["paths"] = [Path(p) for p in paths]
             replaced = self.index_ident is not None and self._index_ident() != self.index_ident
-            from engram.query import blocks
+            from engram.index import postings
 
             # no prefill meanwhile; while a rebuild replaces the file, no reading of postings
             # either (a connection left open on the old file confuses SQLite's locks on the new)
             paused = self.postings_file if rebuild else None
-            with self._ingest_guard, blocks.postings_paused(paused):
+            with self._ingest_guard, postings.postings_paused(paused):
                 summary = engine.ingest(**kwargs)
                 if rebuild:
                     # a query that opened its connection while the rebuild replaced the file may
@@ -700,11 +700,11 @@ def _keep_postings(backend: Backend, engine) -> None:
     query thread, never during an ingest (a reader's connection must not hold the old file of a
     rebuild)."""
     try:
-        from engram.query import blocks
+        from engram.index import postings
 
         conn = engine.conn()
         backend.postings_file = conn.filename
-        blocks.keep_postings(conn)
+        postings.keep_postings(conn)
     except Exception:  # an optimisation; queries fall back to SQLite
         log.debug("keeping postings in memory failed", exc_info=True)
 
@@ -712,9 +712,9 @@ def _keep_postings(backend: Backend, engine) -> None:
 def postings_status(backend: Backend) -> dict | None:
     if not backend.postings_file:
         return None
-    from engram.query import blocks
+    from engram.index import postings
 
-    return blocks.held_postings_status(backend.postings_file)
+    return postings.held_postings_status(backend.postings_file)
 
 
 def _preload_model(engine) -> None:

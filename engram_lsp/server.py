@@ -314,7 +314,7 @@ class EngramLanguageServer(LanguageServer):
 
     def offer_rebuild_for(self, exc: BaseException) -> None:
         if self.looks_corrupt(exc) and not self.rebuild_offered:
-            from engram_lsp.features.ingest import offer_rebuild
+            from engram_lsp.indexer import offer_rebuild
 
             self.rebuild_offered = True
             self.on_loop(offer_rebuild, self, getattr(exc, "message", None) or str(exc))
@@ -356,8 +356,6 @@ async def collect_when_idle(ls: EngramLanguageServer) -> None:
 FEATURES = (
     "lifecycle",
     "config",
-    "ingest",
-    "watch",
     "warm",
     "hover",
     "code_lens",

@@ -29,9 +29,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import ClassVar
 
-import xxhash
-
-from engram import redact
+from engram.adapters import redact
+from engram.digest import text_hash
 
 ADAPTER_API = 1
 
@@ -305,11 +304,6 @@ def iso_from_epoch_ms(v) -> str | None:
 def iso_any(v) -> str | None:
     """Epoch milliseconds or an ISO-8601 string → ISO-8601 UTC; None when unreadable."""
     return iso_from_epoch_ms(v) if isinstance(v, (int, float)) else iso_utc(v)
-
-
-def text_hash(text: str) -> str:
-    """Content hash of a text: hex xxh3_128 of its UTF-8 bytes."""
-    return xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass"))
 
 
 def rel_path(file: str | None, cwd: str | None) -> str | None:

@@ -315,7 +315,7 @@ def _indexed_blocks(ev: dict, derived: _Derived):
 def prepare(sessions: list[list[dict]], wanted=None) -> list[Prepared]:
     """``Prepared`` for each session's events (block texts capped, hashed and fingerprinted as
     the commit does; one batch for all); ``wanted(ofs, event)`` marks the events whose block
-    k-grams the lineage pass reads (``engram/query/ingest_cache.py``)."""
+    k-grams the lineage pass reads (``engram/lineage/cache.py``)."""
     texts: dict[bytes, list] = {}   # hash → [capped text, k-grams wanted, an edit's text]
     out = []
     for events in sessions:
@@ -360,7 +360,7 @@ class Batch:
 
     def __init__(self, conn: apsw.Connection, cache=None):
         self.conn = conn
-        self.cache = cache   # engram.query.ingest_cache.IngestCache, or None
+        self.cache = cache   # engram.lineage.cache.IngestCache, or None
         self.sessions: list[SessionRecord] = []
         self.n_events = 0
 

@@ -24,8 +24,9 @@ import numpy as np
 from engram import fingerprint
 from engram.index import queries as Q
 from engram.index import schema as S
-from engram.index import store
+from engram.index import postings, store
 from engram.query import location
+from engram.index.access import TapeAccess
 from engram.query import window as W
 
 DIRECT_FLOOR = 0.25       # direct evidence below this is noise unless --all
@@ -200,9 +201,7 @@ def _block_counts(conn: apsw.Connection, hashes: np.ndarray, keyed) -> tuple[dic
     """``({block: how many of the hashes it holds}, how many occur at all)``: from the postings a
     long-running process holds in memory (the language server), else from SQLite. ``keyed``:
     ``Q._keyed(hashes)``."""
-    from engram.query import blocks  # blocks imports this module
-
-    held = blocks.held_block_counts(conn, np.frombuffer(keyed[0], dtype=np.int64))
+    held = postings.held_block_counts(conn, np.frombuffer(keyed[0], dtype=np.int64))
     if held is not None:
         return held
     return Q.block_counts(conn, hashes, keyed)
@@ -616,7 +615,7 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
     paths_by_event: dict[int, list[dict]] = {}
     history_paths: dict[int, list[dict]] = {}
     try:
-        from engram.query import lineage
+        from engram.query import walk as lineage
     except ImportError:
         lineage = None
     if lineage is not None and hasattr(lineage, "walk"):
@@ -729,7 +728,7 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
         readers = [s for s in sessions if groups[id(s)] == 2]
         drop = {id(s) for s in readers[limit:]}
         sessions = [s for s in sessions if id(s) not in drop]
-    access = W.TapeAccess(conn)
+    access = TapeAccess(conn)
     out_sessions = []
     shown = WINDOW_SESSIONS if window_sessions is None else window_sessions
 

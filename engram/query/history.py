@@ -171,41 +171,6 @@ def _content_events(conn, text: str) -> list[int]:
     return sorted(set(out))
 
 
-def render_trace(r: dict) -> str:
-    out = [f"{r['file']}: {len(r['sessions'])} session(s)"
-           + ("" if r.get("exists", True) else " (file no longer exists)")]
-    for i, s in enumerate(r["sessions"], 1):
-        out.append(f"{i}. {s['first_t'] or '?'}  {s['harness']} · {s.get('model') or '?'}  "
-                   f"[{s['tier']}]  tape {s['tape_id'][:12]}  {s['edits']} edit(s), "
-                   f"{s['reads']} read(s)  ({'/'.join(s['match'])})")
-        if s.get("label"):
-            out.append(f"   “{_short(s['label'], 100)}”")
-        for a in s["actions"][:20]:
-            if a["k"] == "code.edit":
-                rng = f"{_r(a['before_range'])} → {_r(a['after_range'])}"
-            else:
-                rng = _r(a.get("range"))
-            out.append(f"   #{a['offset']:<5} {a['did']:<8} {rng}  {a['file'] or ''}")
-        if len(s["actions"]) > 20:
-            out.append(f"   … {len(s['actions']) - 20} more")
-    if r.get("truncated"):
-        out.append(f"(only the first {MAX_TRACE_SESSIONS} sessions shown)")
-    return "\n".join(out) + "\n"
-
-
-def _r(rng) -> str:
-    if not rng or rng[0] is None:
-        return "?"
-    if rng[1] is not None and rng[1] < rng[0]:
-        return f"@{rng[0]}"
-    return f"{rng[0]}-{rng[1]}"
-
-
-def _short(s, n):
-    s = " ".join(str(s).split())
-    return s if len(s) <= n else s[: n - 1] + "…"
-
-
 # ---------------------------------------------------------------------------------------------
 # blame
 
@@ -396,7 +361,7 @@ def _runs(lines: list[dict]) -> list[dict]:
 def _earlier(conn, result, erows, trows) -> None:
     """Sessions reached by the lineage walk from each attributed session's producing edits."""
     try:
-        from engram.query import lineage
+        from engram.query import walk as lineage
     except ImportError:
         return
     by_tape_id = {t.tape_id: t.id for t in trows.values()}
@@ -426,32 +391,3 @@ def _earlier(conn, result, erows, trows) -> None:
     result["truncated"] = w["truncated"]
 
 
-def render_blame(r: dict) -> str:
-    out = []
-    sess = r["sessions"]
-    width = len(str(len(r["lines"])))
-    for ln in r["lines"]:
-        tid = ln["tape_id"]
-        if tid:
-            s = sess[tid]
-            how = "wrote" if ln.get("produced") else "quoted"
-            who = f"{tid[:10]} {(s.get('last_t') or '')[:10]} {ln['confidence']:.2f} {how:<6}"
-        else:
-            who = " " * 34
-        out.append(f"{who} {ln['line']:>{width}}")
-    text_lines = []
-    try:
-        text_lines = Path(r.get("path") or r["file"]).read_text(encoding="utf-8", errors="replace").split("\n")
-    except OSError:
-        pass
-    if text_lines:
-        out = [f"{o} │ {text_lines[i] if i < len(text_lines) else ''}" for i, o in enumerate(out)]
-    out.append("")
-    out.append(f"{len(sess)} session(s):")
-    for tid, s in sess.items():
-        out.append(f"  {tid[:10]}  {s['harness']} · {s.get('model') or '?'} · {s.get('last_t') or ''}"
-                   f"  {s['lines']} line(s)  “{_short(s.get('label') or '', 70)}”")
-    for tid, s in (r.get("earlier") or {}).items():
-        out.append(f"  earlier {tid[:10]}  {s['harness']} · {s.get('last_t') or ''}  via {s['via']}"
-                   f" {s['confidence']:.2f}  “{_short(s.get('label') or '', 60)}”")
-    return "\n".join(out) + "\n"

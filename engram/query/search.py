@@ -8,6 +8,7 @@ import time
 
 from engram.index import queries as Q
 from engram.index import schema as S
+from engram.index.access import TapeAccess
 from engram.query import window as W
 
 
@@ -81,7 +82,7 @@ def search(engine, text: str, *, limit: int = 20, before: int = 2, after: int = 
         if cur is None or (combined, -eid) > (cur[0], -cur[1]):
             per_tape[r.tape] = (combined, eid)
     ranked = sorted(per_tape.items(), key=lambda kv: (-kv[1][0], trows[kv[0]].tape_id))[:limit]
-    access = W.TapeAccess(conn)
+    access = TapeAccess(conn)
     results = []
     for tid, (score, eid) in ranked:
         t, r = trows[tid], erows[eid]

@@ -1,6 +1,6 @@
 """LSP method ``textDocument/codeLens``: ``N sessions`` on each top-level symbol.
 
-Blocks come from ``engram.symbols.top_level_blocks``; all of them go to one ``explain_blocks`` call
+Blocks come from ``engram.query.symbols.top_level_blocks``; all of them go to one ``explain_blocks`` call
 (one fingerprint pass, one index query per document; after an edit only the blocks whose text
 changed, see ``Backend.block_results``). A lens appears where a block has at least
 ``codeLens.minSessions`` sessions; its command is ``engram.explain`` with ``[uri, range]``.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from engram import symbols
+from engram.query import symbols
 from engram_lsp import documents, render
 from engram_lsp.params import lsp_range
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from engram_lsp import params as P
 from engram_lsp.features import explain as explain_feature
-from engram_lsp.features import ingest
+from engram_lsp import indexer
 
 
 def register(server) -> None:
@@ -36,7 +36,7 @@ def register(server) -> None:
         if not isinstance(options, dict):
             raise P.InvalidParams("engram.reindex expects [{rebuild?: bool}]")
         if P.get_bool(options, "rebuild", True):
-            summary = await ingest.reindex(ls)
+            summary = await indexer.reindex(ls)
         else:
-            summary = await ingest.start(ls, title="Engram: indexing agent sessions")
+            summary = await indexer.start_ingest(ls, title="Engram: indexing agent sessions")
         return summary if isinstance(summary, dict) else {"done": True}

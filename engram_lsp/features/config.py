@@ -27,14 +27,14 @@ def register(server) -> None:
         if not await pull(ls) and pushed:
             apply(ls, settings_mod.merge(ls.init_options or {}, pushed))
         if ls.settings.engine_key() != before.engine_key() and ls.backend is not None:
-            from engram_lsp.features import ingest, watch
+            from engram_lsp import indexer
 
             log.info("engine settings changed: reopening the index")
-            watch.stop(ls)
+            indexer.stop_watching(ls)
             ls.backend.reopen(ls.settings)
-            ingest.start(ls, title="Engram: re-indexing (settings changed)")
+            indexer.start_ingest(ls, title="Engram: re-indexing (settings changed)")
             if ls.settings.watch_enabled:
-                await watch.start(ls)
+                await indexer.start_watching(ls)
         else:
             ls.refresh_code_lenses()
 

@@ -1,6 +1,6 @@
 """LSP method ``textDocument/hover``: the sessions behind the block under the cursor.
 
-The block is the innermost function/class around the hovered line (``engram.symbols``), else the
+The block is the innermost function/class around the hovered line (``engram.query.symbols``), else the
 surrounding chunk. One ``explain_blocks`` call answers from the index (plus one transcript window);
 the result is cached per buffer version and index generation. No sessions → ``null``, never an
 error. The card's format is in ``engram_lsp.render``.
@@ -12,7 +12,7 @@ import logging
 
 from lsprotocol import types
 
-from engram import symbols
+from engram.query import symbols
 from engram_lsp import documents, render
 from engram_lsp.params import lsp_range
 

@@ -14,7 +14,8 @@ import logging
 
 from lsprotocol import types
 
-from engram_lsp.features import config, ingest, watch
+from engram_lsp import indexer
+from engram_lsp.features import config
 
 log = logging.getLogger(__name__)
 
@@ -50,17 +51,17 @@ async def _startup(ls) -> None:
         log.error("could not open the Engram index at %s: %s", index, exc)
         if not ls.rebuild_offered:
             ls.rebuild_offered = True
-            ingest.offer_rebuild(ls, f"could not open the index ({exc})")
+            indexer.offer_rebuild(ls, f"could not open the index ({exc})")
         return
     log.info("engram-lsp %s: workspace %s, index %s", ls.version, backend.root, index)
     backend.prefill()
     if ls.settings.ingest_on_startup:
-        ingest.start(ls, title="Engram: indexing agent sessions")
+        indexer.start_ingest(ls, title="Engram: indexing agent sessions")
     elif not existed:
         ls.rebuild_offered = True
-        ingest.offer_rebuild(ls, "this workspace has no index yet", action="Build index")
+        indexer.offer_rebuild(ls, "this workspace has no index yet", action="Build index")
     if ls.settings.watch_enabled:
-        await watch.start(ls)
+        await indexer.start_watching(ls)
     from engram_lsp.server import collect_when_idle
 
     asyncio.ensure_future(collect_when_idle(ls))
@@ -68,6 +69,6 @@ async def _startup(ls) -> None:
 
 def stop(ls) -> None:
     """Stop watching and cancel a running ingest (idempotent)."""
-    watch.stop(ls)
+    indexer.stop_watching(ls)
     if ls.backend is not None:
         ls.backend.close(timeout=2.0)

@@ -105,7 +105,7 @@ def test_vanished_source(repo, capsys):
     ingest(capsys, "--seal")
     eng = Engine(repo)
     from engram.adapters import get
-    from engram.ingest import Ingestor, Source
+    from engram.ingest.ingestor import Ingestor, Source
 
     conn = eng.conn()
     ing = Ingestor(repo, eng.config, conn)

@@ -11,7 +11,7 @@ from pathlib import Path
 from engram.engine import Engine
 from engram.index import queries as Q
 from engram.index import schema as S
-from engram.query import window as W
+from engram.index.access import TapeAccess
 
 HARNESS = Path(__file__).resolve().parents[1] / "data" / "harness"
 MIN_LINES = 3          # edits that wrote at least this many lines ...
@@ -40,7 +40,7 @@ def test_every_real_edit_is_attributed_to_its_session(tmp_path):
     edits = conn.execute(
         "SELECT e.tape, e.ofs, t.harness FROM events e JOIN tapes t ON t.id = e.tape"
         " WHERE e.kind = ? ORDER BY t.tape_id, e.ofs", (S.KIND_CODE["code.edit"],)).fetchall()
-    access = W.TapeAccess(conn)
+    access = TapeAccess(conn)
     checked, harnesses, wrong = 0, set(), []
     for tape, ofs, harness in edits:
         t = Q.tapes(conn, [tape])[tape]

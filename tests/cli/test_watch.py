@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from engram.engine import Engine
-from engram.watch import ChangeCollector, watch_forever
+from engram.ingest.watcher import ChangeCollector, watch_forever
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "harness" / "claude_code"
 

@@ -1,5 +1,5 @@
 """``textDocument/didOpen`` reads ahead for ``engram/explain`` (``Backend.warm``,
-``engram_lsp.warmup``): answers are unchanged, and requests never wait for the warm-up."""
+``engram.query.prefetch``): answers are unchanged, and requests never wait for the warm-up."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from lsp_helpers import explain_params, open_doc, plain, request, wait_indexed
 
 from engram.query import explain as X
-from engram_lsp import warmup
+from engram.query import prefetch as warmup
 from engram_lsp.backend import Backend
 from engram_lsp.settings import Settings
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from engram.adapters import base, get
 from engram.adapters.claude_code import ADAPTER, MAX_TOOL_OUTPUT
 from engram.errors import UnsupportedLog
+from engram.digest import text_hash
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path("tests/data/harness/claude_code")  # relative: goldens must not name this machine
@@ -95,8 +96,8 @@ def test_every_event_is_well_formed(case):
             assert e["k"] in kinds
             assert e["uuid"] or e.get("queued")  # events keep their record's uuid
         if e["k"] == "code.edit":
-            assert e["before_hash"] == base.text_hash(e["before_text"])
-            assert e["after_hash"] == base.text_hash(e["after_text"])
+            assert e["before_hash"] == text_hash(e["before_text"])
+            assert e["after_hash"] == text_hash(e["after_text"])
 
 
 @pytest.mark.parametrize("case", [V1, V214, MAIN64, V217])

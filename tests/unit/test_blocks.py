@@ -17,6 +17,7 @@ from claude_log import World
 from engram import fingerprint
 from engram.cli import main
 from engram.engine import Engine
+from engram.index import postings
 from engram.index import queries as Q
 from engram.query import blocks as B
 from engram.query import explain as X
@@ -153,7 +154,7 @@ def test_large_blocks_are_looked_up_through_a_bounded_sample(world, capsys):
     eng = Engine(w.root)
     try:
         conn = eng.conn()
-        cache = B._cache(conn)
+        cache = postings._cache(conn)
         cache.check(conn)
         n = LONG.count("\n")
         q_block, _keys, denom = B._block_queries(cache, conn, LONG, [(1, n), (1, 3)])
@@ -198,7 +199,7 @@ def _wait_held(conn) -> None:
     import time
 
     deadline = time.monotonic() + 10
-    while B.held_postings_status(conn.filename)["postings"] is None:
+    while postings.held_postings_status(conn.filename)["postings"] is None:
         assert time.monotonic() < deadline, "the postings were not read"
         time.sleep(0.01)
 
@@ -223,12 +224,12 @@ def test_postings_in_memory_and_prefilled_rows_answer_the_same(world, capsys):
         conn = eng.conn()
         plain = eng.explain_blocks(file, text, blocks)
         assert plain[1]["sessions"] == 2
-        B.keep_postings(conn)
+        postings.keep_postings(conn)
         _wait_held(conn)
         assert eng.explain_blocks(file, text, blocks) == plain
-        cache = B._cache(conn)
+        cache = postings._cache(conn)
         assert cache.snap_use is not None and cache.snap_use[1] is False  # used, up to date
-        assert B.prefill(conn) and cache.full
+        assert postings.prefill(conn) and cache.full
         assert eng.explain_blocks(file, text, blocks) == plain
         hover = eng.explain_blocks(file, SHORT, [(1, SHORT.count("\n"))])
         # a new session copies the invoice code: new blocks, above the snapshot's top
@@ -247,18 +248,18 @@ def test_postings_in_memory_and_prefilled_rows_answer_the_same(world, capsys):
             fresh.close()
         assert eng.explain_blocks(file, SHORT, [(1, SHORT.count("\n"))]) == hover
         # a snapshot whose sampled blocks differ from the index's is not used
-        held = B._held[conn.filename]
+        held = postings._held[conn.filename]
         snap = held.snapshot
-        bad = B._Snapshot(snap.codes, snap.top, {i: b"other" for i in snap.samples})
+        bad = postings._Snapshot(snap.codes, snap.top, {i: b"other" for i in snap.samples})
         held.snapshot = bad
         other = Engine(w.root)
         try:
             assert other.explain_blocks(file, text, blocks) == after
-            assert B._cache(other.conn()).snap_use is None
+            assert postings._cache(other.conn()).snap_use is None
         finally:
             other.close()
     finally:
-        B._held.pop(eng.conn().filename, None)
+        postings._held.pop(eng.conn().filename, None)
         eng.close()
 
 
@@ -284,10 +285,10 @@ def test_explain_with_postings_in_memory_answers_the_same(world, capsys):
         conn = eng.conn()
         spans = [(4, 6), (9, 20), (1, n)]
         plain = [eng.explain(file, s, e, text=text) for s, e in spans]
-        B.keep_postings(conn)
+        postings.keep_postings(conn)
         _wait_held(conn)
         hashes = X.query_fingerprints(LONG)[0]
-        held = B.held_block_counts(conn, np.unique(Q.index_keys(hashes)))
+        held = postings.held_block_counts(conn, np.unique(Q.index_keys(hashes)))
         assert held is not None and held[1] > 0
         assert held == _grouped_counts(conn, hashes)
         assert held == Q.block_counts(conn, hashes)  # SQLite's one-pass count: the same
@@ -300,7 +301,7 @@ def test_explain_with_postings_in_memory_answers_the_same(world, capsys):
         w.checkout()
         _ingest(capsys)
         got = eng.explain(file, 9, 20, text=text)
-        assert B._cache(conn).snap_use[1] is True  # the snapshot is behind the index
+        assert postings._cache(conn).snap_use[1] is True  # the snapshot is behind the index
         fresh = Engine(w.root)
         try:
             assert _untimed(got) == _untimed(fresh.explain(file, 9, 20, text=text))
@@ -308,5 +309,5 @@ def test_explain_with_postings_in_memory_answers_the_same(world, capsys):
         finally:
             fresh.close()
     finally:
-        B._held.pop(eng.conn().filename, None)
+        postings._held.pop(eng.conn().filename, None)
         eng.close()

@@ -9,10 +9,10 @@ import json
 import pytest
 from claude_log import World
 
-from engram import ingest
+from engram.ingest import ingestor as ingest
 from engram.cli import main
 from engram.engine import Engine
-from engram.query import continuations
+from engram.lineage import continuations
 
 PARSE = '''def parse_header(line):
     """Split a raw header line into a (name, value) pair."""
@@ -125,7 +125,7 @@ def test_worker_exiting_falls_back_to_parsing_here(world, capsys, monkeypatch):
     _ingest(capsys)
     want = _dump(world)
 
-    from engram import parse_worker
+    from engram.ingest import worker as parse_worker
 
     class Dead(parse_worker.ParseProcess):
         def __init__(self):

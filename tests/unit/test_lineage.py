@@ -12,7 +12,8 @@ import json
 from claude_log import World, run_json
 
 from engram.engine import Engine
-from engram.query import lineage
+from engram.lineage import rules
+from engram.query import walk
 from engram.tape import writer
 
 PARSE = '''def parse_header(line):
@@ -141,7 +142,7 @@ def test_unrelated_code_at_the_same_place_does_not_link(world, capsys):
     # the deletion left a tombstone, and the new text sits on it only as a location-only edge
     es = edges(w)
     loc = [e for e in es if e[0].startswith("cccc") and e[2].startswith("bbbb")]
-    assert loc and all(e[8] == 1 and e[4] < lineage.LINK_THRESHOLD for e in loc)
+    assert loc and all(e[8] == 1 and e[4] < rules.LINK_THRESHOLD for e in loc)
     # --all shows it, marked, and still never as a linking edge
     res_all = explain(capsys, w, "net.py", UNRELATED, "--all")
     assert any(e.get("location_only") for e in res_all["lineage"])
@@ -166,7 +167,7 @@ def test_verbatim_reinsertion_links_back_to_the_old_chain(world, capsys):
     run_json(capsys, "ingest", "--seal")
     es = edges(w)
     back = [e for e in es if e[0].startswith("cccc") and e[2].startswith("bbbb") and not e[8]]
-    assert back and back[0][4] >= lineage.REINSERT_THRESHOLD and back[0][9] == "reinsert"
+    assert back and back[0][4] >= rules.REINSERT_THRESHOLD and back[0][9] == "reinsert"
     assert back[0][5] == "same"
     res = explain(capsys, w, "net.py", RETRY)
     pairs = {(e["from"]["tape_id"], e["to"]["tape_id"]) for e in res["lineage"]}
@@ -269,7 +270,7 @@ def test_agent_link_below_threshold_is_traversed(world, capsys):
     run_json(capsys, "ingest", "--seal")
     es = edges(w)
     link = [e for e in es if e[7] == 1]
-    assert link and link[0][4] < lineage.LINK_THRESHOLD and link[0][2].startswith("aaaa")
+    assert link and link[0][4] < rules.LINK_THRESHOLD and link[0][2].startswith("aaaa")
     res = run_json(capsys, "explain", "aio.py:1-4", "--brief")
     by = sessions_by_id(res)
     assert by["link-0006"]["via"] == "direct"
@@ -282,7 +283,7 @@ def test_fanout_and_edge_budget_truncate(world, capsys):
     w = world
     w.session(session_id="aaaa0007-0000-0000-0000-000000000001").user("retry helper") \
         .write("net.py", RETRY).save()
-    for i in range(lineage.MAX_FANOUT + 5):
+    for i in range(rules.MAX_FANOUT + 5):
         w.session(name=f"reader-{i:03d}").user(f"review the retry helper ({i})").read("net.py") \
             .say("Looks fine.").save()
     new = (RETRY.replace("delay * 2", "delay * 3").replace("base_delay=0.25", "base_delay=0.5")
@@ -299,16 +300,16 @@ def test_fanout_and_edge_budget_truncate(world, capsys):
     for e in res["lineage"]:
         k = (e["from"]["tape_id"], e["from"]["offset"])
         per_node[k] = per_node.get(k, 0) + 1
-    assert max(per_node.values()) == lineage.MAX_FANOUT
+    assert max(per_node.values()) == rules.MAX_FANOUT
     eng = Engine(w.root)
     try:
         conn = eng.conn()
         seed = conn.execute("SELECT from_event FROM edges GROUP BY from_event"
                             " ORDER BY count(*) DESC LIMIT 1").fetchone()[0]
-        out = lineage.walk(conn, {seed: 1.0}, max_edges=10)
+        out = walk.walk(conn, {seed: 1.0}, max_edges=10)
         assert out["truncated"]["edges"] is True and len(out["lineage"]) == 10
-        full = lineage.walk(conn, {seed: 1.0}, max_fanout=1000, max_edges=10_000)
-        assert not any(full["truncated"].values()) and len(full["lineage"]) > lineage.MAX_FANOUT
+        full = walk.walk(conn, {seed: 1.0}, max_fanout=1000, max_edges=10_000)
+        assert not any(full["truncated"].values()) and len(full["lineage"]) > rules.MAX_FANOUT
     finally:
         eng.close()
 
@@ -325,7 +326,7 @@ def test_walks_share_their_prepared_steps_but_not_their_output(world, capsys):
     ends = "SELECT from_event FROM edges UNION SELECT to_event FROM edges"
 
     def walks(conn, ids, **kw):
-        return {i: lineage.walk(conn, {i: 1.0}, **kw) for i in ids}
+        return {i: walk.walk(conn, {i: 1.0}, **kw) for i in ids}
 
     fresh = {}
     for opts in ({}, {"all": True}, {"min_confidence": 0.9}, {"max_fanout": 1, "max_edges": 2}):

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from engram import record
-from engram.record import record_command, record_stdin
+from engram.ingest import record
+from engram.ingest.record import record_command, record_stdin
 
 T = "2026-03-01T12:00:00.000Z"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engram.redact import redact_event, redact_text
+from engram.adapters.redact import redact_event, redact_text
 
 SECRETS = [
     ("anthropic-key", "key sk-ant-api03-" + "Zx9_kQ2vLm8pR4tW7yB1nD6fH3jK5sA0cE2gI4oU6qY8" * 2 + "AbC"),
@@ -42,7 +42,8 @@ def test_code_that_looks_like_secrets_is_kept(text):
 
 
 def test_redact_event_recomputes_edit_hashes():
-    from engram.adapters.base import ev_edit, text_hash
+    from engram.adapters.base import ev_edit
+    from engram.digest import text_hash
 
     ev = ev_edit("t", "a.env", 1, "", 1, "STRIPE_SECRET_KEY=Q8r4Tz1Lm9Xv2Kp7\n")
     n = redact_event(ev)

@@ -1,4 +1,4 @@
-"""engram.symbols: enclosing blocks and top-level blocks, tree-sitter and fallback."""
+"""engram.query.symbols: enclosing blocks and top-level blocks, tree-sitter and fallback."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engram import symbols
+from engram.query import symbols
 
 PY = '''import os
 

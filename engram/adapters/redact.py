@@ -16,6 +16,8 @@ import functools
 import math
 import re
 
+from engram.digest import text_hash
+
 _PLACEHOLDER = re.compile(
     r"^(?:x+|\*+|\.+|<[^>]*>|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|%[A-Za-z_]+%|"
     r"(?:your|my|fake|dummy|example|test|sample|placeholder|changeme|redacted|xxx)[-_a-z0-9]*|"
@@ -260,7 +262,6 @@ def redact_event(ev: dict) -> int:
             ev[key] = nv
             total += c
     if total and ev.get("k") == "code.edit":
-        from engram.adapters.base import text_hash
 
         ev["before_hash"] = text_hash(ev.get("before_text") or "")
         ev["after_hash"] = text_hash(ev.get("after_text") or "")

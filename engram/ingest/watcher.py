@@ -103,7 +103,7 @@ def watch_forever(engine, pretty: bool = False, stop: threading.Event | None = N
 
 def _report(out, res: dict, pretty: bool) -> None:
     if pretty:
-        from engram.cli import render_ingest
+        from engram.render import render_ingest
 
         out.write(render_ingest(res))
     else:

@@ -29,8 +29,8 @@ import xxhash
 
 from engram import fingerprint
 from engram.index import queries as Q
-from engram.query import window as W
-from engram.query.lineage import HEAD_EVENTS
+from engram.index.access import TapeAccess
+from engram.lineage.rules import HEAD_EVENTS
 from engram.sortedset import uniq
 
 _WANTED_KINDS = ("code.edit", "span.link")
@@ -232,7 +232,7 @@ class IngestCache:
                 uniq(np.concatenate(ks)) if ks else _EMPTY)
 
 
-class CachedAccess(W.TapeAccess):
+class CachedAccess(TapeAccess):
     """``TapeAccess`` answering from the run's kept lines when it holds every offset asked for."""
 
     def __init__(self, conn, cache: IngestCache):

@@ -1,213 +1,20 @@
-"""Lineage edges, tombstones and continuations (``shared/DESIGN.md`` "Lineage, tombstones,
-continuations"): computed at ingest by ``after_ingest`` (the work is in ``edges.py`` and
-``continuations.py``), walked at query time by ``walk``. The rules and their constants live here.
-
-**Edges** (table ``edges``) point *backwards in time*: ``from_event`` is a later ``code.edit``,
-``to_event`` an earlier event whose text it continued. For every edit X:
-
-* its before-text is looked up by fingerprint among earlier edit-after, edit-before and read blocks
-  (containment of X's before-text in the candidate block = ``confidence``); ``kind`` ``edit`` or
-  ``read``;
-* when X introduces new text (its after-text is mostly not in its before-text: a paste, a Write, a
-  re-insertion), the after-text is looked up among earlier edit blocks: in another file (or far
-  away in the same one) at ≥ ``LINK_THRESHOLD`` (``kind`` ``move``, ``location_delta`` ``moved``),
-  at the same place only when verbatim, ≥ ``REINSERT_THRESHOLD`` (``kind`` ``reinsert``);
-* earlier edits and tombstones at the same place whose text does *not* match are stored
-  ``location_only`` (shown only with ``--all``): location alone never links.
-
-``location_delta``: ``same`` (same file, overlapping lines), ``adjacent`` (same file, within
-``ADJACENT_LINES``), ``moved`` (another file, or further away), ``absent`` (a side has no file).
-``cardinality``: ``N:1`` when X's before-text is assembled from several earlier spans (no single
-one holds ``MERGE_COVER`` of it), ``1:N`` when one earlier span was continued by several edits of
-one later session over different lines of it (a split), else ``1:1``. ``span.link`` events give
-``agent_link`` edges (the edit that produced the link's ``to`` span → the event that held its
-``from`` span), traversed whatever their confidence. Each before-text edge also keeps X's own
-before→after similarity (``span_sim``).
-
-**Tombstones**: an edit whose before-text is gone from its after-text (similarity below
-``LINK_THRESHOLD``: a deletion, or a replacement by unrelated text) records the removed block,
-file, range and time. Such an edit does not carry its before-text's history to its after-text.
-
-**Continuations** (table ``continuations``, ``from_tape`` earlier → ``to_tape`` later): the input a
-tape was given at its head is compared with the tails of the latest ``MAX_PREDECESSORS`` tapes of
-the same harness and directory that started before it. Excluded: events the adapter marked
-``boilerplate`` or ``meta``; hashes of the head input of ``BOILERPLATE_TAPES`` (or
-``BOILERPLATE_SHARE``) tapes of the harness — system prompts, AGENTS.md/CLAUDE.md, environment
-preambles; the index's global boilerplate; and the earlier tape's own preamble (what it was given
-before it first acted), unless the later head is a compaction summary, which restates it. The
-share of the head found in the tail is the base score (at least ``CONT_MIN_BASE``, or
-``CONT_MIN_BASE_SUMMARY`` under a summary: time or markers alone never link); harness markers add to
-it: a compaction summary / "This session is being continued…" in the head, the same session id,
-``meta.continues`` (certain), the later tape starting within ``IMMEDIATE_MINUTES`` or
-``SOON_MINUTES`` of the earlier one's end. The best predecessor at ≥ ``CONT_THRESHOLD`` wins. An
-orchestrator-tier tape whose text holds an agent tape's first request (≥ ``DISPATCH_THRESHOLD``,
-within ``DISPATCH_MAX_HOURS`` before it) gets a ``dispatch`` row.
-
-**Walk**: BFS backwards from the events that match today's span, depth ≤ ``MAX_DEPTH``, at most
-``MAX_FANOUT`` edges per node (best first), ``MAX_EDGES`` overall; edges below ``min_confidence``
-are skipped unless ``agent_link`` (``--all`` keeps them and the location-only ones). A node is an
-event *and the side of it reached* (an edge into an edit-before block lands on that edit's
-before-text): a before-text follows its before-text edges; an after-text follows its own new-text
-edges, and its before-text edges too (at most ``span_sim``) unless the edit is a tombstone. The
-confidence of a reached session is the lowest along its path. Every tape touched crosses its
-continuation (``via: "continuation"``) and dispatch (``via: "lineage"``) rows to the earlier tape,
-repeatedly (chains).
-"""
+"""The lineage walk at query time: from the events that match a span, backwards through lineage
+edges, then across continuation and dispatch rows (the rules, and the constants that bound the walk,
+are in ``engram/lineage/rules.py``; the rows it follows are written at ingest by ``engram/lineage``)."""
 
 from __future__ import annotations
 
 import functools
 import json
-import logging
-import time
 from collections import defaultdict
 
 import apsw
-import numpy as np
 
-from engram import fingerprint
 from engram.index import queries as Q
 from engram.index import schema as S
-from engram.index.store import event_blocks
+from engram.lineage.rules import (MAX_DEPTH, MAX_EDGES, MAX_FANOUT, MAX_PLANS, ROUND, _chunks)
 
-log = logging.getLogger(__name__)
-
-LINK_THRESHOLD = 0.30
-REINSERT_THRESHOLD = 0.90
-NEW_TEXT_MAX = 0.5          # after-text contained less than this in the before-text: new text
-MERGE_COVER = 0.8
-ADJACENT_LINES = 20
-MAX_LOCATION_CANDIDATES = 3
-MAX_EDIT_CANDIDATES_PER_TAPE = 3
-MAX_RELINK = 2000          # already-linked later edits re-linked per ingest (out-of-order tapes)
-POPULAR_POSTINGS = 2000     # a hash in more blocks than this is ignored for linking
-
-MAX_DEPTH = 10
-MAX_FANOUT = 50
-MAX_EDGES = 500
-MAX_PLANS = 100_000         # nodes, tapes and events whose walk steps are kept (``_Plans``)
-
-HEAD_EVENTS = 12
-TAIL_EVENTS = 60
-BOILERPLATE_TAPES = 4       # head input shared by this many tapes of a harness is boilerplate
-BOILERPLATE_SHARE = 0.02    # ... or by this share of them, when that is more
-CONT_MIN_MATCH = 6
-CONT_MIN_BASE = 0.2
-CONT_MIN_BASE_SUMMARY = 0.1  # a compaction summary in the head: less overlap needed
-CONT_THRESHOLD = 0.5
-MAX_SUCCESSORS = 5          # later tapes re-scored when an earlier tape arrives late
-MAX_PREDECESSORS = 30       # latest earlier tapes of the same harness and cwd compared
-MARKER_BOOST = {"summary": 0.3, "resumed": 0.4, "immediate": 0.6, "soon": 0.3}
-IMMEDIATE_MINUTES = 5
-SOON_MINUTES = 30
-CONTINUED_TEXT = "This session is being continued from a previous conversation"
-DISPATCH_THRESHOLD = 0.6
-DISPATCH_MAX_HOURS = 24     # an orchestrator dispatches shortly before the agent starts
-
-_EDIT = S.kind_code("code.edit")
-_LINK = S.kind_code("span.link")
-ROUND = 4
-
-
-# ---------------------------------------------------------------------------------------------
-# ingest side
-
-
-def after_ingest(conn: apsw.Connection, cache=None) -> dict:
-    """Compute edges, tombstones and continuations for tapes not processed yet (incremental).
-    ``cache``: what the ingest run kept of its sessions (``ingest_cache.IngestCache``), if any."""
-    t0 = time.perf_counter()
-    stats = {"tapes": 0, "edits": 0, "edges": 0, "location_only": 0, "agent_links": 0,
-             "tombstones": 0, "continuations": 0, "dispatch": 0}
-    with conn:
-        tapes = {r[0]: r for r in conn.execute(
-            "SELECT tape_id, id, (SELECT min(id) FROM events WHERE tape=tapes.id), n_events"
-            " FROM tapes")}
-        done = dict(conn.execute("SELECT tape_id, sig FROM lineage_done"))
-        gone = [t for t in done if t not in tapes]
-        for t in gone:
-            conn.execute("DELETE FROM lineage_done WHERE tape_id=?", (t,))
-        new_rows = []
-        for tid, (_, rowid, first, n) in sorted(tapes.items()):
-            sig = f"{rowid}:{first}:{n}"
-            if done.get(tid) != sig:
-                new_rows.append((tid, rowid, sig))
-        if not new_rows:
-            return stats
-        trows = Q.tapes(conn, [r[1] for r in new_rows])
-        from engram.query import continuations, edges
-        from engram.query.ingest_cache import IngestCache
-
-        linker = edges.Linker(conn, stats, cache if cache is not None else IngestCache())
-        # continuations in the parse worker (a process of its own), if the run has one, while
-        # the edges are computed here
-        remote = continuations.submit_remote(conn, [r[1] for r in new_rows], cache)
-        linker.run([trows[r[1]] for r in new_rows])
-        if not continuations.apply_remote(conn, remote, stats):
-            continuations.compute(conn, [trows[r[1]] for r in new_rows], linker.access, stats,
-                                  linker.cache)
-        conn.executemany("INSERT OR REPLACE INTO lineage_done VALUES (?,?)",
-                         [(tid, sig) for tid, _, sig in new_rows])
-        stats["tapes"] = len(new_rows)
-    stats["elapsed_s"] = round(time.perf_counter() - t0, 3)
-    return stats
-
-
-def _order(t: str | None, tape_id: str, ofs: int) -> tuple:
-    return (t or "", tape_id, ofs)
-
-
-def _place(file: str | None, rel: str | None) -> str | None:
-    return rel or file
-
-
-def location_delta(p1: str | None, r1, p2: str | None, r2) -> str:
-    """``same``/``adjacent``/``moved``/``absent`` for two (file, [start, end]) locations."""
-    if not p1 or not p2:
-        return "absent"
-    if p1 != p2:
-        return "moved"
-    if not r1 or not r2 or r1[0] is None or r2[0] is None:
-        return "absent"
-    a0, a1 = r1[0], max(r1[0], r1[1] if r1[1] is not None else r1[0])
-    b0, b1 = r2[0], max(r2[0], r2[1] if r2[1] is not None else r2[0])
-    if a0 <= b1 and b0 <= a1:
-        return "same"
-    gap = max(a0 - b1, b0 - a1)
-    return "adjacent" if gap <= ADJACENT_LINES else "moved"
-
-
-def _flagged(ev: dict) -> bool:
-    return bool(ev.get("boilerplate") or ev.get("meta") is True)
-
-
-def _hashes(texts: list[str]) -> np.ndarray:
-    if not texts:
-        return np.zeros(0, np.int64)
-    fps = fingerprint.fingerprint_batch(texts)
-    hs = [f.hashes for f in fps if len(f.hashes)]
-    return np.unique(np.concatenate(hs)) if hs else np.zeros(0, np.int64)
-
-
-def _allk(text: str) -> np.ndarray:
-    """Every k-gram hash of ``text`` (unique): the query side of a containment, whose
-    denominator is the text's winnowed count (as ``explain`` does)."""
-    k, _ = fingerprint.all_kgrams(text, fingerprint.DEFAULT_K)
-    return np.unique(np.asarray(k, dtype=np.int64))
-
-
-def _allk_many(texts: list[str]) -> np.ndarray:
-    parts = [_allk(t) for t in texts]
-    parts = [p for p in parts if len(p)]
-    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
-
-
-def _texts(evs: list[tuple[int, dict]]) -> list[str]:
-    return [tx for _o, ev in evs for tx, _r, _l in event_blocks(ev)]
-
-
-# ---------------------------------------------------------------------------------------------
-# query side
+_AFTER, _BEFORE = 1, 0
 
 
 def continuation_neighbours(conn: apsw.Connection, tape_rowid: int) -> tuple[str | None, str | None]:
@@ -287,9 +94,6 @@ def walk(conn: apsw.Connection, seeds: dict[int, float], *, min_confidence: floa
     tombs = [dict(t, range=list(t["range"])) for t in plans.tombstones(conn, state)]
     tombs.sort(key=lambda d: (d["t"] or "", d["tape_id"], d["offset"]))
     return {"lineage": lineage, "tombstones": tombs, "truncated": truncated, "reached": reached}
-
-
-_AFTER, _BEFORE = 1, 0
 
 
 class _Plans:
@@ -551,49 +355,3 @@ def _first_events(conn, tape_rows) -> dict[int, int]:
                    "SELECT tape, id, min(ofs) FROM events WHERE tape IN carray(?) GROUP BY tape",
                    default=())
     return {t: rows[t][0][1] for t in tape_rows if rows[t]}
-
-
-# ---------------------------------------------------------------------------------------------
-
-
-def _chunks(values, n: int = 20000):
-    values = list(values)
-    for i in range(0, len(values), n):
-        yield values[i:i + n]
-
-
-def _int(v):
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _rng(v):
-    if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, int) for x in v):
-        return (v[0], v[1])
-    return None
-
-
-def _overlap(a, b) -> bool:
-    if not a or not b or a[0] is None or b[0] is None:
-        return True
-    a1 = a[1] if a[1] is not None else a[0]
-    b1 = b[1] if b[1] is not None else b[0]
-    return a[0] <= max(b1, b[0]) and b[0] <= max(a1, a[0])
-
-
-def _hours(t0: str, t1: str) -> float:
-    from datetime import datetime
-
-    try:
-        a = datetime.fromisoformat(t0)
-        b = datetime.fromisoformat(t1)
-    except ValueError:
-        return 0.0
-    return abs((b - a).total_seconds()) / 3600
-
-
-@functools.lru_cache(maxsize=65536)
-def _neg(t: str | None) -> str:
-    """Sort key putting later ISO times first (memoised: the same timestamps recur)."""
-    if not t:
-        return "~"
-    return "".join(chr(0x10FFFF - ord(c)) for c in t)

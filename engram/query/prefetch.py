@@ -40,7 +40,9 @@ def steps(
     connection; ``before``/``after``: the transcript window explain will be asked for (None:
     Engram's config, as explain's own default)."""
     from engram.query import explain as X
-    from engram.query import lineage, location
+    from engram.query import location
+    from engram.query import walk as lineage
+    from engram.index.access import TapeAccess
     from engram.query import window as W
 
     before = engine.config.window_before if before is None else before
@@ -52,7 +54,7 @@ def steps(
         return
     now = X._file_line_hashes(text)
     yield
-    access = W.TapeAccess(conn)
+    access = TapeAccess(conn)
     mark = time.perf_counter()
 
     def due() -> bool:

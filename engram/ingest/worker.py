@@ -1,11 +1,11 @@
-"""Parsing harness logs in a worker process, for big ingests (``engram/ingest.py``).
+"""Parsing harness logs in a worker process, for big ingests (``engram/ingest/ingestor.py``).
 
 Adapters are pure Python; in a thread beside the indexing they hold the GIL, and every call of the
 indexing thread that releases it (SQLite, the file system, numpy) then waits to get it back. A
 second process parses instead, on the other core. Adapters are pure and deterministic, so what
 comes back is what parsing in-process gives.
 
-The worker runs ``engram.parse_worker.main``, talking length-prefixed pickles over its stdin
+The worker runs ``engram.ingest.worker.main``, talking length-prefixed pickles over its stdin
 and stdout (not ``multiprocessing``, which would import the caller's ``__main__`` again in the
 child). It imports only the adapters, so it starts fast. Requests are answered in order; a
 reader thread in the parent collects the answers so the worker never blocks on a full pipe.
@@ -23,11 +23,9 @@ import traceback
 from concurrent.futures import Future
 from pathlib import Path
 
+from engram.errors import WorkerGone
+
 _HEADER = 8
-
-
-class WorkerGone(RuntimeError):
-    """The worker process exited or its pipe broke before answering."""
 
 
 def parse(harness: str, path: str, mode: str) -> tuple:
@@ -66,7 +64,7 @@ def _prepare(sessions: list[list[dict]]) -> list | None:
     try:
         from engram.index import store
         try:
-            from engram.query.ingest_cache import wanted
+            from engram.lineage.cache import wanted
         except ImportError:
             wanted = None
         return store.prepare(sessions, wanted)
@@ -96,10 +94,10 @@ class ParseProcess:
     def __init__(self) -> None:
         # the worker imports this engram: its root goes first on the path (``python -m`` would
         # put the working directory first, and with it any other engram checkout there)
-        root = str(Path(__file__).resolve().parent.parent)
+        root = str(Path(__file__).resolve().parents[2])
         self.proc = subprocess.Popen(
             [sys.executable, "-c", ("import sys; sys.path.insert(0, sys.argv[1]); "
-                                    "from engram.parse_worker import main; main()"), root],
+                                    "from engram.ingest.worker import main; main()"), root],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         _widen_pipe(self.proc.stdin)
         _widen_pipe(self.proc.stdout)
@@ -207,7 +205,7 @@ def main() -> None:
         request = pickle.loads(requests.read(int.from_bytes(head, "little")))
         if request[0] == "continuations":
             try:
-                from engram.query import continuations
+                from engram.lineage import continuations
                 res = continuations.compute_remote(request[1], request[2], request[3])
             except Exception as e:  # noqa: BLE001 — the ingest computes them itself then
                 res = ("crash", f"{type(e).__name__}: {e}", traceback.format_exc())

@@ -18,10 +18,10 @@ import numpy as np
 from engram.errors import CorruptTape
 from engram.index import queries as Q
 from engram.index import schema as S
-from engram.parse_worker import WorkerGone
-from engram.query import window as W
-from engram.query.ingest_cache import CachedAccess, IngestCache, boilerplate, postings
-from engram.query.lineage import (
+from engram.errors import WorkerGone
+from engram.index.access import TapeAccess
+from engram.lineage.cache import CachedAccess, IngestCache, boilerplate, postings
+from engram.lineage.rules import (
     BOILERPLATE_SHARE,
     BOILERPLATE_TAPES,
     CONT_MIN_BASE,
@@ -57,7 +57,7 @@ class TapeText:
     """What a tape was given at its start (head input, harness markers, first request), read back
     from the tape's first events and cached per run. Tails are looked up in the index instead."""
 
-    def __init__(self, access: W.TapeAccess, prints: IngestCache):
+    def __init__(self, access: TapeAccess, prints: IngestCache):
         self.access = access
         self.prints = prints
         self.cache: dict[int, dict] = {}
@@ -167,7 +167,7 @@ def _runs_over(sorted_values: np.ndarray, limit: int) -> np.ndarray:
     return sorted_values[start[cnt > limit]]
 
 
-def compute(conn: apsw.Connection, new_tapes: list[Q.TapeRow], access: W.TapeAccess,
+def compute(conn: apsw.Connection, new_tapes: list[Q.TapeRow], access: TapeAccess,
             stats: dict, prints: IngestCache | None = None, write=None) -> None:
     """Continuation and dispatch rows for ``new_tapes`` (and the tapes they may precede).
     ``write(sql, args)``: where the row changes go (default: executed on ``conn``). Nothing here

@@ -19,8 +19,8 @@ from engram.errors import CorruptTape
 from engram.index import queries as Q
 from engram.index import schema as S
 from engram.index.store import event_blocks
-from engram.query.ingest_cache import CachedAccess, IngestCache, boilerplate, postings
-from engram.query.lineage import (
+from engram.lineage.cache import CachedAccess, IngestCache, boilerplate, postings
+from engram.lineage.rules import (
     _EDIT,
     _LINK,
     LINK_THRESHOLD,

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import IO
 
 from engram.adapters import base
+from engram.digest import text_hash
 
 #: recorded command output, in bytes (the passthrough to stdout is never capped)
 OUTPUT_CAP = 1_000_000
@@ -145,7 +146,7 @@ def record_stdin(stream: IO[str] | IO[bytes] | str, *, label: str | None = None,
             events.append(base.ev_msg(ts, "msg.in", body, role=role))
     if label is None:
         label = next((_label(e["text"]) for e in events if e["k"] == "msg.in"), None)
-    session = base.text_hash(text)[:16]
+    session = text_hash(text)[:16]
     meta = base.ev_meta(ts, harness="generic", session=session, adapter=GENERIC,
                         source_path="<stdin>", label=label, t_source=t_src,
                         format="jsonl" if msgs and _jsonl_messages(text) is not None else "text")
@@ -332,7 +333,7 @@ def record_command(argv: list[str], cwd: str | os.PathLike, *, label: str | None
         reasons.append(f"{len(skipped)} changed file(s) not diffed (binary or over "
                        f"{MAX_FILE_BYTES} bytes): {', '.join(skipped[:5])}")
     head = _git(cwd, "rev-parse", "HEAD")
-    session = base.text_hash(json.dumps([list(argv), str(cwd), ts]))[:16]
+    session = text_hash(json.dumps([list(argv), str(cwd), ts]))[:16]
     meta = base.ev_meta(ts, harness="generic", session=session, adapter=GENERIC,
                         source_path=str(cwd), cwd=str(cwd),
                         repo_head=head.strip() if head else None,

@@ -33,10 +33,11 @@ from pathlib import Path
 import apsw
 import xxhash
 
-from engram import adapters, parse_worker, paths
+from engram import adapters, paths
+from engram.ingest import worker as parse_worker
 from engram.adapters.base import Adapter, ParseOutput
 from engram.config import Config
-from engram.errors import CorruptTape, EngramError
+from engram.errors import CorruptTape, EngramError, WorkerGone
 from engram.index import store
 from engram.tape import reader, writer
 
@@ -299,7 +300,7 @@ class Ingestor:
     def _post_index(self, summary: dict) -> None:
         """Derived structure computed after rows land (lineage, continuations)."""
         try:
-            from engram.query import lineage
+            from engram.lineage import derive as lineage
         except ImportError:
             return
         hook = getattr(lineage, "after_ingest", None)
@@ -332,7 +333,7 @@ class Ingestor:
             return fut.result(), None
         try:
             res = procs.result(fut[0])[fut[1]]
-        except parse_worker.WorkerGone:
+        except WorkerGone:
             log.warning("parse worker exited; parsing %s in-process", s.path)
             return self._parse(s), None
         if res[0] == "ok":
@@ -485,10 +486,10 @@ def _ready(ticket) -> bool:
 
 
 def _ingest_cache():
-    """What the lineage pass will read of this run's sessions (``engram/query/ingest_cache.py``);
+    """What the lineage pass will read of this run's sessions (``engram/lineage/cache.py``);
     ``None`` when lineage is not available."""
     try:
-        from engram.query.ingest_cache import IngestCache
+        from engram.lineage.cache import IngestCache
     except ImportError:
         return None
     return IngestCache()

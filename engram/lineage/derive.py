@@ -1,0 +1,49 @@
+"""The lineage pass of an ingest: edges, tombstones and continuations for the tapes not processed
+yet (the rules are in ``rules.py``; the work in ``edges.py`` and ``continuations.py``)."""
+
+from __future__ import annotations
+
+import time
+
+import apsw
+
+from engram.index import queries as Q
+from engram.lineage import continuations, edges
+from engram.lineage.cache import IngestCache
+
+
+def after_ingest(conn: apsw.Connection, cache=None) -> dict:
+    """Compute edges, tombstones and continuations for tapes not processed yet (incremental).
+    ``cache``: what the ingest run kept of its sessions (``ingest_cache.IngestCache``), if any."""
+    t0 = time.perf_counter()
+    stats = {"tapes": 0, "edits": 0, "edges": 0, "location_only": 0, "agent_links": 0,
+             "tombstones": 0, "continuations": 0, "dispatch": 0}
+    with conn:
+        tapes = {r[0]: r for r in conn.execute(
+            "SELECT tape_id, id, (SELECT min(id) FROM events WHERE tape=tapes.id), n_events"
+            " FROM tapes")}
+        done = dict(conn.execute("SELECT tape_id, sig FROM lineage_done"))
+        gone = [t for t in done if t not in tapes]
+        for t in gone:
+            conn.execute("DELETE FROM lineage_done WHERE tape_id=?", (t,))
+        new_rows = []
+        for tid, (_, rowid, first, n) in sorted(tapes.items()):
+            sig = f"{rowid}:{first}:{n}"
+            if done.get(tid) != sig:
+                new_rows.append((tid, rowid, sig))
+        if not new_rows:
+            return stats
+        trows = Q.tapes(conn, [r[1] for r in new_rows])
+        linker = edges.Linker(conn, stats, cache if cache is not None else IngestCache())
+        # continuations in the parse worker (a process of its own), if the run has one, while
+        # the edges are computed here
+        remote = continuations.submit_remote(conn, [r[1] for r in new_rows], cache)
+        linker.run([trows[r[1]] for r in new_rows])
+        if not continuations.apply_remote(conn, remote, stats):
+            continuations.compute(conn, [trows[r[1]] for r in new_rows], linker.access, stats,
+                                  linker.cache)
+        conn.executemany("INSERT OR REPLACE INTO lineage_done VALUES (?,?)",
+                         [(tid, sig) for tid, _, sig in new_rows])
+        stats["tapes"] = len(new_rows)
+    stats["elapsed_s"] = round(time.perf_counter() - t0, 3)
+    return stats
