@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpus", type=Path, default=HERE / "corpus" / "full")
     ap.add_argument("--src", type=Path, default=HERE.parent, help="the source tree to import engram from")
     ap.add_argument("--home", type=Path, default=Path(tempfile.gettempdir()) / "engram-explain-dump",
-                    help="the isolated HOME (the same for both versions: tape paths are in the answers)")
+                    help="the isolated HOME (runs at once need one each)")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--limit", type=int, default=0, help="at most N truth spans (0 = all)")
     a = ap.parse_args(argv)
@@ -67,7 +67,9 @@ def main(argv: list[str] | None = None) -> int:
             digest.update(line.encode())
             out.write(line)
 
-        put("tapes", None, eng.tapes())
+        # (a tape's file lies under the run's HOME: its directory is not an answer)
+        put("tapes", None, [{**t, "path": Path(t["path"]).name if t.get("path") else t.get("path")}
+                            for t in eng.tapes()])
         texts: dict[str, str] = {}
         for x in truth:
             f = x["file"]
