@@ -29,7 +29,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
-import xxhash
+from engram.digest import text_hash
+
 
 #: bump when the selection or the chunking changes (the worker re-chunks tapes done earlier).
 CHUNKER_VERSION = 2
@@ -66,10 +67,6 @@ class Chunk:
     offset: int
     kind: str
     part: int = 0
-
-
-def chunk_hash(text: str) -> str:
-    return xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass"))
 
 
 def estimate_tokens(word: str) -> int:
@@ -193,7 +190,7 @@ def reasoning_chunks(events: list[dict], tape_id: str, *, window: int = DEFAULT_
         part = 0
         for text in reasoning_texts(ev):
             for piece in chunk_text(text, window, overlap):
-                out.append(Chunk(chunk_hash(piece), piece, tape_id, offset, ev.get("k", ""), part))
+                out.append(Chunk(text_hash(piece), piece, tape_id, offset, ev.get("k", ""), part))
                 part += 1
     return out
 

@@ -282,7 +282,8 @@ def sidecar_chunks(conn, tape_ids: set[str] | None = None) -> list:
     ``summary``. ``tape_ids`` restricts them to those tapes."""
     import orjson
 
-    from engram.embed.chunk import Chunk, chunk_hash, chunk_text
+    from engram.digest import text_hash
+    from engram.embed.chunk import Chunk, chunk_text
 
     out = []
     rows = conn.execute("SELECT t.tape_id, e.ofs, l.body FROM events e JOIN tapes t ON e.tape=t.id"
@@ -299,7 +300,7 @@ def sidecar_chunks(conn, tape_ids: set[str] | None = None) -> list:
         part = 0
         for text in dict.fromkeys(t for t in texts if isinstance(t, str) and t.strip()):
             for piece in chunk_text(text):
-                out.append(Chunk(chunk_hash(piece), piece, tape_id, ofs, "sidecar", part))
+                out.append(Chunk(text_hash(piece), piece, tape_id, ofs, "sidecar", part))
                 part += 1
     return out
 

@@ -18,6 +18,7 @@ import orjson
 import xxhash
 
 from engram import fingerprint
+from engram.digest import text_key
 from engram.index import queries as Q
 from engram.index import schema as S
 from engram.sortedset import uniq
@@ -298,8 +299,8 @@ def _is_echo(text: str) -> bool:
 
 
 def _text_key(text: str) -> bytes:
-    """A block's key: xxh3_128 of its text as stored (capped at ``MAX_BLOCK_CHARS``)."""
-    return xxhash.xxh3_128_digest(text[:MAX_BLOCK_CHARS].encode("utf-8", "surrogatepass"))
+    """A block's key: the text's ``text_key`` as stored (capped at ``MAX_BLOCK_CHARS``)."""
+    return text_key(text[:MAX_BLOCK_CHARS])
 
 
 def _indexed_blocks(ev: dict, derived: _Derived):

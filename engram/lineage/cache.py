@@ -25,9 +25,9 @@ import itertools
 import apsw
 import numpy as np
 import orjson
-import xxhash
 
 from engram import fingerprint
+from engram.digest import text_key
 from engram.index import queries as Q
 from engram.index.access import TapeAccess
 from engram.lineage.rules import HEAD_EVENTS
@@ -97,10 +97,6 @@ def boilerplate(conn: apsw.Connection, hashes: np.ndarray) -> set[int]:
 def wanted(ofs: int, ev: dict) -> bool:
     """Events the lineage pass reads back: edits and span links anywhere, and a tape's head."""
     return ofs <= HEAD_EVENTS or ev.get("k") in _WANTED_KINDS
-
-
-def text_key(text: str) -> bytes:
-    return xxhash.xxh3_128_digest(text.encode("utf-8", "surrogatepass"))
 
 
 class IngestCache:
