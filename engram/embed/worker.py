@@ -61,14 +61,7 @@ def embed_tapes(tapes: Iterable[tuple[str, Path]], store, embedder, *,
                "reused": 0, "stopped": False, "errors": [], "elapsed_s": 0.0,
                "chunks_per_s": 0.0, "model_id": embedder.model_id,
                "device": embedder.device}
-
-    # ---- plan: read + chunk pending tapes; keep texts that still need a vector
-    pending: dict[str, str] = {}  # hash → text, in first-seen order
-    waiting: dict[str, set[str]] = {}  # tape → hashes it still waits for
-    waiters: dict[str, list[str]] = {}  # hash → tapes waiting for it
-    pending_refs: dict[str, list[tuple[str, str, int]]] = {}  # hash → refs to add with it
-    n_chunks: dict[str, int] = {}
-    finished: list[tuple[str, int]] = []
+    plan = _Plan()
     for tape_id, path in tapes:
         summary["tapes"] += 1
         if store.tape_done(tape_id, key):
@@ -77,17 +70,46 @@ def embed_tapes(tapes: Iterable[tuple[str, Path]], store, embedder, *,
         if stop():
             summary["stopped"] = True
             break
+        plan.add_tape(tape_id, path, store, read, summary, window, overlap)
+    store.mark_tapes_done(plan.finished, key)
+    summary["tapes_done"] += len(plan.finished)
+    t_embed = time.perf_counter()
+    _embed_pending(plan, store, embedder, key, summary, progress=progress, stop=stop,
+                   flush_every=flush_every, max_chunks_per_minute=max_chunks_per_minute)
+    elapsed = time.perf_counter() - t0
+    summary["elapsed_s"] = round(elapsed, 3)
+    embed_s = time.perf_counter() - t_embed
+    summary["chunks_per_s"] = round(summary["embedded"] / embed_s, 2) if embed_s > 0 else 0.0
+    return summary
+
+
+class _Plan:
+    """The texts a pass still has to embed, and which tapes wait for which of them."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, str] = {}  # hash → text, in first-seen order
+        self.waiting: dict[str, set[str]] = {}  # tape → hashes it still waits for
+        self.waiters: dict[str, list[str]] = {}  # hash → tapes waiting for it
+        self.pending_refs: dict[str, list[tuple[str, str, int]]] = {}  # hash → refs to add with it
+        self.n_chunks: dict[str, int] = {}
+        self.finished: list[tuple[str, int]] = []  # tapes with every vector already stored
+
+    def add_tape(self, tape_id: str, path, store, read, summary: dict, window: int,
+                 overlap: int) -> None:
+        """Read and chunk one tape; refs to vectors already stored are added now, the other
+        texts join ``pending``. A tape that cannot be read is reported and skipped."""
         try:
             events = read(Path(path))
         except EngramError as e:
             summary["errors"].append(e.to_dict())
             log.warning("embed: skipping tape %s: %s", tape_id, e)
-            continue
+            return
         chunks = reasoning_chunks(events, tape_id, window=window, overlap=overlap)
         if hasattr(store, "drop_refs"):  # refs of an earlier chunker version (or a cut-off pass)
             store.drop_refs([tape_id])
         summary["chunks"] += len(chunks)
-        n_chunks[tape_id] = len(chunks)
+        self.n_chunks[tape_id] = len(chunks)
+        pending = self.pending
         hashes = [c.hash for c in chunks]
         missing = set(store.missing([h for h in hashes if h not in pending]))
         texts = {c.hash: c.text for c in chunks}
@@ -99,19 +121,33 @@ def embed_tapes(tapes: Iterable[tuple[str, Path]], store, embedder, *,
                 pending[h] = texts[h]
         for r in refs:
             if r[0] in wait:
-                pending_refs.setdefault(r[0], []).append(r)
+                self.pending_refs.setdefault(r[0], []).append(r)
         summary["reused"] += sum(1 for h in hashes if h not in wait)
         if not wait:
-            finished.append((tape_id, len(chunks)))
-            continue
-        waiting[tape_id] = wait
+            self.finished.append((tape_id, len(chunks)))
+            return
+        self.waiting[tape_id] = wait
         for h in sorted(wait):
-            waiters.setdefault(h, []).append(tape_id)
-    store.mark_tapes_done(finished, key)
-    summary["tapes_done"] += len(finished)
+            self.waiters.setdefault(h, []).append(tape_id)
 
-    # ---- embed in batches, committing each; honour the cap and stop requests
-    order = list(pending)
+    def complete(self, batch: list[str]) -> list[tuple[str, int]]:
+        """The tapes whose last awaited text is in ``batch``, with their chunk counts."""
+        done = []
+        for h in batch:
+            for tape in self.waiters.pop(h, ()):
+                w = self.waiting[tape]
+                w.discard(h)
+                if not w:
+                    done.append((tape, self.n_chunks[tape]))
+                    del self.waiting[tape]
+        return done
+
+
+def _embed_pending(plan: _Plan, store, embedder, key: str, summary: dict, *, progress, stop,
+                   flush_every: int, max_chunks_per_minute: float | None) -> None:
+    """Embed ``plan.pending`` in batches, committing each; honour the rate cap and stop
+    requests."""
+    order = list(plan.pending)
     total = len(order)
     if progress:
         progress(0, total)
@@ -122,19 +158,12 @@ def embed_tapes(tapes: Iterable[tuple[str, Path]], store, embedder, *,
             summary["stopped"] = True
             break
         batch = order[s:s + flush_every]
-        vecs = embedder.embed([pending[h] for h in batch])
-        refs = [r for h in batch for r in pending_refs.pop(h, ())]
+        vecs = embedder.embed([plan.pending[h] for h in batch])
+        refs = [r for h in batch for r in plan.pending_refs.pop(h, ())]
         store.add(batch, vecs, refs)
         done += len(batch)
         summary["embedded"] += len(batch)
-        complete = []
-        for h in batch:
-            for tape in waiters.pop(h, ()):
-                w = waiting[tape]
-                w.discard(h)
-                if not w:
-                    complete.append((tape, n_chunks[tape]))
-                    del waiting[tape]
+        complete = plan.complete(batch)
         store.mark_tapes_done(complete, key)
         summary["tapes_done"] += len(complete)
         if progress:
@@ -146,8 +175,3 @@ def embed_tapes(tapes: Iterable[tuple[str, Path]], store, embedder, *,
                 if left <= 0:
                     break
                 time.sleep(min(left, 0.25))
-    elapsed = time.perf_counter() - t0
-    summary["elapsed_s"] = round(elapsed, 3)
-    embed_s = time.perf_counter() - t_embed
-    summary["chunks_per_s"] = round(summary["embedded"] / embed_s, 2) if embed_s > 0 else 0.0
-    return summary
