@@ -176,6 +176,7 @@ def _content_events(conn, text: str) -> list[int]:
 
 
 def blame(engine, file: str) -> dict:
+    """Per line of ``file``, the session that most likely produced it (see the module's doc)."""
     conn = engine.conn()
     p, text = _read(engine, file)
     if text is None:
@@ -192,6 +193,31 @@ def blame(engine, file: str) -> dict:
     if n_lines == 0:
         return result
     uq, inv = np.unique(allk, return_inverse=True)
+    hash_blocks, after_events, before_of, block_other, erows = _block_roles(conn, uq)
+    tape_list, prod, other = _tape_matrices(uq, hash_blocks, after_events, before_of, block_other)
+    L = n_lines
+    kl = np.clip(klines, 0, L - 1)
+    per_line_total = np.bincount(kl, minlength=L).astype(np.float64)
+    trows = Q.tapes(conn, tape_list)
+    best = _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total)
+    # blame through the log: lines that are today where the file's logged edits left them
+    # belong to the edit that wrote them; lines the log does not show (changed since, by hand or
+    # by a session nobody logged) are judged by their own fingerprints, not their neighbours'
+    log = _log_owners(conn, rel, str(p), text, L)
+    log_rows = Q.events(conn, {int(e) for e in log[0][log[0] > 0]}) if log is not None else {}
+    trows.update(Q.tapes(conn, {r.tape for r in log_rows.values()} - set(trows)))
+    out_lines, line_tapes = _line_entries(L, best, per_line_total > 0, log, log_rows, trows)
+    result["lines"] = out_lines
+    _add_sessions(result, out_lines, line_tapes, trows)
+    result["runs"] = _runs(out_lines)
+    _earlier(conn, result, {**erows, **log_rows}, trows)
+    return result
+
+
+def _block_roles(conn, uq: np.ndarray):
+    """The index's postings of the file's distinct hashes ``uq`` (less boilerplate), by role:
+    ``(hash → its blocks, block → (edit, tape) whose after-text it is, edit → its before-text
+    block, block → tapes holding it otherwise, the events)``."""
     bp = Q.boilerplate(conn, uq)
     keep = ~np.isin(uq, np.fromiter(bp, np.int64, len(bp))) if bp else np.ones(len(uq), bool)
     # hash → tapes that wrote it (edit-after) / that hold it otherwise
@@ -216,6 +242,12 @@ def blame(engine, file: str) -> dict:
             block_other[b].add(r.tape)
             if role == S.ROLE_EDIT_BEFORE:
                 before_of[eid] = b
+    return hash_blocks, after_events, before_of, block_other, erows
+
+
+def _tape_matrices(uq: np.ndarray, hash_blocks, after_events, before_of, block_other):
+    """``(tapes, produced, other)``: the tapes that hold any of the hashes ``uq`` (sorted), and
+    per tape × hash whether one of its edits produced the hash / whether it holds it otherwise."""
     col = {h: i for i, h in enumerate(uq.tolist())}
     tape_list = sorted({t for v in after_events.values() for _e, t in v}
                        | {t for v in block_other.values() for t in v})
@@ -234,14 +266,19 @@ def blame(engine, file: str) -> dict:
                     prod[tindex[t], c] = True
             for t in block_other.get(b, ()):
                 other[tindex[t], c] = True
-    # per line: counts of k-grams starting in [L - ctx, L + ctx], and how many each tape holds;
-    # also with no context (``strict``: the k-grams starting on the line itself)
-    L = n_lines
-    kl = np.clip(klines, 0, L - 1)
-    per_line_total = np.bincount(kl, minlength=L).astype(np.float64)
+    return tape_list, prod, other
+
+
+def _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total):
+    """``{"context" | "strict": (best tape per line, its score, whether it produced the line)}``.
+
+    Per line: counts of k-grams starting in [L - ctx, L + ctx], and how many each tape holds;
+    also with no context (``strict``: the k-grams starting on the line itself). Producers first
+    (latest tape wins ties), then any tape, on lines no producer reached ``BLAME_MIN``."""
+    L = len(per_line_total)
+    n_t = len(tape_list)
     win = np.ones(2 * BLAME_CONTEXT + 1)
     total = np.convolve(per_line_total, win, mode="same")
-    trows = Q.tapes(conn, tape_list)
     best = {m: (np.full(L, -1, dtype=np.int64), np.zeros(L), np.zeros(L, dtype=bool))
             for m in ("context", "strict")}
     if n_t:
@@ -265,13 +302,13 @@ def blame(engine, file: str) -> dict:
                     b_tape[better] = tape_list[i]
                     if pass_prod:
                         b_prod |= better & (conf >= BLAME_MIN)
-    own = per_line_total > 0
-    # blame through the log: lines that are today where the file's logged edits left them
-    # belong to the edit that wrote them; lines the log does not show (changed since, by hand or
-    # by a session nobody logged) are judged by their own fingerprints, not their neighbours'
-    log = _log_owners(conn, rel, str(p), text, L)
-    log_rows = Q.events(conn, {int(e) for e in log[0][log[0] > 0]}) if log is not None else {}
-    trows.update(Q.tapes(conn, {r.tape for r in log_rows.values()} - set(trows)))
+    return best
+
+
+def _line_entries(L: int, best, own: np.ndarray, log, log_rows, trows) -> tuple[list[dict], list[int]]:
+    """``(one entry per line, its tape or -1)``: the log's edit where it shows the line, else the
+    best tape by fingerprints (``strict`` on a line the log does not show but whose own
+    fingerprints can judge it, ``context`` otherwise)."""
     out_lines = []
     line_tapes = []
     for i in range(L):
@@ -293,7 +330,11 @@ def blame(engine, file: str) -> dict:
                     entry["inferred"] = True   # no fingerprint starts on this line: its neighbours decide
         line_tapes.append(t)
         out_lines.append(entry)
-    result["lines"] = out_lines
+    return out_lines, line_tapes
+
+
+def _add_sessions(result: dict, out_lines: list[dict], line_tapes: list[int], trows) -> None:
+    """``result["sessions"]``: each session some line is attributed to, with its line count."""
     used = {trows[t].tape_id: trows[t] for t in set(line_tapes) if t >= 0}
     for tid, t in sorted(used.items()):
         n = sum(1 for ln in out_lines if ln["tape_id"] == tid)
@@ -302,9 +343,6 @@ def blame(engine, file: str) -> dict:
         result["sessions"][tid] = {"harness": t.harness, "session": t.session,
                                    "tier": t.tier or "agent", "label": t.label, "model": t.model,
                                    "first_t": t.first_t, "last_t": t.last_t, "lines": n}
-    result["runs"] = _runs(out_lines)
-    _earlier(conn, result, {**erows, **log_rows}, trows)
-    return result
 
 
 def _log_owners(conn, rel: str, path: str, text: str, n_lines: int
