@@ -29,6 +29,7 @@ from pathlib import Path
 
 from engram.embed.model import EmbedUnavailable, available, resolve_model
 from engram.embed.store import VectorStore, model_slug
+from engram.timestamps import utc_iso
 
 log = logging.getLogger(__name__)
 
@@ -268,7 +269,7 @@ def embed_index(engine, progress: Callable[[int, int], None] | None = None,
            "stopped": s["stopped"], "errors": s["errors"], "max_chunks_per_minute": cap}
     record = {k: out[k] for k in ("model_id", "device", "tapes", "embedded", "vectors", "seconds",
                                   "chunks_per_s", "stopped")}
-    record["at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    record["at"] = utc_iso()
     try:
         (store.path / _LAST_RUN).write_text(json.dumps(record, sort_keys=True) + "\n")
     except OSError:

@@ -27,12 +27,12 @@ import shlex
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO
 
 from engram.adapters import base
 from engram.digest import text_hash
+from engram.timestamps import utc_iso
 
 #: recorded command output, in bytes (the passthrough to stdout is never capped)
 OUTPUT_CAP = 1_000_000
@@ -64,8 +64,7 @@ def _iso(t: float | str | None) -> tuple[str, str]:
         return t, "argument"
     src = "argument" if t is not None else "process_start"
     ts = _PROCESS_START if t is None else t
-    dt = datetime.fromtimestamp(ts, tz=timezone.utc)
-    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z"), src
+    return utc_iso(ts, millis=True), src
 
 
 def _label(text: str) -> str:
