@@ -21,6 +21,7 @@ import apsw
 from engram import config as config_mod
 from engram import paths
 from engram.errors import BadSpan, UnknownTape
+from engram.files import count_lines, read_text_file
 from engram.index import db
 from engram.index import queries as Q
 from engram.ingest.ingestor import Ingestor
@@ -121,14 +122,10 @@ class Engine:
             p = Path(file)
             if not p.is_absolute():  # relative to the current directory, else to the repo root
                 p = Path.cwd() / p if (Path.cwd() / p).exists() else self.root / p
-            try:
-                text = p.read_text(encoding="utf-8", errors="replace")
+            try:  # a regular file of bounded size only (engram.files): not a FIFO, /dev/zero, ...
+                text = read_text_file(p, shown=file)
             except FileNotFoundError:
                 raise BadSpan("no such file", path=file) from None
-            except IsADirectoryError:
-                raise BadSpan("is a directory, not a file", path=file) from None
-            except OSError as e:
-                raise BadSpan(f"cannot read: {e.strerror}", path=file) from None
         return text, _lines(text)
 
     def explain(self, file: str, start: int, end: int, *, text: str | None = None,
@@ -406,9 +403,7 @@ def parse_span(spec: str) -> tuple[str, int, int]:
     m = re.match(r"^(.*?):(\d+)(?:-(\d+))?$", spec)
     if not m:
         if os.path.exists(spec):
-            with open(spec, encoding="utf-8", errors="replace") as f:
-                n = sum(1 for _ in f)
-            return spec, 1, max(n, 1)
+            return spec, 1, max(count_lines(read_text_file(spec)), 1)
         raise BadSpan(f"expected FILE:START-END, got {spec!r}")
     f, a, b = m.group(1), int(m.group(2)), int(m.group(3) or m.group(2))
     if a < 1 or b < a:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from engram.errors import EngramError
+from engram.files import read_text_file
 from engram.query.history import MAX_TRACE_SESSIONS
 
 
@@ -165,8 +165,8 @@ def render_blame(r: dict) -> str:
         out.append(f"{who} {ln['line']:>{width}}")
     text_lines = []
     try:
-        text_lines = Path(r.get("path") or r["file"]).read_text(encoding="utf-8", errors="replace").split("\n")
-    except OSError:
+        text_lines = read_text_file(r.get("path") or r["file"]).split("\n")
+    except (OSError, EngramError):  # blame read it a moment ago; without it, no text column
         pass
     if text_lines:
         out = [f"{o} │ {text_lines[i] if i < len(text_lines) else ''}" for i, o in enumerate(out)]

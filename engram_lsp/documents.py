@@ -8,9 +8,15 @@ asking about a file on disk) it is ``None`` and the engine reads the file.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
 from pathlib import Path
 
+from engram.errors import EngramError
+from engram.files import read_text_file
 from engram_lsp.params import InvalidParams, uri_to_path
+
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,13 +28,28 @@ class Doc:
     version: int | None
 
     def source(self) -> str:
-        """The text, reading the file when the buffer is not open ("" if unreadable)."""
+        """The text, reading the file when the buffer is not open.
+
+        "" when the file is not a regular file of bounded size (``engram.files``: a FIFO,
+        ``/dev/zero``, a directory, more than 16 MiB, ...) or cannot be read: hover and code lens
+        then show nothing. ``engram/explain`` passes ``text=None`` to the engine instead, which
+        reads the file the same way and answers the refusal as an error.
+        """
         if self.text is not None:
             return self.text
         try:
-            return self.path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+            return read_text_file(self.path)
+        except (OSError, EngramError) as exc:
+            log.info("not reading %s: %s", self.uri, exc)
             return ""
+
+
+def _exists(path: Path) -> bool:
+    try:
+        os.stat(path)
+    except (OSError, ValueError):  # ValueError: an embedded NUL byte
+        return False
+    return True
 
 
 def file_arg(root: Path, path: Path) -> str:
@@ -42,6 +63,6 @@ def resolve(ls, uri: str) -> Doc:
     if uri in docs:
         doc = docs[uri]
         text, version = doc.source, doc.version
-    elif not path.exists():
+    elif not _exists(path):
         raise InvalidParams(f"document is neither open nor on disk: {uri}")
     return Doc(uri=uri, path=path, file=file_arg(ls.root, path), text=text, version=version)

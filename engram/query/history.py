@@ -40,6 +40,7 @@ import numpy as np
 
 from engram import fingerprint
 from engram.errors import BadSpan
+from engram.files import read_text_file
 from engram.index import queries as Q
 from engram.index import schema as S
 from engram.index import store
@@ -57,14 +58,10 @@ def _read(engine, file: str) -> tuple[Path, str | None]:
     p = Path(file)
     if not p.is_absolute():
         p = Path.cwd() / p
-    if p.is_dir():
-        raise BadSpan("is a directory, not a file", path=file)
-    try:
-        return p, p.read_text(encoding="utf-8", errors="replace")
+    try:  # a regular file of bounded size only (engram.files): not a FIFO, /dev/zero, ...
+        return p, read_text_file(p, shown=file)
     except FileNotFoundError:
         return p, None
-    except OSError as e:
-        raise BadSpan(f"cannot read: {e.strerror}", path=file) from None
 
 
 def _rel(engine, p: Path) -> str:
