@@ -582,6 +582,14 @@ class Backend:
                     self._blocks.popitem(last=False)
         return [{**known[i], "range": [s, e]} for i, (s, e) in enumerate(blocks)]
 
+    def postings_status(self) -> dict | None:
+        """How many postings are held in memory (``engram/status`` → ``server.memory``)."""
+        if not self.postings_file:
+            return None
+        from engram.index import postings
+
+        return postings.held_postings_status(self.postings_file)
+
     def invalidate(self) -> None:
         with self._lock:
             self.generation += 1
@@ -707,14 +715,6 @@ def _keep_postings(backend: Backend, engine) -> None:
         postings.keep_postings(conn)
     except Exception:  # an optimisation; queries fall back to SQLite
         log.debug("keeping postings in memory failed", exc_info=True)
-
-
-def postings_status(backend: Backend) -> dict | None:
-    if not backend.postings_file:
-        return None
-    from engram.index import postings
-
-    return postings.held_postings_status(backend.postings_file)
 
 
 def _preload_model(engine) -> None:

@@ -1,25 +1,34 @@
-"""The service that keeps the index fresh for the language server: ingest with progress, the
-rebuild offer, live watching with a periodic sweep, and embedding after ingest. No LSP method of
-its own: ``features/lifecycle``, ``config`` and ``commands`` drive it.
+"""The ``Indexer``: the language server's one object that keeps the index fresh.
 
-**Ingest.** LSP methods ``$/progress`` (work-done progress), ``workspace/codeLens/refresh`` and
-``window/showMessageRequest`` (the rebuild offer) around background ingests.
+The server owns one (``ls.indexer``). It starts the index after ``initialized`` (``start``), runs
+ingests in the background with work-done progress (``ingest``), offers a rebuild of a broken index
+(``offer_rebuild``), rebuilds it (``reindex``), watches the agents' logs and tape sources
+(``watch`` / ``unwatch``), sweeps them every ``SWEEP_S`` seconds, embeds new reasoning text after
+an ingest (``embed``), reopens the engine when the settings that define what is indexed change
+(``settings_changed``) and stops it all at shutdown (``stop``). LSP features do not drive each
+other: they call this object, and what must follow a change of the index subscribes to it with
+``on_indexed`` (the code lens feature refreshes the client's lenses that way).
 
-``start_ingest(ls)`` queues an ingest on the backend's ingest thread, reports it as work-done progress
-(when the client supports ``window.workDoneProgress``), then asks the client to refresh its code
-lenses. A failure is logged and shown (``showNotifications``); a broken index gets one offer to
-rebuild it (``Rebuild index`` → the same as the ``engram.reindex`` command).
+**Ingest.** ``ingest()`` queues an ingest on the backend's ingest thread, reports it as work-done
+progress (``$/progress``, when the client supports ``window.workDoneProgress``), then tells the
+``on_indexed`` listeners. A failure is logged and shown (``showNotifications``); a broken index gets
+one offer to rebuild it (``window/showMessageRequest``: ``Rebuild index`` → ``reindex``, the same as
+the ``engram.reindex`` command).
 
-**Watching** (``start_watching``): log dirs and tape sources → incremental ingest →
-``workspace/codeLens/refresh``. A watchdog observer watches every path of ``engine.watch_paths()``. File events are collected and flushed at most
-``watch.debounceMs`` (200 ms) after the first one, so a burst of 1,000 appended lines is one ingest
-and a single appended line is indexed well inside the 2 s freshness target. Paths that change while
-an ingest runs are ingested together right after it (``Backend.ingest_changed``). Rotation (a move)
-ingests the new name; a deleted log is ignored; a watched directory that does not exist yet is
-polled for until it appears. Events under the index directory are ignored (the index is ours).
+**Watching** (``watch``): a watchdog observer on every path of ``engine.watch_paths()``. File events
+are collected and flushed at most ``watch.debounceMs`` (200 ms) after the first one, so a burst of
+1,000 appended lines is one ingest and a single appended line is indexed well inside the 2 s
+freshness target. Paths that change while an ingest runs are ingested together right after it
+(``Backend.ingest_changed``). Rotation (a move) ingests the new name; a deleted log is ignored; a
+watched directory that does not exist yet is polled for until it appears. Events under the index
+directory are ignored (the index is ours).
 
-Besides events, a full incremental ingest runs every ``SWEEP_S`` seconds while the server is idle,
-so live sessions whose logs went quiet get sealed into tapes (``seal_after``) without a restart.
+Besides events, a full incremental ingest runs every ``SWEEP_S`` seconds while no ingest runs, so
+live sessions whose logs went quiet get sealed into tapes (``seal_after``) without a restart.
+
+**Embedding** (issue 7): after an ingest that changed the index, new reasoning text is embedded on
+a thread of its own when ``embedding.enabled`` is true, or ``auto`` and this repository already has
+vectors.
 """
 
 from __future__ import annotations
@@ -29,14 +38,21 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from lsprotocol import types
 
+from engram_lsp.backend import IngestCancelled
+
 log = logging.getLogger(__name__)
 
 REBUILD = "Rebuild index"
+SWEEP_S = 300.0
+_POLL_MISSING_S = 2.0
+
+Listener = Callable[[dict | None], None]
 
 
 def _describe(*args, **kwargs) -> tuple[str | None, int | None]:
@@ -63,95 +79,6 @@ def _describe(*args, **kwargs) -> tuple[str | None, int | None]:
     return (str(message) if message is not None else None), pct
 
 
-def _supports_progress(ls) -> bool:
-    caps = ls.client_capabilities
-    return bool(caps and caps.window and caps.window.work_done_progress)
-
-
-def start_ingest(
-    ls,
-    *,
-    rebuild: bool = False,
-    seal: bool = False,
-    title: str = "Engram: indexing",
-    quiet: bool = False,
-) -> asyncio.Future:
-    """Run an ingest in the background; returns an asyncio future with the engine's summary.
-
-    ``quiet``: no progress UI (the periodic sweep); lenses are refreshed only if it changed
-    something.
-    """
-    loop = asyncio.get_running_loop()
-    result: asyncio.Future = loop.create_future()
-    token = f"engram-ingest-{uuid.uuid4().hex[:12]}"
-    progress_ok = _supports_progress(ls) and not quiet
-    state = {"created": False, "last": 0.0}
-
-    def report(*args, **kwargs) -> None:  # called on the ingest thread
-        now = time.monotonic()
-        if not state["created"] or now - state["last"] < 0.1:
-            return
-        state["last"] = now
-        message, pct = _describe(*args, **kwargs)
-        ls.on_loop(
-            ls.work_done_progress.report,
-            token,
-            types.WorkDoneProgressReport(message=message, percentage=pct),
-        )
-
-    async def run() -> None:
-        if progress_ok:
-            try:
-                await asyncio.wait_for(ls.work_done_progress.create_async(token), timeout=5.0)
-                ls.work_done_progress.begin(
-                    token,
-                    types.WorkDoneProgressBegin(
-                        title=title,
-                        message="reading agent session logs",
-                        percentage=0,
-                        cancellable=False,
-                    ),
-                )
-                state["created"] = True
-            except Exception as exc:
-                log.debug("work-done progress unavailable: %s", exc)
-        fut: Future = ls.get_backend().ingest(rebuild=rebuild, seal=seal, progress=report)
-        summary = error = None
-        try:
-            summary = await asyncio.wrap_future(fut)
-        except Exception as exc:
-            error = exc
-        if state["created"]:
-            ls.work_done_progress.end(
-                token,
-                types.WorkDoneProgressEnd(
-                    message=_summary_text(summary) if error is None else f"failed: {error}"
-                ),
-            )
-        if error is not None:
-            if type(error).__name__ == "IngestCancelled":
-                result.set_result(None)
-                return
-            log.error("ingest failed: %s", error)
-            if ls.looks_corrupt(error):
-                ls.offer_rebuild_for(error)
-            else:
-                ls.notify_user(f"Engram: indexing failed: {error}", error=True)
-            result.set_exception(error)
-            return
-        unchanged = isinstance(summary, dict) and summary.get("nothing_to_do")
-        if not (quiet and unchanged):
-            log.info("ingest done: %s", _summary_text(summary))
-            ls.refresh_code_lenses()
-            embed_in_background(ls)
-        result.set_result(summary)
-
-    task = asyncio.ensure_future(run())
-    task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
-    result.add_done_callback(lambda f: f.exception() if not f.cancelled() else None)
-    return result
-
-
 def _summary_text(summary) -> str:
     if not isinstance(summary, dict):
         return "done"
@@ -165,58 +92,376 @@ def _summary_text(summary) -> str:
     return ", ".join(parts) or "done"
 
 
-def offer_rebuild(ls, reason: str, *, action: str = REBUILD) -> None:
-    """Show the problem with a one-click rebuild (``window/showMessageRequest``)."""
+def _settle(future: asyncio.Future) -> None:
+    """Mark a future's exception as retrieved (it is reported where it happens)."""
+    future.add_done_callback(lambda f: f.exception() if not f.cancelled() else None)
 
-    async def ask() -> None:
-        message = f"Engram: {reason}. Rebuild the index from the session logs and tapes?"
-        caps = ls.client_capabilities
-        can_ask = bool(caps and caps.window and caps.window.show_message)
-        if not can_ask:
-            ls.window_show_message(
-                types.ShowMessageParams(
-                    type=types.MessageType.Error,
-                    message=message + " (run the engram.reindex command)",
-                )
-            )
-            return
+
+class Indexer:
+    """Keeps the index fresh: ingest, progress, the rebuild offer, watching, sweeping, embedding.
+
+    Call its methods on the server's event loop, except ``offer_rebuild_for`` (any thread).
+    """
+
+    def __init__(self, ls) -> None:
+        self.ls = ls
+        self.watcher: Watcher | None = None
+        self.rebuild_offered = False  # one offer per broken index
+        self._listeners: list[Listener] = []
+        self._sweeper: asyncio.Future | None = None
+        self._embed_pool: ThreadPoolExecutor | None = None
+        self._embedding = threading.Event()  # one embedding run at a time
+
+    # --- listeners -----------------------------------------------------------------------------
+
+    def on_indexed(self, listener: Listener) -> Listener:
+        """Call ``listener(summary)`` on the event loop after every ingest that finished (startup,
+        reindex, a watched change, a settings change; not a periodic sweep that found nothing
+        new). ``summary`` is the engine's ingest summary (None for a watched change's batch that
+        failed to report one). Usable as a decorator."""
+        self._listeners.append(listener)
+        return listener
+
+    def _indexed(self, summary) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(summary)
+            except Exception:
+                log.exception("an on_indexed listener failed")
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """After ``initialized`` (settings read): open and check the index, then ingest in the
+        background (or offer to build a missing index when ``ingestOnStartup`` is off) and watch."""
+        ls = self.ls
+        backend = ls.get_backend()
+        index = backend.index_path()
+        existed = index is not None and index.exists()
         try:
-            choice = await ls.window_show_message_request_async(
-                types.ShowMessageRequestParams(
-                    type=types.MessageType.Error,
-                    message=message,
-                    actions=[types.MessageActionItem(title=action)],
-                )
-            )
-        except Exception as exc:
-            log.warning("showMessageRequest failed: %s", exc)
+            await ls.run(lambda engine: engine.status())  # open and check the index on a thread
+        except Exception as exc:  # reported to the user by ls.run / here; the server stays up
+            log.error("could not open the Engram index at %s: %s", index, exc)
+            self.offer_rebuild(f"could not open the index ({exc})")
             return
-        if choice is not None and getattr(choice, "title", None) == action:
-            await reindex(ls)
+        log.info("engram-lsp %s: workspace %s, index %s", ls.version, backend.root, index)
+        backend.prefill()
+        if ls.settings.ingest_on_startup:
+            self.ingest(title="Engram: indexing agent sessions")
+        elif not existed:
+            self.offer_rebuild("this workspace has no index yet", action="Build index")
+        if ls.settings.watch_enabled:
+            await self.watch()
 
-    asyncio.ensure_future(ask())
+    async def settings_changed(self) -> None:
+        """What is indexed changed (sources, harnesses, exclude, indexPath, embedding): reopen
+        the engine with the new settings, re-ingest, watch what the new settings say."""
+        backend = self.ls.backend
+        if backend is None:
+            return
+        log.info("engine settings changed: reopening the index")
+        self.unwatch()
+        backend.reopen(self.ls.settings)
+        self.ingest(title="Engram: re-indexing (settings changed)")
+        if self.ls.settings.watch_enabled:
+            await self.watch()
 
+    def stop(self) -> None:
+        """Stop watching and cancel a running ingest (idempotent; at shutdown)."""
+        self.unwatch()
+        if self.ls.backend is not None:
+            self.ls.backend.close(timeout=2.0)
 
-async def reindex(ls):
-    """Rebuild the index from the logs and tapes (the engine deletes the old index file first)."""
-    ls.rebuild_offered = True  # no second offer while this rebuild runs
-    ls.get_backend().invalidate()
-    summary = await start_ingest(ls, rebuild=True, title="Engram: rebuilding the index")
-    ls.rebuild_offered = False
-    if ls.settings.watch_enabled and ls.watcher is None:  # startup stopped at the broken index
-        await start_watching(ls)
-    return summary
+    # --- ingest --------------------------------------------------------------------------------
 
+    def _supports_progress(self) -> bool:
+        caps = self.ls.client_capabilities
+        return bool(caps and caps.window and caps.window.work_done_progress)
 
-# -- embedding after ingest (issue 7) --------------------------------------------------------------
-_EMBED_POOL: ThreadPoolExecutor | None = None
-_EMBED_RUNNING = threading.Event()
+    def ingest(
+        self,
+        *,
+        rebuild: bool = False,
+        seal: bool = False,
+        title: str = "Engram: indexing",
+        quiet: bool = False,
+    ) -> asyncio.Future:
+        """Run an ingest in the background; returns an asyncio future with the engine's summary
+        (None when it was cancelled by a shutdown).
+
+        ``quiet``: no progress UI (the periodic sweep); listeners are told only if it changed
+        something.
+        """
+        ls = self.ls
+        loop = asyncio.get_running_loop()
+        result: asyncio.Future = loop.create_future()
+        token = f"engram-ingest-{uuid.uuid4().hex[:12]}"
+        progress_ok = self._supports_progress() and not quiet
+        state = {"created": False, "last": 0.0}
+
+        def report(*args, **kwargs) -> None:  # called on the ingest thread
+            now = time.monotonic()
+            if not state["created"] or now - state["last"] < 0.1:
+                return
+            state["last"] = now
+            message, pct = _describe(*args, **kwargs)
+            ls.on_loop(
+                ls.work_done_progress.report,
+                token,
+                types.WorkDoneProgressReport(message=message, percentage=pct),
+            )
+
+        async def run() -> None:
+            if progress_ok:
+                try:
+                    await asyncio.wait_for(ls.work_done_progress.create_async(token), timeout=5.0)
+                    ls.work_done_progress.begin(
+                        token,
+                        types.WorkDoneProgressBegin(
+                            title=title,
+                            message="reading agent session logs",
+                            percentage=0,
+                            cancellable=False,
+                        ),
+                    )
+                    state["created"] = True
+                except Exception as exc:
+                    log.debug("work-done progress unavailable: %s", exc)
+            fut: Future = ls.get_backend().ingest(rebuild=rebuild, seal=seal, progress=report)
+            summary = error = None
+            try:
+                summary = await asyncio.wrap_future(fut)
+            except Exception as exc:
+                error = exc
+            if state["created"]:
+                ls.work_done_progress.end(
+                    token,
+                    types.WorkDoneProgressEnd(
+                        message=_summary_text(summary) if error is None else f"failed: {error}"
+                    ),
+                )
+            if error is not None:
+                if isinstance(error, IngestCancelled):
+                    result.set_result(None)
+                    return
+                log.error("ingest failed: %s", error)
+                if ls.looks_corrupt(error):
+                    self.offer_rebuild_for(error)
+                else:
+                    ls.notify_user(f"Engram: indexing failed: {error}", error=True)
+                result.set_exception(error)
+                return
+            unchanged = isinstance(summary, dict) and summary.get("nothing_to_do")
+            if not (quiet and unchanged):
+                log.info("ingest done: %s", _summary_text(summary))
+                self._indexed(summary)
+                self.embed()
+            result.set_result(summary)
+
+        _settle(asyncio.ensure_future(run()))
+        _settle(result)
+        return result
+
+    async def reindex(self):
+        """Rebuild the index from the logs and tapes (the engine deletes the old index file
+        first); returns the ingest summary."""
+        self.rebuild_offered = True  # no second offer while this rebuild runs
+        self.ls.get_backend().invalidate()
+        try:
+            summary = await self.ingest(rebuild=True, title="Engram: rebuilding the index")
+        finally:
+            self.rebuild_offered = False
+        if self.ls.settings.watch_enabled and self.watcher is None:  # startup stopped early
+            await self.watch()
+        return summary
+
+    # --- the rebuild offer ---------------------------------------------------------------------
+
+    def offer_rebuild_for(self, exc: BaseException) -> None:
+        """Offer a rebuild when ``exc`` says the index is broken (once; from any thread)."""
+        if self.ls.looks_corrupt(exc):
+            self.offer_rebuild(getattr(exc, "message", None) or str(exc))
+
+    def offer_rebuild(self, reason: str, *, action: str = REBUILD) -> None:
+        """Show the problem with a one-click rebuild (``window/showMessageRequest``; a client that
+        cannot ask gets a ``window/showMessage`` naming the command). Once until a rebuild ran."""
+        if self.rebuild_offered:
+            return
+        self.rebuild_offered = True
+        self.ls.on_loop(self._offer, reason, action)
+
+    def _offer(self, reason: str, action: str) -> None:
+        ls = self.ls
+
+        async def ask() -> None:
+            message = f"Engram: {reason}. Rebuild the index from the session logs and tapes?"
+            caps = ls.client_capabilities
+            if not (caps and caps.window and caps.window.show_message):
+                ls.window_show_message(
+                    types.ShowMessageParams(
+                        type=types.MessageType.Error,
+                        message=message + " (run the engram.reindex command)",
+                    )
+                )
+                return
+            try:
+                choice = await ls.window_show_message_request_async(
+                    types.ShowMessageRequestParams(
+                        type=types.MessageType.Error,
+                        message=message,
+                        actions=[types.MessageActionItem(title=action)],
+                    )
+                )
+            except Exception as exc:
+                log.warning("showMessageRequest failed: %s", exc)
+                return
+            if choice is not None and getattr(choice, "title", None) == action:
+                await self.reindex()
+
+        _settle(asyncio.ensure_future(ask()))
+
+    # --- watching ------------------------------------------------------------------------------
+
+    @property
+    def watching(self) -> list[str]:
+        """The paths being watched (empty when not watching)."""
+        watcher = self.watcher
+        return [str(p) for p in watcher.paths] if watcher is not None else []
+
+    async def watch(self) -> None:
+        """Watch what the engine says to watch, and sweep every ``SWEEP_S`` (idempotent)."""
+        if self.watcher is not None:
+            return
+        ls = self.ls
+        backend = ls.get_backend()
+        try:
+            paths = await ls.run(lambda engine: list(engine.watch_paths()))
+        except Exception as exc:
+            log.warning("not watching for new sessions: %s", exc)
+            return
+        if self.watcher is not None:  # a second call won the race
+            return
+        index = backend.index_path()
+        ignore = [index.parent] if index is not None else []
+        ignore.append(backend.root / ".engram-cache")
+
+        def done(summary, error) -> None:  # on the ingest thread
+            if error is not None:
+                if isinstance(error, IngestCancelled):
+                    log.debug("live ingest stopped: %s", error)
+                else:
+                    log.warning("live ingest failed: %s", error)
+                return
+            ls.on_loop(self._indexed, summary)
+
+        def on_batch(batch: list[str]) -> None:  # on the watcher's timer thread
+            log.debug("changed: %s", batch)
+            backend.ingest_changed(batch, done)
+
+        watcher = Watcher(paths, ignore, ls.settings.debounce_ms / 1000.0, on_batch)
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, watcher.start)
+        except Exception as exc:
+            log.warning("file watching unavailable: %s", exc)
+            return
+        self.watcher = watcher
+        self._sweeper = asyncio.ensure_future(self._sweep(watcher))
+
+    async def _sweep(self, watcher) -> None:
+        """Every SWEEP_S: an incremental ingest of everything (seals quiet live sessions)."""
+        while self.watcher is watcher:
+            await asyncio.sleep(SWEEP_S)
+            backend = self.ls.backend
+            if self.watcher is not watcher or backend is None or backend.closing:
+                return
+            if not backend.ingesting:
+                try:
+                    await self.ingest(title="Engram: indexing agent sessions", quiet=True)
+                except Exception as exc:  # reported by ingest
+                    log.debug("periodic ingest failed: %s", exc)
+
+    def unwatch(self) -> None:
+        """Stop watching and sweeping (idempotent)."""
+        watcher, self.watcher = self.watcher, None
+        sweeper, self._sweeper = self._sweeper, None
+        if watcher is not None:
+            watcher.stop()
+        if sweeper is not None:
+            sweeper.cancel()
+
+    # --- embedding after ingest (issue 7) ----------------------------------------------------------
+
+    def embed(self) -> None:
+        """Embed new reasoning text on a thread of its own (one torch thread, so hovers keep their
+        core), with work-done progress; one run at a time; never blocks a request. Runs when
+        ``embedding.enabled`` is ``true``, or ``auto`` once this repository has vectors (someone ran
+        ``engram embed``): it then keeps them up to date; it never starts a multi-minute model job
+        for a user who did not ask for semantic scoring."""
+        ls = self.ls
+        backend = ls.get_backend()
+        engine = backend.engine
+        if engine is None or self._embedding.is_set() or not _embedding_wanted(engine):
+            return
+        self._embedding.set()
+        if self._embed_pool is None:
+            self._embed_pool = ThreadPoolExecutor(1, thread_name_prefix="engram-embed")
+        token = f"engram-embed-{uuid.uuid4().hex[:12]}"
+        progress_ok = self._supports_progress()
+        state = {"created": False, "last": 0.0}
+
+        def progress(done: int, total: int) -> None:
+            now = time.monotonic()
+            if not state["created"] or now - state["last"] < 0.5:
+                return
+            state["last"] = now
+            pct = int(done * 100 / total) if total else None
+            ls.on_loop(
+                ls.work_done_progress.report,
+                token,
+                types.WorkDoneProgressReport(message=f"{done}/{total} chunks", percentage=pct),
+            )
+
+        def work() -> dict:
+            import os
+
+            os.environ.setdefault("ENGRAM_EMBED_THREADS", "1")
+            from engram.embed import run
+
+            return run.embed_index(engine, progress=progress, should_stop=lambda: backend.closing)
+
+        async def go() -> None:
+            try:
+                if progress_ok:
+                    try:
+                        await asyncio.wait_for(
+                            ls.work_done_progress.create_async(token), timeout=5.0
+                        )
+                        ls.work_done_progress.begin(
+                            token,
+                            types.WorkDoneProgressBegin(
+                                title="Engram: embedding reasoning", percentage=0, cancellable=False
+                            ),
+                        )
+                        state["created"] = True
+                    except Exception as exc:
+                        log.debug("work-done progress unavailable: %s", exc)
+                loop = asyncio.get_running_loop()
+                try:
+                    res = await loop.run_in_executor(self._embed_pool, work)
+                    msg = f"{res.get('embedded', 0)} new chunks embedded"
+                    log.info("embedding done: %s", res)
+                except Exception as exc:  # the semantic signal is optional
+                    msg = f"failed: {exc}"
+                    log.warning("background embedding failed: %s", exc)
+                if state["created"]:
+                    ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message=msg))
+            finally:
+                self._embedding.clear()
+
+        _settle(asyncio.ensure_future(go()))
 
 
 def _embedding_wanted(engine) -> bool:
-    """Background embedding runs when ``embedding.enabled`` is ``true``, or ``auto`` once this
-    repository has vectors (someone ran ``engram embed``): it then keeps them up to date. It
-    never starts a multi-minute model job for a user who did not ask for semantic scoring."""
     try:
         from engram.embed import run
     except ImportError:
@@ -233,69 +478,7 @@ def _embedding_wanted(engine) -> bool:
         return False
 
 
-def embed_in_background(ls) -> None:
-    """Embed new reasoning text on a thread of its own (one torch thread, so hovers keep their
-    core), with work-done progress; one run at a time; never blocks a request."""
-    global _EMBED_POOL
-    backend = ls.get_backend()
-    engine = getattr(backend, "engine", None)
-    if engine is None or _EMBED_RUNNING.is_set() or not _embedding_wanted(engine):
-        return
-    _EMBED_RUNNING.set()
-    if _EMBED_POOL is None:
-        _EMBED_POOL = ThreadPoolExecutor(1, thread_name_prefix="engram-embed")
-    token = f"engram-embed-{uuid.uuid4().hex[:12]}"
-    progress_ok = _supports_progress(ls)
-    state = {"created": False, "last": 0.0}
-
-    def progress(done: int, total: int) -> None:
-        now = time.monotonic()
-        if not state["created"] or now - state["last"] < 0.5:
-            return
-        state["last"] = now
-        pct = int(done * 100 / total) if total else None
-        ls.on_loop(ls.work_done_progress.report, token,
-                   types.WorkDoneProgressReport(message=f"{done}/{total} chunks", percentage=pct))
-
-    def work() -> dict:
-        import os
-
-        os.environ.setdefault("ENGRAM_EMBED_THREADS", "1")
-        from engram.embed import run
-
-        return run.embed_index(engine, progress=progress,
-                               should_stop=lambda: getattr(backend, "_closing", threading.Event()).is_set())
-
-    async def go() -> None:
-        try:
-            if progress_ok:
-                try:
-                    await asyncio.wait_for(ls.work_done_progress.create_async(token), timeout=5.0)
-                    ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(
-                        title="Engram: embedding reasoning", percentage=0, cancellable=False))
-                    state["created"] = True
-                except Exception as exc:
-                    log.debug("work-done progress unavailable: %s", exc)
-            loop = asyncio.get_running_loop()
-            try:
-                res = await loop.run_in_executor(_EMBED_POOL, work)
-                msg = f"{res.get('embedded', 0)} new chunks embedded"
-                log.info("embedding done: %s", res)
-            except Exception as exc:  # the semantic signal is optional
-                msg = f"failed: {exc}"
-                log.warning("background embedding failed: %s", exc)
-            if state["created"]:
-                ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message=msg))
-        finally:
-            _EMBED_RUNNING.clear()
-
-    asyncio.ensure_future(go())
-
-
-# -- live watching ------------------------------------------------------------------------------
-
-_POLL_MISSING_S = 2.0
-SWEEP_S = 300.0
+# -- the file watcher ---------------------------------------------------------------------------
 
 
 class Watcher:
@@ -316,7 +499,6 @@ class Watcher:
         self._missing: list[Path] = []
         self._stopped = threading.Event()
         self._poller: threading.Thread | None = None
-        self.sweeper: asyncio.Future | None = None
 
     def start(self) -> None:
         for path in self.paths:
@@ -398,63 +580,3 @@ class Watcher:
             self.observer.stop()
         except Exception:
             pass
-
-
-async def start_watching(ls) -> None:
-    """Start watching what the engine says to watch (idempotent)."""
-    if ls.watcher is not None:
-        return
-    backend = ls.get_backend()
-    try:
-        paths = await ls.run(lambda engine: list(engine.watch_paths()))
-    except Exception as exc:
-        log.warning("not watching for new sessions: %s", exc)
-        return
-    index = backend.index_path()
-    ignore = [index.parent] if index is not None else []
-    ignore.append(backend.root / ".engram-cache")
-
-    def done(summary, error) -> None:
-        if error is not None:
-            if type(error).__name__ == "IngestCancelled":
-                log.debug("live ingest stopped: %s", error)
-            else:
-                log.warning("live ingest failed: %s", error)
-            return
-        ls.refresh_code_lenses()
-
-    def on_batch(batch: list[str]) -> None:
-        log.debug("changed: %s", batch)
-        backend.ingest_changed(batch, done)
-
-    watcher = Watcher(paths, ignore, ls.settings.debounce_ms / 1000.0, on_batch)
-    try:
-        await asyncio.get_running_loop().run_in_executor(None, watcher.start)
-    except Exception as exc:
-        log.warning("file watching unavailable: %s", exc)
-        return
-    ls.watcher = watcher
-    watcher.sweeper = asyncio.ensure_future(_sweep(ls, watcher))
-
-
-async def _sweep(ls, watcher) -> None:
-    """Every SWEEP_S: an incremental ingest of everything (seals quiet live sessions)."""
-    while ls.watcher is watcher:
-        await asyncio.sleep(SWEEP_S)
-        backend = ls.backend
-        if ls.watcher is not watcher or backend is None or backend.closing:
-            return
-        if not backend.ingesting:
-            try:
-                await start_ingest(ls, title="Engram: indexing agent sessions", quiet=True)
-            except Exception as exc:  # reported by start_ingest
-                log.debug("periodic ingest failed: %s", exc)
-
-
-def stop_watching(ls) -> None:
-    watcher, ls.watcher = ls.watcher, None
-    if watcher is not None:
-        watcher.stop()
-        sweeper = getattr(watcher, "sweeper", None)
-        if sweeper is not None:
-            sweeper.cancel()

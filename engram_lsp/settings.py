@@ -6,7 +6,8 @@ Engram's own config files (``$ENGRAM_HOME/config.yml``, ``<root>/.engram/config.
 the engine; the editor's ``sources``/``exclude``/``harnesses``/``embedding`` are layered on top.
 
 An invalid value never stops the server: it falls back to the default and a warning is returned
-(and logged to the client with ``window/logMessage``).
+(and logged to the client with ``window/logMessage``). ``apply`` puts parsed settings on the
+server, ``pull`` asks the client for them (``workspace/configuration``).
 
 Keys (camelCase as in the editor; every one optional)::
 
@@ -28,8 +29,12 @@ Keys (camelCase as in the editor; every one optional)::
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import logging
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 NOTIFICATION_LEVELS = ("off", "onError", "always")
 
@@ -186,3 +191,47 @@ def parse(options: Any) -> tuple[Settings, list[str]]:
         else:
             bad("showNotifications", v, " | ".join(NOTIFICATION_LEVELS))
     return dataclasses.replace(d, **values), warnings
+
+
+# --- on the server -----------------------------------------------------------------------------
+
+
+def apply(ls, raw, *, announce: bool = True) -> list[str]:
+    """Parse ``raw`` into ``ls.settings``; warnings go to the log (or wait for ``initialized``)."""
+    parsed, warnings = parse(merge(raw or {}))
+    ls.settings = parsed
+    if ls.backend is not None and parsed.engine_key() == ls.backend.settings.engine_key():
+        ls.backend.settings = parsed
+    if announce:
+        for w in warnings:
+            log.warning("%s", w)
+    else:
+        ls._init_warnings = warnings
+    return warnings
+
+
+async def pull(ls) -> bool:
+    """Ask the client for section ``engram`` when it supports ``workspace/configuration``."""
+    from lsprotocol import types
+
+    caps = ls.client_capabilities
+    if not (caps and caps.workspace and caps.workspace.configuration):
+        return False
+    try:
+        result = await asyncio.wait_for(
+            ls.workspace_configuration_async(
+                types.ConfigurationParams(items=[types.ConfigurationItem(section="engram")])
+            ),
+            timeout=5.0,
+        )
+    except Exception as exc:  # a client that cannot answer keeps the init options
+        log.warning("workspace/configuration failed: %s", exc)
+        return False
+    log.debug("workspace/configuration: %r", result)
+    section = result[0] if isinstance(result, (list, tuple)) and result else None
+    if section is not None and not isinstance(section, dict):
+        from engram_lsp.params import plain
+
+        section = plain(section)
+    apply(ls, merge(ls.init_options or {}, section or {}))
+    return True

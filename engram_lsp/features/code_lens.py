@@ -4,7 +4,8 @@ Blocks come from ``engram.query.symbols.top_level_blocks``; all of them go to on
 (one fingerprint pass, one index query per document; after an edit only the blocks whose text
 changed, see ``Backend.block_results``). A lens appears where a block has at least
 ``codeLens.minSessions`` sessions; its command is ``engram.explain`` with ``[uri, range]``.
-Results are cached per buffer version and index generation.
+Results are cached per buffer version and index generation. After every ingest the client is
+asked to refresh its lenses (``workspace/codeLens/refresh``: an ``Indexer.on_indexed`` listener).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ def lens_blocks(engine, backend, doc: documents.Doc) -> list[dict]:
 
 
 def register(server) -> None:
+    server.indexer.on_indexed(lambda _summary: server.refresh_code_lenses())
+
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))
     async def code_lens(ls, params: types.CodeLensParams) -> list[dict]:
         if not ls.settings.code_lens_enabled or not params.text_document.uri.startswith("file:"):

@@ -11,8 +11,7 @@ Arguments are taken raw (``*args``) and validated here, so a wrong one is an Inv
 from __future__ import annotations
 
 from engram_lsp import params as P
-from engram_lsp.features import explain as explain_feature
-from engram_lsp import indexer
+from engram_lsp import requests
 
 
 def register(server) -> None:
@@ -26,7 +25,7 @@ def register(server) -> None:
             raise P.InvalidParams(f"engram.explain: uri must be a string, got {uri!r}")
         if not isinstance(options, dict):
             raise P.InvalidParams("engram.explain: options must be an object")
-        return await explain_feature.explain(
+        return await requests.explain(
             ls, {**options, "textDocument": {"uri": uri}, "range": rng}
         )
 
@@ -36,7 +35,7 @@ def register(server) -> None:
         if not isinstance(options, dict):
             raise P.InvalidParams("engram.reindex expects [{rebuild?: bool}]")
         if P.get_bool(options, "rebuild", True):
-            summary = await indexer.reindex(ls)
+            summary = await ls.indexer.reindex()
         else:
-            summary = await indexer.start_ingest(ls, title="Engram: indexing agent sessions")
+            summary = await ls.indexer.ingest(title="Engram: indexing agent sessions")
         return summary if isinstance(summary, dict) else {"done": True}

@@ -11,14 +11,12 @@ from __future__ import annotations
 import datetime as dt
 
 from engram_lsp import __version__, heap
-from engram_lsp.backend import postings_status
 
 METHOD = "engram/status"
 
 
 def server_status(ls) -> dict:
     backend = ls.get_backend()
-    watcher = ls.watcher
     at = backend.last_ingest_at
     return {
         "version": __version__,
@@ -32,8 +30,8 @@ def server_status(ls) -> dict:
             else None
         ),
         "last_ingest_error": backend.last_ingest_error,
-        "watching": [str(p) for p in watcher.paths] if watcher else [],
-        "memory": postings_status(backend),
+        "watching": ls.indexer.watching,
+        "memory": backend.postings_status(),
         "warming": backend.warming(),
         "heap_kept": heap.kept(),
         "settings": {
