@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import inspect
-import json
 import logging
 import os
 import stat
@@ -33,7 +32,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 
 from engram.errors import EngramError
-from engram_lsp import __version__, framing
+from engram_lsp import __version__
 from engram_lsp.backend import Backend
 from engram_lsp.indexer import Indexer
 from engram_lsp.params import engram_error
@@ -61,14 +60,7 @@ class EngramProtocol(LanguageServerProtocol):
     * messages are written with orjson, and a result that is plain JSON data (hover, code lens
       and explain answer with dicts) goes out as it is: pygls would first copy it through cattrs
       (``unstructure`` of a 90 KB explain result costs more than the explain's ranking) and then
-      encode it with ``json``. Objects of ``lsprotocol`` types still go through the converter;
-    * frames are read by ``engram_lsp.framing`` (a bad frame is skipped, not fatal) and each body
-      comes to ``handle_body``: malformed JSON is answered with ``-32700 Parse error`` (id null),
-      JSON that is not a JSON-RPC 2.0 message with ``-32600 Invalid Request``;
-    * an error response carries a one-line message and its code, never a traceback: pygls puts
-      the handler's traceback in ``error.data``; here ``data`` is kept only when it is Engram's
-      own (``{code, path, line, message}``, see ``engram_lsp.params.engram_error``). The
-      traceback goes to the log.
+      encode it with ``json``. Objects of ``lsprotocol`` types still go through the converter.
     """
 
     last_message_at = 0.0  # monotonic time of the last message from the client
@@ -77,38 +69,10 @@ class EngramProtocol(LanguageServerProtocol):
         self.last_message_at = time.monotonic()
         return super().handle_message(message)
 
-    def handle_body(self, body: bytes) -> None:
-        """One frame's body (from ``engram_lsp.framing.serve``): parse, structure, dispatch."""
-        try:
-            message = json.loads(body, object_hook=self.structure_message)
-        except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError
-            log.warning("LSP input: malformed JSON (%s): %s", _short(exc), _preview(body))
-            self.send_error(None, types.ErrorCodes.ParseError, f"Parse error: {_short(exc)}")
-            return
-        if isinstance(message, _Invalid):  # answered by structure_message
-            return
-        if getattr(message, "jsonrpc", None) != self.VERSION:
-            msg_id = message.get("id") if isinstance(message, dict) else None
-            log.warning("LSP input: not a JSON-RPC 2.0 message: %s", _preview(body))
-            self.send_error(
-                msg_id if _valid_id(msg_id) else None,
-                types.ErrorCodes.InvalidRequest,
-                "Invalid Request: not a JSON-RPC 2.0 message object",
-            )
-            return
-        self.handle_message(message)
-
-    def send_error(self, msg_id, code: int, message: str, data: Any = None) -> None:
-        error: dict[str, Any] = {"code": int(code), "message": message}
-        if data is not None:
-            error["data"] = data
-        self._send_data({"jsonrpc": self.VERSION, "id": msg_id, "error": error})
-
     def _send_response(self, msg_id, result=None, error=None):
-        self._result_types.pop(msg_id, None)
         if error is not None:
-            code, message, data = _error_parts(error)
-            return self.send_error(msg_id, code, message, data)
+            return super()._send_response(msg_id, result, error)
+        self._result_types.pop(msg_id, None)
         self._send_data({"jsonrpc": self.VERSION, "id": msg_id, "result": result})
 
     def _serialize_default(self, obj):
@@ -137,18 +101,6 @@ class EngramProtocol(LanguageServerProtocol):
             self._server._report_server_error(error, JsonRpcInternalError)
 
     def structure_message(self, data: dict[str, Any]):
-        if "jsonrpc" in data and "method" in data and (
-            not isinstance(data["method"], str) or ("id" in data and not _valid_id(data["id"]))
-        ):
-            what = "method" if not isinstance(data["method"], str) else "id"
-            log.warning("LSP input: invalid request (bad %s)", what)
-            self.send_error(
-                data["id"] if "id" in data and _valid_id(data["id"]) else None,
-                types.ErrorCodes.InvalidRequest,
-                f"Invalid Request: {what} must be "
-                + ("a string" if what == "method" else "an integer or a string"),
-            )
-            return _Invalid()
         try:
             return super().structure_message(data)
         except Exception as exc:
@@ -177,33 +129,6 @@ async def _wait(done, timeout: float) -> None:
 
 def _is_sqlite_error(exc: BaseException) -> bool:
     return type(exc).__module__ == "apsw" or type(exc).__name__ in ("IOError", "BusyError")
-
-
-def _valid_id(msg_id: Any) -> bool:
-    return isinstance(msg_id, (int, str)) and not isinstance(msg_id, bool)
-
-
-def _preview(body: bytes, n: int = 80) -> str:
-    return repr(body[:n]) + ("…" if len(body) > n else "")
-
-
-def _error_parts(error: Any) -> tuple[int, str, Any]:
-    """(code, one-line message, data or None) of a ``ResponseError``/``JsonRpcException``: no
-    traceback (pygls' ``JsonRpcInternalError.of`` puts one in ``data``), no multi-line text."""
-    code = getattr(error, "code", None)
-    try:
-        code = int(code)
-    except (TypeError, ValueError):
-        code = int(types.ErrorCodes.InternalError)
-    text = str(getattr(error, "message", None) or "") or "Internal error"
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    text = (lines[0] if lines else "Internal error").strip()
-    if len(text) > 500:
-        text = text[:499] + "…"
-    data = getattr(error, "data", None)
-    if not (isinstance(data, dict) and "traceback" not in data and "code" in data):
-        data = None  # only Engram's own error data goes out
-    return code, text, data
 
 
 def _short(exc: BaseException) -> str:
@@ -238,29 +163,35 @@ class EngramLanguageServer(LanguageServer):
         return Path(root) if root else Path.cwd()
 
     def start_io(self, stdin=None, stdout=None) -> None:
-        """Serve over stdio, frames read by ``engram_lsp.framing`` (pygls' reader goes deaf after
-        one bad frame). pygls reads stdin on a worker thread, one executor round trip per header
-        line and per body, each waiting for the GIL while a query thread computes; when stdin is
-        a pipe or a socket (an editor's), the event loop reads it itself."""
-        from pygls.io_ import StdoutWriter
-
+        """Serve over stdio. pygls reads stdin on a worker thread, one executor round trip per
+        header line and per body, each waiting for the GIL while a query thread computes; when
+        stdin is a pipe or a socket (an editor's), the event loop reads it itself."""
         stdin = stdin or sys.stdin.buffer
         try:
             mode = os.fstat(stdin.fileno()).st_mode
         except (AttributeError, OSError, ValueError):
             mode = 0
-        pipe = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+        if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+            return super().start_io(stdin, stdout)
+        from pygls.io_ import StdoutWriter, run_async
+
         self._stop_event = threading.Event()
         self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
 
         async def serve() -> None:
-            if pipe:
-                loop = asyncio.get_running_loop()
-                reader = asyncio.StreamReader(limit=1 << 20)  # the limit is for header lines
-                await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
-            else:  # a file or a terminal
-                reader = framing.BlockingReader(stdin, self.thread_pool)
-            await framing.serve(reader, self.protocol, self._stop_event, log)
+            loop = asyncio.get_running_loop()
+            reader = asyncio.StreamReader(limit=1 << 20)  # the limit is for header lines
+            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
+            try:
+                await run_async(
+                    stop_event=self._stop_event,
+                    reader=reader,
+                    protocol=self.protocol,
+                    logger=log,
+                    error_handler=self.report_server_error,
+                )
+            except asyncio.IncompleteReadError:  # the client closed stdin mid-message
+                pass
 
         try:
             asyncio.run(serve())
@@ -269,32 +200,11 @@ class EngramLanguageServer(LanguageServer):
         except (KeyboardInterrupt, SystemExit):
             pass
         finally:
-            if pipe:
-                try:
-                    os.set_blocking(stdin.fileno(), True)
-                except (OSError, ValueError):
-                    pass
+            try:
+                os.set_blocking(stdin.fileno(), True)
+            except (OSError, ValueError):
+                pass
             self.shutdown()
-
-    def start_tcp(self, host: str, port: int) -> None:
-        """Serve one TCP client at a time (pygls' ``start_tcp``, frames read by ``framing``)."""
-        log.info("Starting TCP server on %s:%s", host, port)
-        self._stop_event = stop_event = threading.Event()
-
-        async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            self.protocol.set_writer(writer)
-            await framing.serve(reader, self.protocol, stop_event, log)
-            self.shutdown()
-
-        async def tcp_server() -> None:
-            self._server = await asyncio.start_server(connection, host, port, limit=1 << 20)
-            async with self._server:
-                await self._server.serve_forever()
-
-        try:
-            asyncio.run(tcp_server())
-        except asyncio.CancelledError:
-            log.debug("Server was cancelled")
 
     def get_backend(self) -> Backend:
         if self.backend is None:
