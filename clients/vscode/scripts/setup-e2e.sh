@@ -7,9 +7,8 @@
 # Usage: clients/vscode/scripts/setup-e2e.sh [CODE_SERVER_DIR]
 set -eu
 HERE=$(cd "$(dirname "$0")/.." && pwd)             # clients/vscode
-REPO=$(cd "$HERE/../.." && pwd)
 CS_DIR=${1:-${ENGRAM_CODE_SERVER_DIR:-$HERE/.cache/code-server}}
-INSTALLER=${ENGRAM_INSTALL_CODE_SERVER:-$REPO/../shared/tools/install-code-server.sh}
+INSTALLER=${ENGRAM_INSTALL_CODE_SERVER:-$HERE/scripts/install-code-server.sh}
 
 need_apt=""
 for pkg in chromium ripgrep build-essential pkg-config python3 libkrb5-dev; do
