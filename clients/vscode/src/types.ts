@@ -1,4 +1,4 @@
-/** Shapes of engram-lsp's results (DESIGN.md, "Explain"). Fields the client does not use are kept
+/** Shapes of engram-lsp's results (docs/architecture.md, "The explain result"). Fields the client does not use are kept
  * optional so that a newer server can add to them. */
 
 export interface TapeEvent {

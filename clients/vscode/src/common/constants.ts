@@ -27,7 +27,7 @@ export const Commands = {
     showLog: 'engram.showLog',
 } as const;
 
-/** Custom requests of engram-lsp (see DESIGN.md, "Language server"). */
+/** Custom requests of engram-lsp (see docs/architecture.md, "Language server"). */
 export const Requests = {
     explain: 'engram/explain',
     view: 'engram/view',

@@ -16,7 +16,7 @@ export interface EngramSettings {
 }
 
 /** What the server receives as `initializationOptions`, in `workspace/didChangeConfiguration` and as
- * the answer to `workspace/configuration` (section `engram`). Keys as in DESIGN.md "Language server",
+ * the answer to `workspace/configuration` (section `engram`). Keys as in docs/editors.md "Settings",
  * plus `showNotifications` (engram-lsp filters its own window/showMessage by it). */
 export interface ServerSettings {
     window: { before: number; after: number; sessions: number };

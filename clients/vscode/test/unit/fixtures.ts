@@ -1,6 +1,7 @@
 import type { ExplainResult } from '../../src/types';
 
-/** The example result from DESIGN.md, "Explain", verbatim. */
+/** The hand-written example of the original design contract, in the shape documented in
+ * docs/architecture.md, "The explain result". */
 export const DESIGN_EXAMPLE: ExplainResult = {
     span: { file: 'src/auth.py', start: 42, end: 60, requested: [42, 48] },
     sessions: [

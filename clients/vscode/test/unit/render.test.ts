@@ -30,7 +30,7 @@ function textOf(html: string): string {
         .replace(/\s+/g, ' ');
 }
 
-describe('renderExplainHtml: the DESIGN.md example', () => {
+describe('renderExplainHtml: the design example', () => {
     const html = renderExplainHtml(DESIGN_EXAMPLE, OPTS);
     const text = textOf(html);
 
@@ -119,7 +119,7 @@ describe('renderExplainHtml: escaping', () => {
 });
 
 describe('renderExplainMarkdown', () => {
-    it('renders the DESIGN.md example', () => {
+    it('renders the design example', () => {
         const md = renderExplainMarkdown(DESIGN_EXAMPLE);
         assert.match(md, /^# Engram: src\/auth\\\.py:42–60$/m);
         assert.match(md, /^## 1\. Fix the auth timeout bug$/m);

@@ -151,7 +151,7 @@ describe('readSettings', () => {
 });
 
 describe('toServerSettings', () => {
-    it('has the keys of DESIGN.md "Language server" (+ showNotifications)', () => {
+    it('has the keys of the server settings (docs/editors.md, + showNotifications)', () => {
         const s = toServerSettings(readSettings(config({ 'window.before': 5, 'codeLens.minSessions': 2 })));
         assert.deepEqual(s, {
             window: { before: 5, after: 3, sessions: 3 },
