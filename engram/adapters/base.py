@@ -13,7 +13,7 @@ Parsing is pure and *prefix-stable*: the same bytes give the same events, and ap
 log only appends events to its sessions (ingest relies on this to seal live sessions and continue
 them in new tapes). Adapters never consult the clock, the environment or random numbers.
 
-Events are plain dicts following the tape schema in ``shared/DESIGN.md`` ("Tapes"): every event has
+Events are plain dicts following the tape schema in ``docs/tape-format.md``: every event has
 ``t`` (ISO-8601 UTC, from the log; inherited from the previous event when a record lacks one) and
 ``k``. The first event of every session is ``meta``. Helpers below build the common event kinds so
 every harness produces identical shapes. Secrets are redacted centrally (``finish_session``), so
