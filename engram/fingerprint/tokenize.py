@@ -11,9 +11,9 @@ Work happens on the UTF-8 bytes of the text (lone surrogates are encoded with
 are counted by ``\\n`` (``\\r\\n`` therefore counts once; a lone ``\\r`` is whitespace, not a line
 break — the same convention as the index's ``text.count("\\n")``).
 
-Each token's hash is exactly ``xxhash.xxh3_64_intdigest(token_bytes, seed=0)`` (``docs/architecture.md``,
-"Fingerprints"), but computed for the whole array at once: XXH3's short-input paths (0–128 bytes, which
-cover virtually every token) are re-implemented over numpy ``uint64`` arrays from unaligned
+Each token's hash is exactly ``xxhash.xxh3_64_intdigest(token_bytes, seed=0)``
+(``docs/architecture.md``, "Fingerprints"), but computed for the whole array at once: XXH3's
+short-input paths (0–128 bytes, which cover virtually every token) are re-implemented over numpy ``uint64`` arrays from unaligned
 8-byte loads at each token start; the rare longer tokens go through ``xxhash`` once per
 *distinct* long token. The unit tests check the vectorised path against ``xxhash`` itself.
 """
