@@ -15,7 +15,8 @@ Each token's hash is exactly ``xxhash.xxh3_64_intdigest(token_bytes, seed=0)``
 (``docs/architecture.md``, "Fingerprints"), but computed for the whole array at once: XXH3's
 short-input paths (0–128 bytes, which cover virtually every token) are re-implemented over
 numpy ``uint64`` arrays from unaligned 8-byte loads at each token start; the rare longer tokens
-go through ``xxhash`` once per *distinct* long token. The unit tests check the vectorised path against ``xxhash`` itself.
+go through ``xxhash`` once per *distinct* long token. The unit tests check the vectorised path
+against ``xxhash`` itself.
 """
 
 from __future__ import annotations
