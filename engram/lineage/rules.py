@@ -1,5 +1,5 @@
-"""Lineage edges, tombstones and continuations (``shared/DESIGN.md`` "Lineage, tombstones,
-continuations"): computed at ingest by ``after_ingest`` (the work is in ``edges.py`` and
+"""Lineage edges, tombstones and continuations (``docs/architecture.md``, "Lineage: edges,
+tombstones, continuations, dispatch"): computed at ingest by ``after_ingest`` (the work is in ``edges.py`` and
 ``continuations.py``), walked at query time by ``walk``. The rules and their constants live here.
 
 **Edges** (table ``edges``) point *backwards in time*: ``from_event`` is a later ``code.edit``,
