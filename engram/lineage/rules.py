@@ -1,6 +1,7 @@
 """Lineage edges, tombstones and continuations (``docs/architecture.md``, "Lineage: edges,
-tombstones, continuations, dispatch"): computed at ingest by ``after_ingest`` (the work is in ``edges.py`` and
-``continuations.py``), walked at query time by ``walk``. The rules and their constants live here.
+tombstones, continuations, dispatch"): computed at ingest by ``after_ingest`` (the work is in
+``edges.py`` and ``continuations.py``), walked at query time by ``walk``. The rules and their
+constants live here.
 
 **Edges** (table ``edges``) point *backwards in time*: ``from_event`` is a later ``code.edit``,
 ``to_event`` an earlier event whose text it continued. For every edit X:
