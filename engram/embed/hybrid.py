@@ -23,7 +23,8 @@ Hybrid explain (``semantic_sessions``), after the fingerprint/lineage pass:
    session, so semantic evidence never displaces hard evidence.
 
 ``THRESHOLD``, ``MARGIN``, ``REF_RANK`` and ``CONTEXT_WEIGHT`` are calibrated by
-``bench/accuracy.py --embed`` on a calibration half of the benchmark's scenario-(e) spans (see ``docs/benchmarks-embedding.md``); the other half is reported.
+``bench/accuracy.py --embed`` on a calibration half of the benchmark's scenario-(e) spans; the
+other half is reported (``docs/benchmarks.md``, "Semantic recall (scenario e)").
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ from engram.embed.search import NO_SPREAD_EPS, calibrated_additions, query_vecto
 
 log = logging.getLogger(__name__)
 
-# Calibrated on the benchmark's calibration half (bench/accuracy.py --embed;
-# docs/benchmarks-embedding.md), for all-MiniLM-L6-v2:
+# Calibrated on the benchmark's calibration half (bench/accuracy.py --embed; docs/benchmarks.md,
+# "Semantic recall (scenario e)"), for all-MiniLM-L6-v2:
 #: absolute cosine floor for a semantic addition.
 THRESHOLD = 0.58
 #: ... and it must stand out from the crowd: score - (score of the REF_RANK-th best candidate not
