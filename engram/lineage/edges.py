@@ -1,4 +1,4 @@
-"""Lineage edges at ingest (``engram/query/lineage.py`` explains the rules): every new
+"""Lineage edges at ingest (``engram/lineage/rules.py`` explains the rules): every new
 ``code.edit`` is fingerprinted again from its tape, its before-text (and any new text of its
 after-text) looked up among earlier edit/read blocks in one vectorised pass over the postings,
 location-only edges and tombstones recorded, ``span.link`` events turned into agent links, and the
