@@ -1,4 +1,4 @@
-"""Continuation and dispatch rows between tapes (``engram/query/lineage.py`` explains the
+"""Continuation and dispatch rows between tapes (``engram/lineage/rules.py`` explains the
 rules): a tape's head input (read back from the tape) against the tails of earlier tapes of the
 same harness and directory (looked up in the index), boilerplate excluded, harness markers added;
 and an agent tape's first request against orchestrator-tier text.
