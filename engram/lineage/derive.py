@@ -14,7 +14,7 @@ from engram.lineage.cache import IngestCache
 
 def after_ingest(conn: apsw.Connection, cache=None) -> dict:
     """Compute edges, tombstones and continuations for tapes not processed yet (incremental).
-    ``cache``: what the ingest run kept of its sessions (``ingest_cache.IngestCache``), if any."""
+    ``cache``: what the ingest run kept of its sessions (``cache.IngestCache``), if any."""
     t0 = time.perf_counter()
     stats = {"tapes": 0, "edits": 0, "edges": 0, "location_only": 0, "agent_links": 0,
              "tombstones": 0, "continuations": 0, "dispatch": 0}
