@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 BATCH_EVENTS = 50_000
 BATCH_BYTES = 64 << 20          # ... or this many bytes of source logs: a commit per batch
 PARSE_AHEAD = 4
-PROCESS_MIN_BYTES = 16 << 20    # this much to parse: in a worker process (``parse_worker.py``)
+PROCESS_MIN_BYTES = 16 << 20    # this much to parse: in a worker process (``worker.py``)
 PROCESS_AHEAD_BYTES = 16 << 20  # source bytes sent to the worker ahead of the indexing (the rest
 #                                 stays queued: this process parses from it while it would wait)
 PROCESS_AHEAD = 1024            # ... and sources: enough for the worker to go on during a commit
@@ -177,7 +177,7 @@ class Ingestor:
         pending_cursors: list[tuple] = []
         self.stager = writer.TapeStager()
         # Parsing (pure Python) runs ahead of the indexing: in a worker process for big ingests
-        # (``parse_worker.py``), else one source ahead in a thread while SQLite commits (which
+        # (``worker.py``), else one source ahead in a thread while SQLite commits (which
         # release the GIL) proceed here. Results are consumed strictly in source order; while
         # the next one is not ready, the staged tapes are written (``TapeStager.write_one``).
         procs = self._parse_processes(todo, total_bytes)
