@@ -9,10 +9,10 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
 from engram.cli import main
 from engram.engine import Engine
@@ -160,7 +160,13 @@ def _engram(repo: Path, *args) -> subprocess.Popen:
 def test_kill_9_mid_ingest_leaves_a_consistent_index(repo, capsys):
     _many_logs(repo, 12)
     p = _engram(repo, "ingest", "--seal")
-    time.sleep(1.5)
+    tape_dirs = (Path(os.environ["ENGRAM_HOME"]) / "tapes", repo / ".engram" / "tapes")
+
+    def first_tape_or_exit():
+        return p.poll() is not None or any(any(d.glob("*.zst")) for d in tape_dirs if d.is_dir())
+
+    # mid-ingest: the first tape of the run is on disk (or, on a very fast machine, the run ended)
+    wait_until(first_tape_or_exit, 120, message="the ingest to write its first tape")
     p.send_signal(signal.SIGKILL)
     p.wait()
     res = ingest(capsys, "--seal")  # picks up where it stopped

@@ -13,6 +13,26 @@ local function wait(ms, fn, what)
   end
 end
 
+-- textDocument/codeLens answers received, per buffer (the LspRequest autocmd, Neovim 0.10+)
+local lens_answers = {}
+vim.api.nvim_create_autocmd("LspRequest", {
+  callback = function(args)
+    local req = args.data and args.data.request
+    if req and req.type == "complete" and req.method == "textDocument/codeLens" then
+      lens_answers[req.bufnr] = (lens_answers[req.bufnr] or 0) + 1
+    end
+  end,
+})
+
+local function lens_pending(client, bufnr)
+  for _, req in pairs(client and client.requests or {}) do
+    if req.type == "pending" and req.bufnr == bufnr and req.method == "textDocument/codeLens" then
+      return true
+    end
+  end
+  return false
+end
+
 local function buffer_text(buf)
   return table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), "\n")
 end
@@ -129,7 +149,11 @@ local ok, err = pcall(function()
   vim.cmd("edit " .. env.ENGRAM_TEST_ROOT .. "/fib.py")
   local fib = vim.api.nvim_get_current_buf()
   wait(20000, function() return engram.client(fib) ~= nil end, "attach to fib.py")
-  vim.wait(500, function() return false end)
+  -- the lenses fib.py has before the append: once the attach's codeLens request is answered (and
+  -- none is in flight), a lens that appears later can only come from the refresh request
+  wait(15000, function()
+    return (lens_answers[fib] or 0) > 0 and not lens_pending(engram.client(fib), fib)
+  end, "the first code lens answer for fib.py")
   out.fib_lenses_before = #vim.lsp.codelens.get(fib)
   local refreshes = engram.state.refreshes
   local f = assert(io.open(env.ENGRAM_TEST_LOG, "a"))

@@ -13,6 +13,7 @@ import apsw
 import numpy as np
 import pytest
 from claude_log import World
+from waiting import wait_until
 
 from engram import fingerprint
 from engram.cli import main
@@ -196,12 +197,8 @@ def _grouped_counts(conn, hashes):
 
 
 def _wait_held(conn) -> None:
-    import time
-
-    deadline = time.monotonic() + 10
-    while postings.held_postings_status(conn.filename)["postings"] is None:
-        assert time.monotonic() < deadline, "the postings were not read"
-        time.sleep(0.01)
+    wait_until(lambda: postings.held_postings_status(conn.filename)["postings"] is not None, 10,
+               message="the held postings to be read")
 
 
 def test_postings_in_memory_and_prefilled_rows_answer_the_same(world, capsys):
