@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -41,18 +40,12 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def golden_compare(update_golden):
-    """``golden_compare(path, text)``: compare text with a golden file (or rewrite it)."""
+    """``golden_compare(path, text)``: compare text with a golden file; a missing file fails
+    unless ``--update-golden`` is given, which (re)writes it (tests/golden_files.py)."""
+    from golden_files import compare_golden
 
     def compare(path: Path, text: str) -> None:
-        path = Path(path)
-        if update_golden or not path.exists():
-            if not update_golden and os.environ.get("CI"):
-                pytest.fail(f"golden file missing: {path} (run pytest --update-golden)")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-            return
-        expected = path.read_text(encoding="utf-8")
-        assert text == expected, f"output differs from golden {path} (pytest --update-golden)"
+        compare_golden(path, text, update=update_golden)
 
     return compare
 
