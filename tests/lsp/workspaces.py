@@ -1,4 +1,4 @@
-"""Temp workspaces built from real Claude Code logs (``shared/fixtures/harness/claude_code``).
+"""Temp workspaces built from real Claude Code logs (``tests/data/harness/claude_code``).
 
 A workspace has a fake ``HOME`` whose ``.claude/projects/<encoded cwd>/<session>.jsonl`` holds the
 copied log, a repo directory with the files the session wrote reconstructed from its Write/Edit/
@@ -15,9 +15,7 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "harness" / "claude_code"
-if not FIXTURES.exists():  # CI clones main with shared/ beside it
-    FIXTURES = ROOT / "shared" / "fixtures" / "harness" / "claude_code"
+FIXTURES = ROOT / "tests" / "data" / "harness" / "claude_code"
 
 HELLO_LOG = "codemie__4c2ddfdc__v2.0.64.jsonl"
 
