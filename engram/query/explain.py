@@ -1,6 +1,6 @@
 """Explain: span text → the sessions that produced it, with the reasoning around each anchor.
 
-Steps (``shared/DESIGN.md`` "Explain"): fingerprint the span → look every k-gram hash up (minus
+Steps (``docs/architecture.md``): fingerprint the span → look every k-gram hash up (minus
 boilerplate) → group matches by block and event → confidence per event = the share of the span's
 fingerprints found in that event's text (containment) → lineage/continuation walk (when the
 lineage module is present) → rank → windows read back from tapes.
@@ -578,7 +578,7 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
                  brief: bool = False, max_sessions: int | None = None,
                  window_sessions: int | None = None,
                  semantic=None, path: str | None = None, context: str | None = None) -> dict:
-    """The explain result object of ``shared/DESIGN.md``.
+    """The explain result object (``docs/architecture.md``, "The explain result").
 
     ``window_sessions``: how many of the ranked sessions get transcript windows (default
     ``WINDOW_SESSIONS``); each session below lists its best anchor without events (``engram view``
