@@ -55,7 +55,7 @@ class EngramProtocol(LanguageServerProtocol):
 
     * malformed params get a JSON-RPC error instead of silence: pygls answers a request whose
       params fail to structure with a ``window/showMessage`` and no response, which leaves the
-      client waiting forever (LSP-NOTES). Here the request gets an ``InvalidParams`` response
+      client waiting forever. Here the request gets an ``InvalidParams`` response
       naming the method;
     * messages are written with orjson, and a result that is plain JSON data (hover, code lens
       and explain answer with dicts) goes out as it is: pygls would first copy it through cattrs
