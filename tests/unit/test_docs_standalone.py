@@ -1,8 +1,8 @@
 """The repository stands alone: nothing in it points outside it, and the docs' links resolve.
 
-A clone is all a reader has. So no tracked text file may name the sibling design folder the project
-was started from (``../shared``, ``shared/DESIGN.md``, ``DESIGN.md``, ``shared/fixtures/...``); the
-design contract is ``docs/architecture.md``. And every relative link in ``README.md`` and
+A clone is all a reader has. So no tracked text file may name the sibling folder the project was
+started from (its design notes, fixtures and tools: the patterns in ``OUTSIDE``); the design
+contract is ``docs/architecture.md``. And every relative link in ``README.md`` and
 ``docs/*.md`` — Markdown links, and repository paths written as inline code — names a file that
 exists.
 """
@@ -19,12 +19,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().relative_to(ROOT).as_posix()
 
-# References to the folder outside the repository. Lookbehinds keep ordinary paths that merely
-# contain a ``shared`` directory (``tools/shared/base_tool.py`` in a harness log) and file names
-# that end in ``-DESIGN.md`` (``UNIFIED-TRACKING-DESIGN.md``, written by a logged session) out.
+# References to the folder outside the repository (spelled in pieces so that this file does not
+# match them itself). Lookbehinds keep out ordinary paths that merely contain such a directory
+# (``tools/<that name>/base_tool.py`` in a harness log) and longer file names with the same ending
+# (``UNIFIED-TRACKING-DESIGN`` plus ``.md``, written by a logged session).
+SIBLING = "shared"
 OUTSIDE = [
-    re.compile(r"\.\./shared\b"),
-    re.compile(r"(?<![\w./-])shared/"),
+    re.compile(r"\.\./" + SIBLING + r"\b"),
+    re.compile(r"(?<![\w./-])" + SIBLING + "/"),
     re.compile(r"(?<![\w./-])DESIGN\.md\b"),
     re.compile(r"\bLSP-NOTES\b"),
 ]
