@@ -236,7 +236,7 @@ def init_repo(root: Path) -> dict:
         cfg_path.parent.mkdir(parents=True, exist_ok=True)
         cfg_path.write_text(CONFIG_TEMPLATE, encoding="utf-8")
         created = True
-    (root / ".engram" / "tapes").mkdir(parents=True, exist_ok=True)
+    paths.private_dir(root / ".engram" / "tapes")  # tapes are private (docs/security.md)
     gi = root / ".gitignore"
     lines = gi.read_text(encoding="utf-8").splitlines() if gi.exists() else []
     added = False

@@ -1,9 +1,18 @@
-"""Where things live: ``user_dir()`` honours ``ENGRAM_HOME``; a repo root holds ``.engram/``."""
+"""Where things live: ``user_dir()`` honours ``ENGRAM_HOME``; a repo root holds ``.engram/``.
+
+Everything Engram writes there is private to its owner, whatever the umask: directories 0700
+(``private_dir``), files 0600 (``private_file``, ``create_private``). Tapes, the index and its
+WAL, the vector cache and lock files hold labels, transcripts and code (docs/security.md).
+"""
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
 
 
 def user_dir() -> Path:
@@ -44,3 +53,56 @@ def is_within(path: str | os.PathLike | None, root: Path) -> bool:
     p = os.path.normpath(os.path.join(str(root), os.fspath(path)))
     r = os.path.normpath(str(root))
     return p == r or p.startswith(r.rstrip(os.sep) + os.sep)
+
+
+def private_dir(path: str | os.PathLike) -> Path:
+    """``path`` as a directory only its owner can enter: created, with any missing parents, 0700
+    whatever the umask; an existing one of ours that others may read or enter loses those bits
+    (an index or tape directory left 0755 by an older Engram)."""
+    path = Path(path)
+    missing = []
+    p = path
+    while not os.path.isdir(p) and p.parent != p:
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, DIR_MODE)
+        except FileExistsError:
+            if not os.path.isdir(d):
+                raise
+            continue  # made meanwhile by another process
+        os.chmod(d, DIR_MODE)  # mkdir's mode went through the umask
+    _narrow(path)
+    return path
+
+
+def private_file(path: str | os.PathLike) -> None:
+    """Take group and other bits off an existing file of ours (no-op when absent)."""
+    _narrow(Path(path))
+
+
+def create_private(path: str | os.PathLike) -> bool:
+    """Create ``path`` as an empty 0600 file unless it exists (then narrow it); True if created.
+    SQLite gives a database's ``-wal`` and ``-shm`` files the mode of the database file, so an
+    index created this way keeps all three private."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    except FileExistsError:
+        _narrow(Path(path))
+        return False
+    try:
+        os.fchmod(fd, FILE_MODE)
+    finally:
+        os.close(fd)
+    return True
+
+
+def _narrow(path: Path) -> None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & 0o077 and st.st_uid == os.geteuid():
+        os.chmod(path, mode & 0o700)

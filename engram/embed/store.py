@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
+from engram import paths
 from engram.errors import EngramError
 
 log = logging.getLogger(__name__)
@@ -102,14 +103,19 @@ class VectorStore:
 
         self.model_id = model_id
         self.path = Path(dir) / model_slug(model_id)
-        self.path.mkdir(parents=True, exist_ok=True)
+        paths.private_dir(dir)  # 0700 directories and 0600 files: vectors of private text
+        paths.private_dir(self.path)
         self._device_pref = device
         self._manifest = self.path / "manifest.json"
         self._vec_path = self.path / "vectors.f16"
+        for name in ("vectors.f16", "manifest.json", "lock", "index.sqlite-wal",
+                     "index.sqlite-shm", "last_run.json"):  # left readable by an older Engram
+            paths.private_file(self.path / name)
         self.dim: int | None = None
         if self._manifest.exists():
             man = self._read_manifest()
             self.dim = int(man["dim"]) if man.get("dim") else None
+        paths.create_private(self.path / "index.sqlite")  # its -wal and -shm follow its mode
         self._db = apsw.Connection(str(self.path / "index.sqlite"))
         self._db.setbusytimeout(10_000)
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -218,7 +224,8 @@ class VectorStore:
         except ImportError:  # not POSIX: single-writer is the caller's job
             yield
             return
-        with open(self.path / "lock", "a+b") as f:
+        fd = os.open(self.path / "lock", os.O_RDWR | os.O_CREAT | os.O_APPEND, paths.FILE_MODE)
+        with os.fdopen(fd, "a+b") as f:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX)
             try:
                 yield
@@ -251,7 +258,7 @@ class VectorStore:
             n = len(self)
             if new:
                 block = np.ascontiguousarray(vectors[[first[h] for h in new]], dtype=np.float16)
-                fd = os.open(self._vec_path, os.O_RDWR | os.O_CREAT, 0o644)
+                fd = os.open(self._vec_path, os.O_RDWR | os.O_CREAT, paths.FILE_MODE)
                 try:
                     os.ftruncate(fd, n * self.dim * 2)  # drop an uncommitted tail
                     os.lseek(fd, 0, os.SEEK_END)

@@ -2,6 +2,10 @@
 
 Settings are applied inside ``connect()``, never at import. One writer at a time (SQLite's own
 lock, waited on with a busy timeout); readers never block in WAL mode.
+
+The index is private: its directory 0700, the database 0600 before SQLite first opens it (SQLite
+gives ``-wal`` and ``-shm`` the database's mode), whatever the umask; an index left readable by an
+older Engram is narrowed when opened for writing.
 """
 
 from __future__ import annotations
@@ -12,8 +16,8 @@ from pathlib import Path
 
 import apsw
 
-from engram import fingerprint
-from engram.errors import IndexMismatch, NotIndexed, SchemaTooNew
+from engram import fingerprint, paths
+from engram.errors import EngramError, IndexMismatch, NotIndexed, SchemaTooNew
 from engram.index.schema import MIGRATIONS
 
 log = logging.getLogger(__name__)
@@ -30,6 +34,12 @@ def fingerprint_params() -> dict:
             "w": fingerprint.DEFAULT_W, "index_hash_bits": INDEX_HASH_BITS, "blocks": BLOCK_RULES}
 
 
+class IndexUnavailable(EngramError):
+    """The index file cannot be opened (permissions, a missing or read-only directory)."""
+
+    code = "index-unavailable"
+
+
 def connect(path: Path, *, create: bool = True, readonly: bool = False) -> apsw.Connection:
     """Open (and, if ``create``, initialise or migrate) the index at ``path``.
 
@@ -37,10 +47,10 @@ def connect(path: Path, *, create: bool = True, readonly: bool = False) -> apsw.
     index from a newer Engram, ``IndexMismatch`` when fingerprint parameters differ (rebuild).
     """
     path = Path(path)
-    if not path.exists():
-        if not create or readonly:
-            raise NotIndexed("no index yet; run `engram ingest`", path=str(path))
-        path.parent.mkdir(parents=True, exist_ok=True)
+    if (not create or readonly) and not path.exists():
+        raise NotIndexed("no index yet; run `engram ingest`", path=str(path))
+    if not readonly:
+        _make_private(path)
     flags = apsw.SQLITE_OPEN_READONLY if readonly else (
         apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
     try:
@@ -60,7 +70,21 @@ def connect(path: Path, *, create: bool = True, readonly: bool = False) -> apsw.
                          path=str(path)) from None
     except apsw.CorruptError:
         raise NotIndexed("the index is corrupt; run `engram ingest --rebuild`", path=str(path)) from None
+    except apsw.CantOpenError:
+        raise IndexUnavailable(
+            "cannot open the index: check that you own it and its directory "
+            f"(ls -ld {path.parent}), or point --index elsewhere", path=str(path)) from None
     return conn
+
+
+def _make_private(path: Path) -> None:
+    """The index's directory 0700 and its files 0600 (``engram.paths``): created so before SQLite
+    opens them, narrowed when an older Engram left them readable. The ingest lock beside the index
+    (``Engine._ingest_lock``, created just before this) too."""
+    paths.private_dir(path.parent)
+    paths.create_private(path)
+    for sibling in (Path(f"{path}-wal"), Path(f"{path}-shm"), path.with_suffix(".lock")):
+        paths.private_file(sibling)
 
 
 def _migrate(conn: apsw.Connection) -> None:

@@ -70,3 +70,59 @@ def test_an_index_from_a_newer_engram_is_refused(tmp_path):
     conn.close()
     with pytest.raises(SchemaTooNew):
         db.connect(path)
+
+
+# -- the index is private ---------------------------------------------------------------------
+
+def _modes(root) -> dict[str, str]:
+    import os
+
+    out = {}
+    for dirpath, dirs, files in os.walk(root):
+        for name in dirs + files:
+            p = os.path.join(dirpath, name)
+            out[os.path.relpath(p, root)] = oct(os.stat(p).st_mode & 0o777)
+    return out
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o000])
+def test_index_wal_and_shm_are_private_whatever_the_umask(tmp_path, umask):
+    import os
+
+    old = os.umask(umask)
+    try:
+        conn = db.connect(tmp_path / "a" / "cache" / "index.sqlite")
+        with conn:
+            db.set_meta(conn, "probe", "x")  # a write: the WAL and shared memory exist now
+        modes = _modes(tmp_path / "a")
+        conn.close()
+    finally:
+        os.umask(old)
+    assert modes == {"cache": "0o700", "cache/index.sqlite": "0o600",
+                     "cache/index.sqlite-wal": "0o600", "cache/index.sqlite-shm": "0o600"}
+    assert oct((tmp_path / "a").stat().st_mode & 0o777) == "0o700"  # created by us too
+
+
+def test_an_index_left_readable_is_narrowed_when_opened_for_writing(tmp_path):
+    import os
+
+    d = tmp_path / "cache"
+    path = d / "index.sqlite"
+    db.connect(path).close()
+    for p, mode in ((d, 0o755), (path, 0o644)):
+        os.chmod(p, mode)
+    (d / "index.lock").touch(mode=0o644)
+    os.chmod(d / "index.lock", 0o644)
+    db.connect(path, readonly=True).close()  # a reader changes nothing
+    assert oct(path.stat().st_mode & 0o777) == "0o644"
+    db.connect(path).close()
+    assert _modes(d) == {"index.sqlite": "0o600", "index.lock": "0o600"}
+    assert oct(d.stat().st_mode & 0o777) == "0o700"
+
+
+def test_an_index_that_cannot_be_opened_names_its_path(tmp_path):
+    path = tmp_path / "index.sqlite"
+    path.mkdir()  # a directory where the database should be
+    with pytest.raises(db.IndexUnavailable) as e:
+        db.connect(path)
+    assert e.value.path == str(path) and "cannot open the index" in e.value.message
