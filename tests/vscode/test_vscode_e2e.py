@@ -8,7 +8,8 @@ the code lens and from the command palette) and the tape view. Screenshots and r
 
 Prerequisites (``clients/vscode/scripts/setup-e2e.sh`` installs them): code-server 4.100.3 under
 ``clients/vscode/.cache/code-server`` (or ``$ENGRAM_CODE_SERVER_DIR``), ``/usr/bin/chromium``, node +
-npm, and ``clients/vscode/node_modules``. The test is skipped, saying which is missing, without them.
+npm, and ``clients/vscode/node_modules``. Without them the test is skipped, saying which is missing;
+under CI=true (where .ci/run installs them first) that is a failure (tests/prerequisites.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from prerequisites import missing as missing_prerequisite
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -143,7 +145,7 @@ def _prepare_workspace(tmp_path: Path) -> tuple[Path, dict, dict]:
 def test_vscode_extension_end_to_end(tmp_path):
     missing = _missing_prerequisites()
     if missing:
-        pytest.skip(
+        missing_prerequisite(
             "VS Code e2e prerequisites missing: "
             + "; ".join(missing)
             + " — run clients/vscode/scripts/setup-e2e.sh"
