@@ -4,10 +4,17 @@
 xxh3_128 of the bytes equals the tape id in the file name, and parses each line. Any mismatch,
 truncation or bad line raises ``CorruptTape`` naming the file (and line). Unknown keys are kept.
 A small LRU keeps recently read tapes so a window read on hover does not decompress twice.
+
+A tape may come from a teammate, so it is untrusted input: it is decompressed with a limit
+(``writer.size_limit``: at most ``MAX_TAPE_BYTES``, and past ``RATIO_FLOOR`` at most
+``MAX_RATIO`` bytes per byte of file), so a zstd bomb -- a small file that decompresses to
+gigabytes -- fails with ``CorruptTape`` before its output is allocated (a frame that declares its
+size, as every tape Engram writes does) or after at most the limit (one that does not).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections import OrderedDict
@@ -18,9 +25,16 @@ import xxhash
 import zstandard
 
 from engram.errors import CorruptTape
-from engram.tape.writer import SUFFIX
+from engram.tape.writer import MAX_TAPE_BYTES, SUFFIX, size_limit
 
-MAX_TAPE_BYTES = 4 << 30
+MAX_FILE_BYTES = MAX_TAPE_BYTES + (MAX_TAPE_BYTES >> 7)
+"""The largest tape file read (zstd's worst case adds less than 1/256 to incompressible data)."""
+
+log = logging.getLogger(__name__)
+
+_FEED = 256
+"""Compressed bytes fed at a time to a frame that does not declare its size: one such step
+yields at most 8 MiB (a 4-byte RLE block makes 128 KiB), so the limit is overshot by no more."""
 
 
 def tape_id_of(path: Path) -> str:
@@ -42,27 +56,54 @@ def _decompressor() -> zstandard.ZstdDecompressor:
     return d
 
 
-def read_raw(path: Path, verify: bool = True) -> bytes:
+def read_raw(path: Path) -> bytes:
+    """The tape's JSONL bytes, decompressed within ``size_limit`` and checked against its name
+    (always: a tape whose name is not the hash of its content is refused)."""
     path = Path(path)
+    want = tape_id_of(path)
     try:
         with open(path, "rb") as f:
-            data = f.read()
-        dobj = _decompressor().decompressobj()
-        raw = dobj.decompress(data)
-        if not dobj.eof:
-            raise CorruptTape("truncated zstd data (the frame does not end)", path=str(path))
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_FILE_BYTES:
+                raise CorruptTape(f"tape file is {size} bytes, more than a tape may hold "
+                                  f"({MAX_FILE_BYTES})", path=str(path))
+            data = f.read(size + 1)
     except FileNotFoundError:
         raise CorruptTape("tape file vanished or does not exist", path=str(path)) from None
     except OSError as e:
         raise CorruptTape(f"cannot read tape: {e.strerror or e}", path=str(path)) from None
+    raw = _decompress(data, size_limit(len(data)), path)
+    got = xxhash.xxh3_128_hexdigest(raw)
+    if got != want:
+        raise CorruptTape(f"content hash {got} does not match the tape's name", path=str(path))
+    return raw
+
+
+def _decompress(data: bytes, limit: int, path: Path) -> bytes:
+    """One zstd frame, never more than ``limit`` bytes of output."""
+    try:
+        declared = zstandard.frame_content_size(data)
+        if declared >= 0:  # the size is in the frame header: refuse before allocating
+            if declared > limit:
+                raise CorruptTape(f"tape declares {declared} bytes of content, more than its "
+                                  f"{len(data)}-byte file may hold ({limit}): a zstd bomb?",
+                                  path=str(path))
+            # exactly ``declared`` bytes are allocated; a frame that makes more fails
+            return _decompressor().decompress(data)
+        dobj = _decompressor().decompressobj()
+        out = bytearray()
+        for i in range(0, len(data), _FEED):
+            out += dobj.decompress(data[i:i + _FEED])
+            if len(out) > limit:
+                raise CorruptTape(f"tape decompresses to more than its {len(data)}-byte file "
+                                  f"may hold ({limit} bytes): a zstd bomb?", path=str(path))
+            if dobj.eof:
+                break
+        if not dobj.eof:
+            raise CorruptTape("truncated zstd data (the frame does not end)", path=str(path))
+        return bytes(out)
     except zstandard.ZstdError as e:
         raise CorruptTape(f"corrupt or truncated zstd data: {e}", path=str(path)) from None
-    if verify:
-        want = tape_id_of(path)
-        got = xxhash.xxh3_128_hexdigest(raw)
-        if got != want:
-            raise CorruptTape(f"content hash {got} does not match the tape's name", path=str(path))
-    return raw
 
 
 def parse_lines(raw: bytes, path: Path | str = "<tape>") -> list[dict]:
@@ -82,17 +123,34 @@ def parse_lines(raw: bytes, path: Path | str = "<tape>") -> list[dict]:
     return out
 
 
-def read_tape(path: Path, verify: bool = True) -> list[dict]:
+def read_tape(path: Path) -> list[dict]:
     """All events of a tape; event offset n is list index n."""
-    return parse_lines(read_raw(path, verify), path)
+    return parse_lines(read_raw(path), path)
 
 
-def iter_tape(path: Path, verify: bool = True):
-    yield from read_tape(path, verify)
+CACHE_MB = 128
+"""Default budget of the LRU of decompressed tapes, in MiB of tape text."""
+ENV_CACHE_MB = "ENGRAM_TAPE_CACHE_MB"
+_warned: set[str] = set()
 
 
-CACHE_BYTES = int(os.environ.get("ENGRAM_TAPE_CACHE_MB") or 128) << 20
-"""Budget of the LRU of decompressed tapes (bytes of tape text); ``ENGRAM_TAPE_CACHE_MB``."""
+def cache_bytes() -> int:
+    """The LRU's budget: ``$ENGRAM_TAPE_CACHE_MB`` (read when used, so a bad value cannot break
+    ``import engram``) when it is a whole number >= 0, else ``CACHE_MB`` with one warning."""
+    value = os.environ.get(ENV_CACHE_MB, "").strip()
+    if not value:
+        return CACHE_MB << 20
+    try:
+        mb = int(value)
+        if mb < 0:
+            raise ValueError
+    except ValueError:
+        if value not in _warned:
+            _warned.add(value)
+            log.warning("%s=%r is not a whole number of MiB; using %d", ENV_CACHE_MB, value,
+                        CACHE_MB)
+        return CACHE_MB << 20
+    return mb << 20
 
 _lru: OrderedDict[tuple[str, int, int], tuple[bytes, ...]] = OrderedDict()
 _lru_bytes = 0
@@ -109,13 +167,14 @@ def _cached(path: str, mtime_ns: int, size: int) -> tuple[bytes, ...]:
         if hit is not None:
             _lru.move_to_end(key)
             return hit
-    raw = read_raw(Path(path), verify=True)
+    raw = read_raw(Path(path))
     lines = tuple(raw.split(b"\n"))
+    budget = cache_bytes()
     with _lru_lock:
         if key not in _lru:
             _lru[key] = lines
             _lru_bytes += len(raw)
-            while _lru_bytes > CACHE_BYTES and len(_lru) > 1:
+            while _lru_bytes > budget and len(_lru) > 1:
                 _k, old = _lru.popitem(last=False)
                 _lru_bytes -= sum(len(x) + 1 for x in old) - 1
     return lines
@@ -136,11 +195,10 @@ def events_at(lines: tuple[bytes, ...], offsets: range | list[int], path: Path |
 
 def raw_lines_cached(path: Path) -> tuple[bytes, ...]:
     """The tape's JSONL lines (unparsed), from the same verified LRU."""
-    st = os.stat(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise CorruptTape("tape file vanished or does not exist", path=str(path)) from None
+    except OSError as e:
+        raise CorruptTape(f"cannot read tape: {e.strerror or e}", path=str(path)) from None
     return _cached(str(path), st.st_mtime_ns, st.st_size)
-
-
-def tape_length(path: Path) -> int:
-    st = os.stat(path)
-    lines = _cached(str(path), st.st_mtime_ns, st.st_size)
-    return sum(1 for ln in lines if ln)

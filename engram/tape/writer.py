@@ -3,15 +3,30 @@
 The JSONL bytes are canonical (keys sorted, compact separators, UTF-8), so the same events always
 give the same tape id. The file is written to a temp file in the target directory, fsynced, then
 renamed into place; if a tape with that name already exists nothing is written (its content is, by
-construction, the same).
+construction, the same). Tape directories are 0700 and tapes 0600, whatever the umask.
+
+A temp file is named ``.<tape id>.<pid>-<host>.<random>.tmp``: a writer killed before its rename
+(kill -9, power loss) leaves it behind, and ``sweep_temp`` removes those of writers that are gone
+(``<host>`` tells this machine's processes, whose pids can be checked, from others').
+
+A tape holds at most ``MAX_TAPE_BYTES`` of JSONL, and its file is never smaller than
+1/``MAX_RATIO`` of that past ``RATIO_FLOOR`` (``size_limit``): the reader refuses anything else as
+a zstd bomb. The writer keeps to it: a session too large raises ``TapeTooLarge``, and the rare
+tape that compresses better than ``MAX_RATIO`` is padded with a zstd skippable frame.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
+import re
+import socket
+import stat
+import struct
 import tempfile
 import threading
+import time
 from collections import deque
 from pathlib import Path
 
@@ -19,19 +34,45 @@ import orjson
 import xxhash
 import zstandard
 
+from engram import paths
+from engram.errors import EngramError
+
 SUFFIX = ".jsonl.zst"
 ZSTD_LEVEL = 3
+
+MAX_TAPE_BYTES = 1 << 30
+"""The most JSONL bytes a tape holds (1 GiB); the reader refuses to decompress more."""
+RATIO_FLOOR = 64 << 20
+MAX_RATIO = 100
+"""Past ``RATIO_FLOOR`` bytes, a tape decompresses to at most ``MAX_RATIO`` bytes per byte of its
+file (real tapes: 3-15)."""
+
+
+def size_limit(file_bytes: int) -> int:
+    """The most bytes a tape file of ``file_bytes`` may decompress to."""
+    return min(MAX_TAPE_BYTES, max(RATIO_FLOOR, file_bytes * MAX_RATIO))
+
+
+class TapeTooLarge(EngramError):
+    """A session's JSONL is larger than a tape may hold (``MAX_TAPE_BYTES``)."""
+
+    code = "tape-too-large"
 
 _local = threading.local()
 
 
 def _compress(raw: bytes) -> bytes:
-    """``raw`` as one zstd frame, by this thread's compressor: making one costs half as much again
-    as compressing a typical tape, and one may not be used by two threads at once."""
+    """``raw`` as one zstd frame (its size in the header), by this thread's compressor: making one
+    costs half as much again as compressing a typical tape, and one may not be used by two threads
+    at once. A frame smaller than ``size_limit`` allows is followed by a skippable frame."""
     c = getattr(_local, "zstd", None)
     if c is None:
         c = _local.zstd = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
-    return c.compress(raw)
+    data = c.compress(raw)
+    if len(raw) > size_limit(len(data)):
+        pad = max(0, -(-len(raw) // MAX_RATIO) - len(data) - 8)
+        data += struct.pack("<II", 0x184D2A50, pad) + bytes(pad)
+    return data
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,8 +120,9 @@ class TapeStager:
     def stage(self, directory: Path, events: list[dict]) -> TapeRef:
         directory = Path(directory)
         raw, tape_id = _encode(events)
-        if directory not in self._dirs:  # created once per stager, not once per tape
-            directory.mkdir(parents=True, exist_ok=True)
+        if directory not in self._dirs:  # once per stager (an ingest), not once per tape
+            paths.private_dir(directory)
+            sweep_temp(directory)  # what writers killed before their rename left behind
             self._dirs.add(directory)
         final = directory / f"{tape_id}{SUFFIX}"
         if final in self._names or final.exists():
@@ -131,14 +173,27 @@ class TapeStager:
         self._names.clear()
 
 
-def _write_temp(directory: Path, tape_id: str, raw: bytes) -> str:
-    """The compressed tape in a new temp file of ``directory`` (not synced); its path."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{tape_id}.", suffix=".tmp", dir=directory)
+def _write_temp(directory: Path, tape_id: str, raw: bytes, sync: bool = False) -> str:
+    """The compressed tape in a new 0600 temp file of ``directory``; its path. An ``OSError``
+    (disk full, ``ulimit -f``) names the file; the temp file is removed."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{tape_id}.{os.getpid()}-{_host_tag()}.", suffix=".tmp",
+                               dir=directory)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(_compress(raw))
-    except BaseException:
-        os.unlink(tmp)
+        try:
+            view = memoryview(_compress(raw))
+            while view:
+                view = view[os.write(fd, view):]
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError) and e.filename is None:
+            raise OSError(e.errno, e.strerror, tmp) from e
         raise
     return tmp
 
@@ -159,14 +214,17 @@ def _encode(events: list[dict]) -> tuple[bytes, str]:
     if not events or events[0].get("k") != "meta":
         raise ValueError("a tape's first event must be meta")
     raw = encode_events(events)
+    if len(raw) > MAX_TAPE_BYTES:
+        raise TapeTooLarge(f"session of {len(raw)} bytes is larger than a tape may hold "
+                           f"({MAX_TAPE_BYTES}); it is not written",
+                           path=str(events[0].get("source_path") or "") or None)
     return raw, xxhash.xxh3_128_hexdigest(raw)
 
 
 def _prepare(directory: Path, events: list[dict]) -> tuple[bytes, str, Path]:
-    """Canonical bytes, tape id and final path of a tape (its directory created)."""
+    """Canonical bytes, tape id and final path of a tape (its directory created, private)."""
     raw, tape_id = _encode(events)
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = paths.private_dir(directory)
     return raw, tape_id, directory / f"{tape_id}{SUFFIX}"
 
 
@@ -175,13 +233,8 @@ def write_tape(directory: Path, events: list[dict]) -> TapeRef:
     directory = final.parent
     if final.exists():
         return TapeRef(tape_id, final, False, len(events), len(raw))
-    data = _compress(raw)
-    fd, tmp = tempfile.mkstemp(prefix=f".{tape_id}.", suffix=".tmp", dir=directory)
+    tmp = _write_temp(directory, tape_id, raw, sync=True)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
         if final.exists():  # a concurrent writer won the race with identical content
             os.unlink(tmp)
             return TapeRef(tape_id, final, False, len(events), len(raw))
@@ -192,3 +245,86 @@ def write_tape(directory: Path, events: list[dict]) -> TapeRef:
         raise
     _fsync_dir(directory)
     return TapeRef(tape_id, final, True, len(events), len(raw))
+
+
+# -- temp files left by writers that are gone --------------------------------------------------
+
+STALE_AFTER_S = 3600
+"""Age past which a temp file whose writer cannot be checked (another machine or pid namespace,
+or a name without a writer) counts as abandoned: a writer renames its temp files within one
+ingest's staging, minutes at most."""
+
+_TEMP_NAME = re.compile(r"^\.[0-9a-f]{32}\.(?:(\d+)-([0-9a-f]{8})\.)?[^/]*\.tmp$")
+
+
+@functools.lru_cache(maxsize=1)
+def _host_tag() -> str:
+    """8 hex digits naming this machine and pid namespace: a pid in a temp file's name can only
+    be checked by a process that sees the same pids."""
+    try:
+        ns = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        ns = 0
+    return xxhash.xxh32_hexdigest(f"{socket.gethostname()}:{ns}".encode())
+
+
+def _writer_alive(pid: int, written: float) -> bool:
+    """Whether the process ``pid`` of this machine may still be the writer of a temp file last
+    written at ``written``: it exists, is not a zombie, and did not start after the write (a
+    reused pid)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # exists, another user's
+    except OSError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        if fields[0] == b"Z":
+            return False
+        with open("/proc/stat", "rb") as f:
+            btime = next(int(ln.split()[1]) for ln in f if ln.startswith(b"btime "))
+        started = btime + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+        return started <= written + 2  # btime has whole seconds
+    except (OSError, ValueError, IndexError, StopIteration):
+        return True  # no /proc: the pid exists, so assume it is the writer
+
+
+def sweep_temp(directory: Path, *, now: float | None = None) -> list[Path]:
+    """Remove the tape temp files of ``directory`` whose writer is gone: on this machine, its pid
+    is dead (or reused); otherwise, unchanged for ``STALE_AFTER_S``. A live writer's temp files
+    (another ingest, the watcher) are kept. The paths removed."""
+    now = time.time() if now is None else now
+    removed: list[Path] = []
+    try:
+        entries = os.scandir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return removed
+    with entries:
+        for e in entries:
+            m = _TEMP_NAME.match(e.name) if e.name.endswith(".tmp") else None
+            if m is None:
+                continue
+            try:
+                st = e.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            pid, tag = m.group(1), m.group(2)
+            if pid and tag == _host_tag():
+                stale = not _writer_alive(int(pid), st.st_mtime)
+            else:
+                stale = now - st.st_mtime >= STALE_AFTER_S
+            if stale:
+                try:
+                    os.unlink(e.path)
+                except FileNotFoundError:
+                    continue
+                removed.append(Path(e.path))
+    return removed
