@@ -4,7 +4,7 @@ PYTHON ?= python3
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: install install-test demo test test-fast bench clean
+.PHONY: install install-test demo test test-fast lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ demo: install
 ## Set up and run the whole test suite (unit, golden, CLI, LSP, real Neovim, real VS Code when present).
 test: install-test
 	$(VENV)/bin/pytest -q
+
+## Lint: ruff with the project's configuration (pyproject.toml [tool.ruff]).
+lint: install-test
+	$(VENV)/bin/ruff check .
 
 test-fast: install-test
 	$(VENV)/bin/pytest -q -m "not e2e and not slow"
