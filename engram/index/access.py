@@ -1,5 +1,8 @@
 """Events of indexed tapes: sealed ones read from their files (verified, cached), live ones from
-the index. What the transcript windows, the lineage pass and ``engram show`` read through."""
+the index. What the transcript windows, the lineage pass and ``engram show`` read through.
+
+A sealed tape that cannot be read (missing, unreadable, corrupt, not matching its name) raises
+``CorruptTape`` naming the file; never another exception."""
 
 from __future__ import annotations
 
@@ -59,7 +62,10 @@ class TapeAccess:
             raw = lines[ofs]
             if b'"k":"msg.in"' not in raw:
                 continue
-            ev = orjson.loads(raw)
+            try:
+                ev = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                raise CorruptTape("bad JSON in tape", path=tape.path, line=ofs + 1) from None
             if _is_request(ev):
                 return ofs, ev
         return None

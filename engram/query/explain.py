@@ -787,7 +787,7 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
         }
         if v != "direct":
             entry["lineage"] = paths_by_event.get(items[0][0], [])
-        out_sessions.append(entry)
+        out_sessions.append(W.lift_unreadable(entry))  # a tape that cannot be read: marked
     if semantic is not None:
         known = {s["tape_id"] for s in out_sessions}
         below = not brief and len(out_sessions) >= shown  # ranked below the windowed sessions

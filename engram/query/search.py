@@ -1,5 +1,6 @@
 """``engram search``: full-text (SQLite FTS5) over reasoning text, merged with semantic neighbours
-when the embedding scorer is enabled and has vectors. Each result carries per-signal scores."""
+when the embedding scorer is enabled and has vectors. Each result carries per-signal scores; a
+result whose tape cannot be read carries ``unreadable`` (its window has no events)."""
 
 from __future__ import annotations
 
@@ -92,11 +93,12 @@ def search(engine, text: str, *, limit: int = 20, before: int = 2, after: int = 
 
             w.update(sidecar_anchor(conn, t, eid))
         w.update(W.window(access, t, w["anchor"], before, after))
-        results.append({"tape_id": t.tape_id, "harness": t.harness, "session": t.session,
-                        "tier": t.tier or "agent", "label": t.label, "model": t.model,
-                        "first_t": t.first_t, "last_t": t.last_t,
-                        "score": round(score, 6 if fused is not None else 4),
-                        "signals": scores[eid], "windows": [w]})
+        results.append(W.lift_unreadable({
+            "tape_id": t.tape_id, "harness": t.harness, "session": t.session,
+            "tier": t.tier or "agent", "label": t.label, "model": t.model,
+            "first_t": t.first_t, "last_t": t.last_t,
+            "score": round(score, 6 if fused is not None else 4),
+            "signals": scores[eid], "windows": [w]}))  # a tape that cannot be read: marked
     return {"query": text, "results": results, "semantic": semantic_state,
             "stats": {"keyword_hits": len(kw), "semantic_hits": len(sem),
                       "elapsed_ms": round((time.perf_counter() - t0) * 1000, 2)}}

@@ -2,6 +2,10 @@
 
 Events are rendered compactly for people and agents: long texts are trimmed (the tape keeps them
 whole; ``engram show`` prints everything), tool arguments are summarised.
+
+A tape that cannot be read costs only its own windows: ``window`` answers ``{"events": [],
+"unreadable": "corrupt-tape: <file>: <why>"}`` for it (never memoised: the tape may be restored),
+and callers mark the session with ``unreadable`` (``lift_unreadable``).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from collections import OrderedDict
 
 import orjson
 
+from engram.errors import CorruptTape
 from engram.index.access import TapeAccess
 from engram.index import queries as Q
 
@@ -105,6 +110,14 @@ def window(access: TapeAccess, tape: Q.TapeRow, anchor: int, before: int, after:
     Windows of sealed tapes are memoised (a tape id is the hash of its content, so a window of it
     never changes); those of live tapes for as long as the index is unchanged (``Q.memo``)."""
     key = (tape.tape_id, tape.path, anchor, before, after, expand_until, brief)
+    try:
+        return _memo_window(access, tape, key, anchor, before, after, expand_until, brief)
+    except CorruptTape as e:
+        return {"events": [], "unreadable": f"{e.code}: {e}"}
+
+
+def _memo_window(access: TapeAccess, tape: Q.TapeRow, key: tuple, anchor: int, before: int,
+                 after: int, expand_until: int | None, brief: bool) -> dict:
     if tape.live or not tape.path:
         live = Q.memo(access.conn, "window.live", OrderedDict)
         hit = live.get(key)
@@ -126,6 +139,18 @@ def window(access: TapeAccess, tape: Q.TapeRow, anchor: int, before: int, after:
     out = dict(hit)
     out["events"] = list(hit["events"])
     return out
+
+
+def lift_unreadable(entry: dict) -> dict:
+    """Move an ``unreadable`` reason from a session's windows up to the session (its windows keep
+    their anchors, with no events); the entry, unchanged when every window was read."""
+    reason = None
+    for w in entry.get("windows", ()):
+        why = w.pop("unreadable", None)
+        reason = reason or why
+    if reason is not None:
+        entry["unreadable"] = reason
+    return entry
 
 
 def _window(access: TapeAccess, tape: Q.TapeRow, anchor: int, before: int, after: int,
