@@ -262,11 +262,20 @@ def cmd_record(args) -> int:
 
 
 def cmd_watch(args) -> int:
+    """Ingest, then ingest what changes (``engram.ingest.watcher``): one line of JSON (or a pretty
+    summary) per ingest that changed the index; a failed ingest is reported on stderr."""
     from engram.ingest.watcher import watch_forever
+
+    def report(summary: dict) -> None:
+        emit(summary, args.pretty, render_ingest)
+
+    def failed(exc: BaseException) -> None:
+        sys.stderr.write(f"Error: ingest failed: {exc}\n")
+        sys.stderr.flush()
 
     eng = _engine(args)
     try:
-        watch_forever(eng, pretty=args.pretty)
+        watch_forever(eng, report, on_error=failed)
     except KeyboardInterrupt:
         pass
     finally:

@@ -116,6 +116,16 @@ class Engine:
                 out.append(p)
         return out
 
+    def watcher(self, on_batch, **options):
+        """A ``Watcher`` (``engram.ingest.watcher``: debounced batches of changed paths, polling
+        for paths that do not exist yet, a periodic sweep) of ``watch_paths()``, the index's
+        directory ignored; not started. ``options``: ``debounce_s``, ``on_sweep``, ``sweep_s``,
+        ``poll_s``, ``on_error``. ``engram watch`` and the language server use it."""
+        from engram.ingest.watcher import Watcher
+
+        ignore = [self.index_path.absolute().parent, self.root / ".engram-cache"]
+        return Watcher(self.watch_paths(), on_batch, ignore=ignore, **options)
+
     # -- explain -----------------------------------------------------------------------------
     def _read_span(self, file: str, start: int, end: int, text: str | None) -> tuple[str, list[str]]:
         if text is None:

@@ -634,8 +634,10 @@ class Backend:
             existing = [p for p in batch if Path(p).exists()]
             if not existing:  # only deletions: nothing new to read
                 continue
+            # a directory (one that appeared, or was moved in) may hold anything: ingest all
+            paths = None if any(Path(p).is_dir() for p in existing) else existing
             try:
-                summary = self._run_ingest(False, False, existing, None)
+                summary = self._run_ingest(False, False, paths, None)
             except Exception as exc:  # reported, never raised into the watcher
                 done(None, exc)
             else:

@@ -15,16 +15,15 @@ progress (``$/progress``, when the client supports ``window.workDoneProgress``),
 one offer to rebuild it (``window/showMessageRequest``: ``Rebuild index`` → ``reindex``, the same as
 the ``engram.reindex`` command).
 
-**Watching** (``watch``): a watchdog observer on every path of ``engine.watch_paths()``. File events
-are collected and flushed at most ``watch.debounceMs`` (200 ms) after the first one, so a burst of
+**Watching** (``watch``): one ``engram.ingest.watcher.Watcher`` (``Engine.watcher``; its docstring
+has the rules) on every path the engine's ingest reads, with the index directory ignored. Changed
+paths come in batches at most ``watch.debounceMs`` (200 ms) after the first change, so a burst of
 1,000 appended lines is one ingest and a single appended line is indexed well inside the 2 s
-freshness target. Paths that change while an ingest runs are ingested together right after it
-(``Backend.ingest_changed``). Rotation (a move) ingests the new name; a deleted log is ignored; a
-watched directory that does not exist yet is polled for until it appears. Events under the index
-directory are ignored (the index is ours).
-
-Besides events, a full incremental ingest runs every ``SWEEP_S`` seconds while no ingest runs, so
-live sessions whose logs went quiet get sealed into tapes (``seal_after``) without a restart.
+freshness target; paths that change while an ingest runs are ingested together right after it
+(``Backend.ingest_changed``). Rotation ingests the new name, a deleted log is ignored, a directory
+that does not exist yet is polled for until it appears. Every ``SWEEP_S`` (``engram.ingest.watcher``,
+300 s) a full incremental ingest runs unless one is running, so live sessions whose logs went quiet
+get sealed into tapes (``seal_after``) without a restart.
 
 **Embedding** (issue 7): after an ingest that changed the index, new reasoning text is embedded on
 a thread of its own when ``embedding.enabled`` is true, or ``auto`` and this repository already has
@@ -40,7 +39,6 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 
 from lsprotocol import types
 
@@ -49,8 +47,6 @@ from engram_lsp.backend import IngestCancelled
 log = logging.getLogger(__name__)
 
 REBUILD = "Rebuild index"
-SWEEP_S = 300.0
-_POLL_MISSING_S = 2.0
 
 Listener = Callable[[dict | None], None]
 
@@ -105,10 +101,9 @@ class Indexer:
 
     def __init__(self, ls) -> None:
         self.ls = ls
-        self.watcher: Watcher | None = None
+        self.watcher = None  # an engram.ingest.watcher.Watcher (Engine.watcher) while watching
         self.rebuild_offered = False  # one offer per broken index
         self._listeners: list[Listener] = []
-        self._sweeper: asyncio.Future | None = None
         self._embed_pool: ThreadPoolExecutor | None = None
         self._embedding = threading.Event()  # one embedding run at a time
 
@@ -329,21 +324,11 @@ class Indexer:
         return [str(p) for p in watcher.paths] if watcher is not None else []
 
     async def watch(self) -> None:
-        """Watch what the engine says to watch, and sweep every ``SWEEP_S`` (idempotent)."""
+        """Watch what the engine's ingest reads, and sweep every ``SWEEP_S`` (idempotent)."""
         if self.watcher is not None:
             return
         ls = self.ls
         backend = ls.get_backend()
-        try:
-            paths = await ls.run(lambda engine: list(engine.watch_paths()))
-        except Exception as exc:
-            log.warning("not watching for new sessions: %s", exc)
-            return
-        if self.watcher is not None:  # a second call won the race
-            return
-        index = backend.index_path()
-        ignore = [index.parent] if index is not None else []
-        ignore.append(backend.root / ".engram-cache")
 
         def done(summary, error) -> None:  # on the ingest thread
             if error is not None:
@@ -354,40 +339,46 @@ class Indexer:
                 return
             ls.on_loop(self._indexed, summary)
 
-        def on_batch(batch: list[str]) -> None:  # on the watcher's timer thread
+        def on_batch(batch: list[str]) -> None:  # on the watcher's thread
             log.debug("changed: %s", batch)
             backend.ingest_changed(batch, done)
 
-        watcher = Watcher(paths, ignore, ls.settings.debounce_ms / 1000.0, on_batch)
+        def on_sweep() -> None:  # on the watcher's thread
+            ls.on_loop(self._sweep, watcher)
+
+        try:
+            watcher = await ls.run(
+                lambda engine: engine.watcher(
+                    on_batch, debounce_s=ls.settings.debounce_ms / 1000.0, on_sweep=on_sweep
+                )
+            )
+        except Exception as exc:
+            log.warning("not watching for new sessions: %s", exc)
+            return
+        if self.watcher is not None:  # a second call won the race
+            return
         try:
             await asyncio.get_running_loop().run_in_executor(None, watcher.start)
         except Exception as exc:
             log.warning("file watching unavailable: %s", exc)
+            watcher.stop()
             return
         self.watcher = watcher
-        self._sweeper = asyncio.ensure_future(self._sweep(watcher))
 
-    async def _sweep(self, watcher) -> None:
-        """Every SWEEP_S: an incremental ingest of everything (seals quiet live sessions)."""
-        while self.watcher is watcher:
-            await asyncio.sleep(SWEEP_S)
-            backend = self.ls.backend
-            if self.watcher is not watcher or backend is None or backend.closing:
-                return
-            if not backend.ingesting:
-                try:
-                    await self.ingest(title="Engram: indexing agent sessions", quiet=True)
-                except Exception as exc:  # reported by ingest
-                    log.debug("periodic ingest failed: %s", exc)
+    def _sweep(self, watcher) -> None:
+        """Every ``SWEEP_S`` (on the loop): an incremental ingest of everything, unless one runs
+        (seals quiet live sessions; tells the listeners only if it changed something)."""
+        backend = self.ls.backend
+        if self.watcher is not watcher or backend is None or backend.closing:
+            return
+        if not backend.ingesting:
+            self.ingest(title="Engram: indexing agent sessions", quiet=True)
 
     def unwatch(self) -> None:
         """Stop watching and sweeping (idempotent)."""
         watcher, self.watcher = self.watcher, None
-        sweeper, self._sweeper = self._sweeper, None
         if watcher is not None:
             watcher.stop()
-        if sweeper is not None:
-            sweeper.cancel()
 
     # --- embedding after ingest (issue 7) ----------------------------------------------------------
 
@@ -476,107 +467,3 @@ def _embedding_wanted(engine) -> bool:
     except Exception:  # optional signal: never disturb the server
         log.debug("embedding state check failed", exc_info=True)
         return False
-
-
-# -- the file watcher ---------------------------------------------------------------------------
-
-
-class Watcher:
-    """watchdog observer + debounce; calls ``on_batch(paths)`` from a timer thread."""
-
-    def __init__(self, paths: list[Path], ignore: list[Path], debounce_s: float, on_batch):
-        from watchdog.observers import Observer
-
-        self.paths = [Path(p) for p in paths]
-        self.ignore = [str(Path(p)) for p in ignore]
-        self.debounce_s = debounce_s
-        self.on_batch = on_batch
-        self.observer = Observer()
-        self.observer.daemon = True
-        self._pending: set[str] = set()
-        self._lock = threading.Lock()
-        self._timer: threading.Timer | None = None
-        self._missing: list[Path] = []
-        self._stopped = threading.Event()
-        self._poller: threading.Thread | None = None
-
-    def start(self) -> None:
-        for path in self.paths:
-            self._schedule(path)
-        self.observer.start()
-        if self._missing:
-            self._poller = threading.Thread(
-                target=self._poll_missing, name="engram-watch-poll", daemon=True
-            )
-            self._poller.start()
-
-    def _schedule(self, path: Path) -> bool:
-        from watchdog.events import FileSystemEventHandler
-
-        watcher = self
-
-        class Handler(FileSystemEventHandler):
-            def on_any_event(self, event):
-                if event.event_type in ("opened", "closed_no_write"):
-                    return
-                if getattr(event, "is_directory", False) and event.event_type != "moved":
-                    return
-                watcher._event(getattr(event, "dest_path", "") or event.src_path)
-                if event.event_type == "moved":
-                    watcher._event(event.src_path)
-
-        try:
-            if path.is_dir():
-                self.observer.schedule(Handler(), str(path), recursive=True)
-            elif path.is_file():
-                self.observer.schedule(Handler(), str(path.parent), recursive=False)
-            else:
-                self._missing.append(path)
-                return False
-        except Exception as exc:  # e.g. inotify watch limit: log, keep the others
-            log.warning("cannot watch %s: %s", path, exc)
-            return False
-        log.info("watching %s", path)
-        return True
-
-    def _poll_missing(self) -> None:
-        while not self._stopped.wait(_POLL_MISSING_S) and self._missing:
-            for path in list(self._missing):
-                if path.exists():
-                    self._missing.remove(path)
-                    if self._schedule(path):
-                        self._event(str(path))
-
-    def _event(self, path: str) -> None:
-        if not path or any(path == p or path.startswith(p + "/") for p in self.ignore):
-            return
-        if path.endswith((".tmp", "-journal", "-wal", "-shm", "~")):
-            return
-        with self._lock:
-            self._pending.add(path)
-            if self._timer is None and not self._stopped.is_set():
-                self._timer = threading.Timer(self.debounce_s, self._flush)
-                self._timer.daemon = True
-                self._timer.start()
-
-    def _flush(self) -> None:
-        with self._lock:
-            batch = sorted(self._pending)
-            self._pending.clear()
-            self._timer = None
-        if batch and not self._stopped.is_set():
-            try:
-                self.on_batch(batch)
-            except Exception:
-                log.exception("watch batch failed")
-
-    def stop(self) -> None:
-        self._stopped.set()
-        with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-        try:
-            self.observer.stop()
-        except Exception:
-            pass

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
+import uuid
 
 import pytest
 from lsp_helpers import hover, lenses, open_doc, request, wait_indexed
@@ -92,3 +94,21 @@ async def test_burst_rotation_and_deletion(lsp, ws):
     status = await request(client, "engram/status", {})
     assert status.indexed is True
     await hover(client, uri, 2)  # evidence may stay or go; the server must answer
+
+
+async def test_a_log_directory_created_after_startup_is_watched(lsp, ws):
+    """A harness directory that does not exist at startup is polled for (every 2 s) and watched
+    once it appears: a session written there reaches the hover."""
+    later = ws.home / "later-projects"
+    paths = [str(ws.log.parent.parent), str(later)]
+    client = await lsp(ws, init_options={"harnesses": {"claude_code": {"paths": paths}}})
+    await wait_indexed(client)
+    assert str(later) in (await request(client, "engram/status", {})).server.watching
+    (ws.root / "fib.py").write_text(NEW_CODE)
+    uri = open_doc(client, ws, "fib.py")
+    assert await hover(client, uri, 2) is None
+    other = dataclasses.replace(ws, log=later / "project" / "other.jsonl", session=str(uuid.uuid4()))
+    other.log.parent.mkdir(parents=True)
+    other.append_write("fib.py", NEW_CODE, text="Adding a memoised Fibonacci helper.")
+    result, _ = await _wait_for_hover(client, uri, 2, 15.0)
+    assert result is not None, "a session in a directory created after startup was not ingested"
