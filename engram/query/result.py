@@ -8,7 +8,7 @@ checkers. Keys marked ``NotRequired`` appear only in some answers.
 # (no ``from __future__ import annotations``: NotRequired must be seen at run time)
 from typing import Literal, NotRequired, TypedDict
 
-Via = Literal["direct", "lineage", "continuation", "reader", "semantic"]
+Via = Literal["direct", "lineage", "continuation", "semantic"]
 
 
 class Span(TypedDict):
@@ -79,6 +79,7 @@ class Session(TypedDict):
     live: bool                         # indexed from a live log, not sealed into a tape yet
     windows: list[Window]
     lineage: NotRequired[list[LineageEdge]]   # how a non-direct session was reached
+    unreadable: NotRequired[str]       # its tape could not be read (corrupt, missing): no events
 
 
 class Tombstone(TypedDict):
