@@ -9,6 +9,7 @@ engine becomes a server error (-32001) whose ``data`` carries the stable Engram 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,13 @@ from pygls.uris import from_fs_path, to_fs_path
 from engram.errors import EngramError
 
 ENGRAM_ERROR = -32001  # JSON-RPC server-error range: an EngramError with data.code
+MAX_UINTEGER = 2**31 - 1  # LSP's uinteger: lines and characters
+
+
+def _r(v: Any, n: int = 60) -> str:
+    """``repr(v)``, cut to ``n`` characters: messages stay one short line whatever was sent."""
+    text = repr(v)
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 class InvalidParams(JsonRpcInvalidParams):
@@ -30,13 +38,21 @@ def engram_error(exc: EngramError) -> JsonRpcServerError:
 
 
 def plain(obj: Any) -> Any:
-    """pygls' untyped params (nested namedtuples) → plain dicts/lists."""
+    """pygls' untyped params (nested namedtuples) → plain dicts/lists (``InvalidParams`` when
+    they are nested too deeply to convert)."""
+    try:
+        return _plain(obj)
+    except RecursionError:
+        raise InvalidParams("params are nested too deeply") from None
+
+
+def _plain(obj: Any) -> Any:
     if hasattr(obj, "_asdict"):
-        return {k: plain(v) for k, v in obj._asdict().items()}
+        return {k: _plain(v) for k, v in obj._asdict().items()}
     if isinstance(obj, dict):
-        return {k: plain(v) for k, v in obj.items()}
+        return {k: _plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [plain(v) for v in obj]
+        return [_plain(v) for v in obj]
     return obj
 
 
@@ -56,7 +72,7 @@ def get_str(
             raise InvalidParams(f"missing required parameter {key!r}")
         return default
     if not isinstance(v, str) or not v:
-        raise InvalidParams(f"parameter {key!r} must be a non-empty string, got {v!r}")
+        raise InvalidParams(f"parameter {key!r} must be a non-empty string, got {_r(v)}")
     return v
 
 
@@ -74,10 +90,15 @@ def get_int(
         if required:
             raise InvalidParams(f"missing required parameter {key!r}")
         return default
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v:
-        raise InvalidParams(f"parameter {key!r} must be an integer, got {v!r}")
+    if (
+        isinstance(v, bool)
+        or not isinstance(v, (int, float))
+        or (isinstance(v, float) and not math.isfinite(v))
+        or int(v) != v
+    ):
+        raise InvalidParams(f"parameter {key!r} must be an integer, got {_r(v)}")
     if not lo <= v <= hi:
-        raise InvalidParams(f"parameter {key!r} must be in [{lo}, {hi}], got {v!r}")
+        raise InvalidParams(f"parameter {key!r} must be in [{lo}, {hi}], got {_r(v)}")
     return int(v)
 
 
@@ -88,7 +109,7 @@ def get_float(
     if v is None:
         return default
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
-        raise InvalidParams(f"parameter {key!r} must be a number in [{lo}, {hi}], got {v!r}")
+        raise InvalidParams(f"parameter {key!r} must be a number in [{lo}, {hi}], got {_r(v)}")
     return float(v)
 
 
@@ -97,7 +118,7 @@ def get_bool(params: dict, key: str, default: bool = False) -> bool:
     if v is None:
         return default
     if not isinstance(v, bool):
-        raise InvalidParams(f"parameter {key!r} must be true or false, got {v!r}")
+        raise InvalidParams(f"parameter {key!r} must be true or false, got {_r(v)}")
     return v
 
 
@@ -113,11 +134,13 @@ def text_document_uri(params: dict) -> str:
 
 def _position(v: Any, what: str) -> tuple[int, int]:
     if not isinstance(v, dict):
-        raise InvalidParams(f"{what} must be a position {{line, character}}, got {v!r}")
+        raise InvalidParams(f"{what} must be a position {{line, character}}, got {_r(v)}")
     line, char = v.get("line"), v.get("character", 0)
     for name, x in (("line", line), ("character", char)):
-        if isinstance(x, bool) or not isinstance(x, int) or x < 0:
-            raise InvalidParams(f"{what}.{name} must be a non-negative integer, got {x!r}")
+        if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x <= MAX_UINTEGER:
+            raise InvalidParams(
+                f"{what}.{name} must be an integer in [0, {MAX_UINTEGER}], got {_r(x)}"
+            )
     return line, char
 
 
@@ -129,7 +152,7 @@ def line_range(v: Any, what: str = "range") -> tuple[int, int]:
     """
     v = plain(v)
     if not isinstance(v, dict):
-        raise InvalidParams(f"parameter {what!r} must be a range {{start, end}}, got {v!r}")
+        raise InvalidParams(f"parameter {what!r} must be a range {{start, end}}, got {_r(v)}")
     (sl, _sc), (el, ec) = (
         _position(v.get("start"), f"{what}.start"),
         _position(v.get("end"), f"{what}.end"),
@@ -147,11 +170,14 @@ def lsp_range(start: int, end: int) -> dict:
 
 
 def uri_to_path(uri: str) -> Path:
-    if not uri.startswith("file:"):
-        raise InvalidParams(f"only file: URIs are supported, got {uri!r}")
-    path = to_fs_path(uri)
-    if not path:
-        raise InvalidParams(f"cannot map URI to a file: {uri!r}")
+    if not isinstance(uri, str) or not uri.startswith("file:"):
+        raise InvalidParams(f"only file: URIs are supported, got {_r(uri)}")
+    try:
+        path = to_fs_path(uri)
+    except Exception:  # what the URI parser does not take
+        path = None
+    if not path or "\x00" in path:
+        raise InvalidParams(f"cannot map URI to a file: {_r(uri)}")
     return Path(path)
 
 

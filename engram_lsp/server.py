@@ -16,8 +16,10 @@ from __future__ import annotations
 import asyncio
 import gc
 import inspect
+import json
 import logging
 import os
+import re
 import stat
 import sys
 import threading
@@ -25,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import cattrs
 import orjson
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInternalError
@@ -32,7 +35,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 
 from engram.errors import EngramError
-from engram_lsp import __version__
+from engram_lsp import __version__, framing
 from engram_lsp.backend import Backend
 from engram_lsp.indexer import Indexer
 from engram_lsp.params import engram_error
@@ -60,7 +63,14 @@ class EngramProtocol(LanguageServerProtocol):
     * messages are written with orjson, and a result that is plain JSON data (hover, code lens
       and explain answer with dicts) goes out as it is: pygls would first copy it through cattrs
       (``unstructure`` of a 90 KB explain result costs more than the explain's ranking) and then
-      encode it with ``json``. Objects of ``lsprotocol`` types still go through the converter.
+      encode it with ``json``. Objects of ``lsprotocol`` types still go through the converter;
+    * frames are read by ``engram_lsp.framing`` (a bad frame is skipped, not fatal) and each body
+      comes to ``handle_body``: malformed JSON is answered with ``-32700 Parse error`` (id null),
+      JSON that is not a JSON-RPC 2.0 message with ``-32600 Invalid Request``;
+    * an error response carries a one-line message and its code, never a traceback: pygls puts
+      the handler's traceback in ``error.data``; here ``data`` is kept only when it is Engram's
+      own (``{code, path, line, message}``, see ``engram_lsp.params.engram_error``). The
+      traceback goes to the log.
     """
 
     last_message_at = 0.0  # monotonic time of the last message from the client
@@ -69,10 +79,38 @@ class EngramProtocol(LanguageServerProtocol):
         self.last_message_at = time.monotonic()
         return super().handle_message(message)
 
+    def handle_body(self, body: bytes) -> None:
+        """One frame's body (from ``engram_lsp.framing.serve``): parse, structure, dispatch."""
+        try:
+            message = json.loads(body, object_hook=self.structure_message)
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError
+            log.warning("LSP input: malformed JSON (%s): %s", _short(exc), _preview(body))
+            self.send_error(None, types.ErrorCodes.ParseError, f"Parse error: {_short(exc)}")
+            return
+        if isinstance(message, _Invalid):  # answered by structure_message
+            return
+        if getattr(message, "jsonrpc", None) != self.VERSION:
+            msg_id = message.get("id") if isinstance(message, dict) else None
+            log.warning("LSP input: not a JSON-RPC 2.0 message: %s", _preview(body))
+            self.send_error(
+                msg_id if _valid_id(msg_id) else None,
+                types.ErrorCodes.InvalidRequest,
+                "Invalid Request: not a JSON-RPC 2.0 message object",
+            )
+            return
+        self.handle_message(message)
+
+    def send_error(self, msg_id, code: int, message: str, data: Any = None) -> None:
+        error: dict[str, Any] = {"code": int(code), "message": message}
+        if data is not None:
+            error["data"] = data
+        self._send_data({"jsonrpc": self.VERSION, "id": msg_id, "error": error})
+
     def _send_response(self, msg_id, result=None, error=None):
-        if error is not None:
-            return super()._send_response(msg_id, result, error)
         self._result_types.pop(msg_id, None)
+        if error is not None:
+            code, message, data = _error_parts(error)
+            return self.send_error(msg_id, code, message, data)
         self._send_data({"jsonrpc": self.VERSION, "id": msg_id, "result": result})
 
     def _serialize_default(self, obj):
@@ -101,6 +139,19 @@ class EngramProtocol(LanguageServerProtocol):
             self._server._report_server_error(error, JsonRpcInternalError)
 
     def structure_message(self, data: dict[str, Any]):
+        if "jsonrpc" in data and "method" in data:
+            problem = _request_problem(data, self.VERSION)
+            if problem:
+                msg_id = data.get("id")
+                log.warning("LSP input: invalid request (%s)", problem)
+                self.send_error(
+                    msg_id if _valid_id(msg_id) else None,
+                    types.ErrorCodes.InvalidRequest,
+                    f"Invalid Request: {problem}",
+                )
+                return _Invalid()
+            if "params" not in data and self.get_message_type(data["method"]) is None:
+                data = {**data, "params": None}  # optional in JSON-RPC; pygls' type needs it
         try:
             return super().structure_message(data)
         except Exception as exc:
@@ -110,10 +161,14 @@ class EngramProtocol(LanguageServerProtocol):
                     data["id"],
                     error=types.ResponseError(
                         code=types.ErrorCodes.InvalidParams,
-                        message=f"invalid params for {data['method']}: {_short(cause)}",
+                        message=f"invalid params for {data['method']}: {_params_problem(cause)}",
                     ),
                 )
                 log.warning("invalid params for %s: %s", data["method"], cause)
+                return _Invalid()
+            if isinstance(data, dict) and "method" in data and "jsonrpc" in data:
+                # a notification: nobody waits for an answer (pygls logged the traceback)
+                log.warning("invalid params for notification %s: %s", data["method"], _short(exc))
                 return _Invalid()
             raise
 
@@ -129,6 +184,60 @@ async def _wait(done, timeout: float) -> None:
 
 def _is_sqlite_error(exc: BaseException) -> bool:
     return type(exc).__module__ == "apsw" or type(exc).__name__ in ("IOError", "BusyError")
+
+
+def _valid_id(msg_id: Any) -> bool:
+    return isinstance(msg_id, (int, str)) and not isinstance(msg_id, bool)
+
+
+def _request_problem(data: dict, version: str) -> str | None:
+    """Why a message with a ``method`` is not a valid JSON-RPC request/notification, if it is not."""
+    if data["jsonrpc"] != version:
+        return f"jsonrpc must be {version!r}"
+    if not isinstance(data["method"], str):
+        return "method must be a string"
+    if "id" in data and not _valid_id(data["id"]):
+        return "id must be an integer or a string"
+    return None
+
+
+def _params_problem(exc: BaseException) -> str:
+    """What is wrong with params cattrs could not structure, by field: ``params.position.line:
+    invalid value for type, expected int`` (field names as the client spells them)."""
+    try:
+        problems = cattrs.transform_error(exc, path="$")
+    except Exception:
+        return _short(exc)
+    out = []
+    for problem in problems[:3]:
+        what, _, where = problem.rpartition(" @ ")
+        where = re.sub(r"_([a-z])", lambda m: m.group(1).upper(), where.lstrip("$."))
+        out.append(f"{where or 'params'}: {what or problem}"[:200])
+    more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+    return "; ".join(out) + more if out else _short(exc)
+
+
+def _preview(body: bytes, n: int = 80) -> str:
+    return repr(body[:n]) + ("…" if len(body) > n else "")
+
+
+def _error_parts(error: Any) -> tuple[int, str, Any]:
+    """(code, one-line message, data or None) of a ``ResponseError``/``JsonRpcException``: no
+    traceback (pygls' ``JsonRpcInternalError.of`` puts one in ``data``), no multi-line text."""
+    code = getattr(error, "code", None)
+    try:
+        code = int(code)
+    except (TypeError, ValueError):
+        code = int(types.ErrorCodes.InternalError)
+    text = str(getattr(error, "message", None) or "") or "Internal error"
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    text = (lines[0] if lines else "Internal error").strip()
+    if len(text) > 500:
+        text = text[:499] + "…"
+    data = getattr(error, "data", None)
+    if not (isinstance(data, dict) and "traceback" not in data and "code" in data):
+        data = None  # only Engram's own error data goes out
+    return code, text, data
 
 
 def _short(exc: BaseException) -> str:
@@ -163,35 +272,29 @@ class EngramLanguageServer(LanguageServer):
         return Path(root) if root else Path.cwd()
 
     def start_io(self, stdin=None, stdout=None) -> None:
-        """Serve over stdio. pygls reads stdin on a worker thread, one executor round trip per
-        header line and per body, each waiting for the GIL while a query thread computes; when
-        stdin is a pipe or a socket (an editor's), the event loop reads it itself."""
+        """Serve over stdio, frames read by ``engram_lsp.framing`` (pygls' reader goes deaf after
+        one bad frame). pygls reads stdin on a worker thread, one executor round trip per header
+        line and per body, each waiting for the GIL while a query thread computes; when stdin is
+        a pipe or a socket (an editor's), the event loop reads it itself."""
+        from pygls.io_ import StdoutWriter
+
         stdin = stdin or sys.stdin.buffer
         try:
             mode = os.fstat(stdin.fileno()).st_mode
         except (AttributeError, OSError, ValueError):
             mode = 0
-        if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
-            return super().start_io(stdin, stdout)
-        from pygls.io_ import StdoutWriter, run_async
-
+        pipe = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
         self._stop_event = threading.Event()
         self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
 
         async def serve() -> None:
-            loop = asyncio.get_running_loop()
-            reader = asyncio.StreamReader(limit=1 << 20)  # the limit is for header lines
-            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
-            try:
-                await run_async(
-                    stop_event=self._stop_event,
-                    reader=reader,
-                    protocol=self.protocol,
-                    logger=log,
-                    error_handler=self.report_server_error,
-                )
-            except asyncio.IncompleteReadError:  # the client closed stdin mid-message
-                pass
+            if pipe:
+                loop = asyncio.get_running_loop()
+                reader = asyncio.StreamReader(limit=1 << 20)  # the limit is for header lines
+                await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
+            else:  # a file or a terminal
+                reader = framing.BlockingReader(stdin, self.thread_pool)
+            await framing.serve(reader, self.protocol, self._stop_event, log)
 
         try:
             asyncio.run(serve())
@@ -200,11 +303,32 @@ class EngramLanguageServer(LanguageServer):
         except (KeyboardInterrupt, SystemExit):
             pass
         finally:
-            try:
-                os.set_blocking(stdin.fileno(), True)
-            except (OSError, ValueError):
-                pass
+            if pipe:
+                try:
+                    os.set_blocking(stdin.fileno(), True)
+                except (OSError, ValueError):
+                    pass
             self.shutdown()
+
+    def start_tcp(self, host: str, port: int) -> None:
+        """Serve one TCP client at a time (pygls' ``start_tcp``, frames read by ``framing``)."""
+        log.info("Starting TCP server on %s:%s", host, port)
+        self._stop_event = stop_event = threading.Event()
+
+        async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.protocol.set_writer(writer)
+            await framing.serve(reader, self.protocol, stop_event, log)
+            self.shutdown()
+
+        async def tcp_server() -> None:
+            self._server = await asyncio.start_server(connection, host, port, limit=1 << 20)
+            async with self._server:
+                await self._server.serve_forever()
+
+        try:
+            asyncio.run(tcp_server())
+        except asyncio.CancelledError:
+            log.debug("Server was cancelled")
 
     def get_backend(self) -> Backend:
         if self.backend is None:

@@ -33,16 +33,17 @@ WAIT_S = 15.0
 class RawClient:
     """Speaks LSP to a server process byte by byte; responses are collected by a thread."""
 
-    def __init__(self, ws, tmp: Path):
+    def __init__(self, ws, tmp: Path, command: list[str] | None = None):
         self.log = tmp / "server.log"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "engram_lsp", "--log-file", str(self.log)],
+            [*(command or [sys.executable, "-m", "engram_lsp"]), "--log-file", str(self.log)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             env=ws.env(),
         )
         self.messages: queue.Queue = queue.Queue()
+        self.seen: list[dict] = []  # read while waiting for another message
         self.next_id = 1000
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -87,6 +88,9 @@ class RawClient:
 
     def wait_for(self, match, timeout: float = WAIT_S) -> dict:
         """The first message ``match(msg)`` accepts; the others are kept in ``self.seen``."""
+        for i, msg in enumerate(self.seen):
+            if match(msg):
+                return self.seen.pop(i)
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
@@ -100,6 +104,8 @@ class RawClient:
                 raise AssertionError(f"the server closed stdout (exit {self.proc.poll()})")
             if match(msg):
                 return msg
+            self.seen.append(msg)
+            del self.seen[:-1000]
 
     def response(self, msg_id, timeout: float = WAIT_S) -> dict:
         return self.wait_for(lambda m: m.get("id") == msg_id and "method" not in m, timeout)
@@ -200,18 +206,264 @@ def odd_files(tmp_path, ws):
     }
 
 
-@pytest.mark.parametrize("kind", ["fifo", "zero", "huge", "dir"])
-def test_odd_documents_hover_none_explain_error(client, ws, odd_files, kind):
-    uri, needle = odd_files[kind]
-    t0 = time.monotonic()
-    res = client.call("textDocument/hover", _hover(uri))
-    assert res.get("result") is None and "error" not in res, res
-    res = client.call("textDocument/codeLens", {"textDocument": {"uri": uri}})
-    assert res.get("result") in ([], None) and "error" not in res, res
-    res = client.call("engram/explain", {"textDocument": {"uri": uri}, "range": _range()})
-    err = res["error"]
-    assert err["code"] == ENGRAM_ERROR and err["data"]["code"] == "unreadable-file", err
-    assert needle in err["message"]
-    _no_traceback(res)
-    assert time.monotonic() - t0 < WAIT_S
+def test_odd_documents_hover_none_explain_error(client, ws, odd_files):
+    for kind, (uri, needle) in odd_files.items():
+        t0 = time.monotonic()
+        res = client.call("textDocument/hover", _hover(uri))
+        assert res.get("result") is None and "error" not in res, (kind, res)
+        res = client.call("textDocument/codeLens", {"textDocument": {"uri": uri}})
+        assert res.get("result") in ([], None) and "error" not in res, (kind, res)
+        res = client.call("engram/explain", {"textDocument": {"uri": uri}, "range": _range()})
+        err = res["error"]
+        assert err["code"] == ENGRAM_ERROR and err["data"]["code"] == "unreadable-file", err
+        assert needle in err["message"], (kind, err)
+        _no_traceback(res)
+        assert time.monotonic() - t0 < WAIT_S, kind
+    client.assert_alive(ws)
+
+
+# --- 2. broken frames --------------------------------------------------------------------------
+
+
+def _body(msg_id: int, method: str = "engram/no-such-method") -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": {}}).encode()
+
+
+def _answered(client, msg_id: int, what: str = "") -> dict:
+    try:
+        res = client.response(msg_id)
+    except AssertionError:
+        raise AssertionError(f"request {msg_id} not answered after {what}") from None
+    assert res["error"]["code"] == -32601, res  # the request reached its handler lookup
+    return res
+
+
+def test_header_names_are_case_insensitive(client, ws):
+    client.send(_body(1), header=b"content-length: %d\r\n\r\n")
+    _answered(client, 1)
+    client.send(_body(2), header=b"CONTENT-LENGTH:%d\ncontent-type: application/json\n\n")
+    _answered(client, 2)
+    client.assert_alive(ws)
+
+
+BAD_FRAMES = {
+    "no header at all": b"\r\n" + _body(1),
+    "no Content-Length": b"Content-Type: application/vscode-jsonrpc\r\n\r\n" + _body(1),
+    "negative length": b"Content-Length: -%d\r\n\r\n" % len(_body(1)) + _body(1),
+    "length not a number": b"Content-Length: twelve\r\n\r\n" + _body(1),
+    "length over the limit": b"Content-Length: 99999999999\r\n\r\n" + _body(1),
+    "header without a colon": b"Content-Length %d\r\n\r\n" % len(_body(1)) + _body(1),
+    "two lengths": b"Content-Length: 3\r\nContent-Length: %d\r\n\r\n" % len(_body(1)) + _body(1),
+    "junk between frames": b"garbage between frames\r\n\x00\xff\x1b[2J",
+    "a line over the reader's limit": b"x" * (2 << 20) + b"\r\n",
+}
+
+
+def test_a_bad_frame_is_skipped_and_the_next_is_answered(client, ws):
+    msg_id = 10
+    for what, bad_frame in BAD_FRAMES.items():
+        client.send_bytes(bad_frame)
+        client.send(_body(msg_id))
+        _answered(client, msg_id, what)
+        msg_id += 1
+    assert not any(m.get("id") == 1 for m in client.seen)  # the bad frames' request: dropped
+    client.assert_alive(ws)
+    log = client.log.read_text()
+    assert "bad frame" in log and "skipping" in log
+
+
+def test_body_shorter_than_its_length_claim(client, ws):
+    body = _body(1)
+    client.send_bytes(b"Content-Length: 10\r\n\r\n" + body)  # the rest of the body is junk
+    res = client.wait_for(lambda m: "error" in m and m.get("id") is None)
+    assert res["error"]["code"] == PARSE_ERROR
+    client.send(_body(2))
+    _answered(client, 2)
+
+
+MALFORMED_JSON = {
+    "truncated object": b"{not json",
+    "truncated request": b'{"jsonrpc": "2.0", "id": 7, "method": ',
+    "not UTF-8": b"\xff\xfe\x00garbage",
+    "empty": b"",
+    "nested too deeply": b"[" * 100_000,
+}
+
+
+def test_malformed_json_is_a_parse_error(client, ws):
+    for what, body in MALFORMED_JSON.items():
+        client.send(body)
+        res = client.wait_for(lambda m: "error" in m)
+        assert res["id"] is None and res["error"]["code"] == PARSE_ERROR, (what, res)
+        assert res["error"]["message"].startswith("Parse error"), (what, res)
+        _no_traceback(res)
+    client.assert_alive(ws)
+
+
+NOT_REQUESTS = [
+    (b"[1, 2, 3]", None),
+    (b'"a string"', None),
+    (b'{"id": 5, "method": "initialize"}', 5),  # no "jsonrpc"
+    (b'{"jsonrpc": "1.0", "id": 6, "method": "engram/status"}', 6),
+    (b'{"jsonrpc": "2.0", "id": [1], "method": "engram/status"}', None),
+    (b'{"jsonrpc": "2.0", "id": 8, "method": 42}', 8),
+]
+
+
+def test_json_that_is_not_a_request_is_an_invalid_request(client, ws):
+    for body, msg_id in NOT_REQUESTS:
+        client.send(body)
+        res = client.wait_for(lambda m: "error" in m)
+        assert res["id"] == msg_id and res["error"]["code"] == -32600, (body, res)
+    # params may be left out (JSON-RPC): a method without params is not "invalid params"
+    res = client.call("engram/no-such-method")
+    assert res["error"]["code"] == -32601, res
+    client.assert_alive(ws)
+
+
+# --- 3. a handler that fails: the error says what, the traceback stays in the log -------------
+
+CRASHING_SERVER = """
+import sys
+from engram_lsp import server
+from engram_lsp.__main__ import main
+
+make = server.create_server
+
+def create_server():
+    srv = make()
+
+    @srv.feature("test/crash")
+    async def crash(ls, params):
+        raise RuntimeError("boom\\nsecond line of the message")
+
+    @srv.feature("test/crash-sync")
+    def crash_sync(ls, params):
+        return {}["no such key"]
+
+    return srv
+
+server.create_server = create_server
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_internal_errors_carry_no_traceback(ws, tmp_path):
+    c = RawClient(ws, tmp_path, command=[sys.executable, "-c", CRASHING_SERVER])
+    try:
+        c.initialize(ws)
+        for method, needle in (("test/crash", "RuntimeError: boom"), ("test/crash-sync", "KeyError")):
+            res = c.call(method, {})
+            err = res["error"]
+            assert err["code"] == -32603 and needle in err["message"], err
+            assert "data" not in err and "\n" not in err["message"], err
+            _no_traceback(res)
+        c.assert_alive(ws)
+        assert "Traceback" in c.log.read_text()  # ... it went to the log
+    finally:
+        c.close()
+
+
+# --- 4. bad params, many of them ----------------------------------------------------------------
+
+FUZZ_SECONDS = 15.0
+FUZZ_MAX = 2600
+FUZZ_BATCH = 40
+
+
+def _nested(depth: int):
+    value: object = {"line": 1}
+    for _ in range(depth):
+        value = {"start": value}
+    return value
+
+
+def _fuzz_values(rng, ws, odd: dict) -> list:
+    uris = [
+        ws.uri("hello.py"), "file:///nonexistent/x.py", "untitled:Untitled-1", "http://x/y.py",
+        "file:", "file://", "file:///", "file:///%00x.py", "file:///" + "a" * 5000, "file:///dev/zero",
+        "file://host/share/x.py", "FILE:///x.py", "file:///tmp/%ZZ", "", " ", "\x1b]52;c;eA==\x07",
+        *(u for u, _ in odd.values()),
+    ]
+    scalars = [None, True, False, 0, -1, 1, 2**31 - 1, 2**31, 2**53, 2**63, -(2**63), 10**30, 1.5,
+               -0.0, 1e308, float("inf"), float("nan"), "", "x", "3-5", "\u202e", "a" * 10000, [],
+               {}, [None], {"a": 1}, _nested(900)]
+    lines = [0, 1, 3, -1, -(2**31), 2**31 - 1, 2**31, 2**53, 10**30, 1.5, "1", None, True]
+    pos = lambda: rng.choice([  # noqa: E731
+        {"line": rng.choice(lines), "character": rng.choice(lines)},
+        {"line": rng.choice(lines)}, {}, rng.choice(scalars), [1, 2]])
+    rngs = lambda: rng.choice([  # noqa: E731
+        {"start": pos(), "end": pos()}, {"start": pos()}, {"end": pos()}, rng.choice(scalars),
+        {"start": {"line": 0, "character": 0}, "end": {"line": rng.choice(lines), "character": 0}}])
+    doc = lambda: rng.choice([{"uri": rng.choice(uris)}, {"uri": rng.choice(scalars)}, {},  # noqa: E731
+                              rng.choice(scalars), {"uri": rng.choice(uris), "version": "x"}])
+    return [uris, scalars, lines, pos, rngs, doc]
+
+
+def _fuzz_request(rng, ws, odd: dict) -> tuple[str, object]:
+    uris, scalars, lines, pos, rngs, doc = _fuzz_values(rng, ws, odd)
+    opt = lambda: {k: rng.choice(scalars) for k in rng.sample(  # noqa: E731
+        ["before", "after", "minConfidence", "all", "expandUntil", "brief", "windows"], rng.randint(0, 3))}
+    method = rng.choice(["hover", "lens", "explain", "explain", "command", "view", "search", "raw"])
+    if method == "hover":
+        return "textDocument/hover", rng.choice(
+            [{"textDocument": doc(), "position": pos()}, {"textDocument": doc()}, rng.choice(scalars)])
+    if method == "lens":
+        return "textDocument/codeLens", rng.choice([{"textDocument": doc()}, rng.choice(scalars)])
+    if method == "explain":
+        return "engram/explain", rng.choice(
+            [{"textDocument": doc(), "range": rngs(), **opt()}, {"textDocument": doc()},
+             rng.choice(scalars)])
+    if method == "command":
+        args = rng.choice([[rng.choice(uris), rngs()], [rng.choice(uris), rngs(), opt()],
+                           [rng.choice(scalars)], rng.choice(scalars), []])
+        return "workspace/executeCommand", {"command": "engram.explain", "arguments": args}
+    if method == "view":
+        return "engram/view", rng.choice(
+            [{"tapeId": rng.choice(scalars), "at": rng.choice(lines)},
+             {"tapeId": "x", "at": 0, "before": rng.choice(scalars), "after": rng.choice(scalars)},
+             rng.choice(scalars)])
+    if method == "search":
+        return "engram/search", rng.choice(
+            [{"query": rng.choice(scalars), "limit": rng.choice(lines)}, rng.choice(scalars)])
+    return rng.choice(["engram/status", "textDocument/hover", "engram/explain"]), rng.choice(scalars)
+
+
+def test_fuzzed_params_never_crash_nor_leak_tracebacks(client, ws, odd_files):
+    import random
+
+    rng = random.Random(20261125)
+    deadline = time.monotonic() + FUZZ_SECONDS
+    sent = answered = 0
+    codes: dict[int, int] = {}
+    internal = []
+    # notifications with bad params too: they have no answer, but must not kill the server
+    for params in (None, {}, {"textDocument": 7}, {"textDocument": {"uri": "file:///dev/zero",
+                   "languageId": 1, "version": "x", "text": None}}):
+        client.notify("textDocument/didOpen", params)
+        client.notify("textDocument/didClose", params)
+        client.notify("workspace/didChangeConfiguration", params)
+    while sent < FUZZ_MAX and time.monotonic() < deadline:
+        batch = {}
+        for _ in range(FUZZ_BATCH):
+            method, params = _fuzz_request(rng, ws, odd_files)
+            batch[client.request(method, params)] = (method, params)
+        sent += len(batch)
+        for msg_id, (method, params) in batch.items():
+            try:
+                res = client.response(msg_id, timeout=30)
+            except AssertionError:
+                raise AssertionError(f"no answer to {method} {params!r:.300}") from None
+            answered += 1
+            _no_traceback(res)
+            if "error" in res:
+                err = res["error"]
+                codes[err["code"]] = codes.get(err["code"], 0) + 1
+                assert isinstance(err["message"], str) and "\n" not in err["message"], err
+                if err["code"] not in (INVALID_PARAMS, ENGRAM_ERROR):
+                    internal.append((method, params, err))
+    print("fuzz:", sent, "requests", codes)
+    assert answered == sent >= 200, (sent, answered)
+    assert not internal, internal[:5]
+    assert codes.get(INVALID_PARAMS, 0) > sent // 4, codes
     client.assert_alive(ws)
