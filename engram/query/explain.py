@@ -17,6 +17,7 @@ import re
 import threading
 import time
 from collections import OrderedDict, defaultdict
+from typing import NamedTuple
 
 import apsw
 import numpy as np
@@ -278,26 +279,43 @@ def _assign_ownership(conn, ev: dict[int, Evidence], after: dict[int, tuple[set[
     windows = {eid: (after[eid][2], after[eid][3], len(span_l)) for eid in cands}
     logged: dict[int, int] = {}
     if file:
-        local = [eid for eid in cands if _same_file(file, rows[eid].rel, rows[eid].file)]
-        if local:
-            cands = local
-            if span_lines is not None:
-                logged = _log_blame(conn, local, rows, span_lines, span, context)
-                if all(h == 0 or i in logged for i, h in enumerate(span_l)):
-                    cands = []  # the log attributed every line: no content matching needed
-                else:
-                    cands = _with_track(conn, cands, rows, ev, after, span_lines, windows, hits, need)
-                rows.update(Q.events(conn, [e for e in set(cands) | set(logged.values())
-                                            if e not in rows]))
+        cands, logged = _local_candidates(conn, cands, rows, ev, after, file, span_lines, span,
+                                          span_l, windows, hits, need, context)
     tapes = Q.tapes(conn, {rows[e].tape for e in set(cands) | set(logged.values())})
     lines = Q.edit_lines(conn, cands) if cands else {}
+    producers = _line_producers(cands, lines, windows, span)
+    owners = _line_owners(producers, logged, rows, tapes)
+    owned = _owned_lines(span_text, span_l, owners, logged)
+    _record_produced(ev, owned, logged, rows, windows, span_lines)
 
-    def when(eid: int):
-        r = rows[eid]
-        t = tapes[r.tape]
-        return (r.t or t.first_t or "", t.tape_id, r.ofs)
 
-    producers: list[list[int]] = [[] for _ in span_l]
+def _local_candidates(conn, cands: list[int], rows, ev: dict[int, Evidence], after, file: str,
+                      span_lines: tuple[int, int] | None, span: np.ndarray, span_l: list[int],
+                      windows, hits, need: int, context: str | None) -> tuple[list[int], dict[int, int]]:
+    """``(candidates, {span line: edit} from the log)`` once the queried file is known: edits to
+    that file win over edits of the same text elsewhere; with the span's lines, blame through the
+    log (no content matching left when it attributes every line), else the candidates corrected
+    by the span's track (``_with_track``). ``rows`` and ``windows`` gain the edits added."""
+    logged: dict[int, int] = {}
+    local = [eid for eid in cands if _same_file(file, rows[eid].rel, rows[eid].file)]
+    if local:
+        cands = local
+        if span_lines is not None:
+            logged = _log_blame(conn, local, rows, span_lines, span, context)
+            if all(h == 0 or i in logged for i, h in enumerate(span_l)):
+                cands = []  # the log attributed every line: no content matching needed
+            else:
+                cands = _with_track(conn, cands, rows, ev, after, span_lines, windows, hits, need)
+            rows.update(Q.events(conn, [e for e in set(cands) | set(logged.values())
+                                        if e not in rows]))
+    return cands, logged
+
+
+def _line_producers(cands: list[int], lines, windows, span: np.ndarray) -> list[list[int]]:
+    """Per span line, the candidates that wrote it: the line diff of the span against each
+    candidate's after-text (over its window), kept where that edit's own diff inserted or
+    replaced the line."""
+    producers: list[list[int]] = [[] for _ in range(len(span))]
     span_b = span.tobytes()
     for eid in cands:
         el = lines.get(eid)
@@ -315,14 +333,32 @@ def _assign_ownership(conn, ev: dict[int, Evidence], after: dict[int, tuple[set[
             for k in range(n):
                 if new[w0 + j0 + k]:
                     producers[i0 + k].append(eid)
+    return producers
+
+
+def _line_owners(producers: list[list[int]], logged: dict[int, int], rows, tapes
+                 ) -> list[int | None]:
+    """Per span line, its owner: the edit the log gives it, else the latest edit that wrote it
+    (None: no edit did)."""
+    def when(eid: int):
+        r = rows[eid]
+        t = tapes[r.tape]
+        return (r.t or t.first_t or "", t.tape_id, r.ofs)
+
     # each line goes to the latest edit that wrote it; a trivial line (blank, ``"""``, ``)``) no
     # matched edit wrote goes with the line above it (it came in the same hunk more often than not)
     owners: list[int | None] = []
-    for i, (h, eids) in enumerate(zip(span_l, producers)):
+    for i, eids in enumerate(producers):
         if i in logged:  # blame through the log's own ranges and diffs
             owners.append(logged[i])
         else:
             owners.append((max(eids, key=when) if len(eids) > 1 else eids[0]) if eids else None)
+    return owners
+
+
+def _owned_lines(span_text: str, span_l: list[int], owners: list[int | None],
+                 logged: dict[int, int]) -> dict[int, int]:
+    """``{edit: how many of the span's lines it owns}``, trivial lines going with the line above."""
     # an edit that wrote only blank lines, brackets and two-word lines (``return False``) of the
     # span wrote none of it: which of two identical such lines a diff calls "kept" is arbitrary.
     # Their lines go with the line above (they came in the same hunk more often than not); trivial
@@ -343,6 +379,13 @@ def _assign_ownership(conn, ev: dict[int, Evidence], after: dict[int, tuple[set[
             prev = owner
         if owner is not None:
             owned[owner] += 1
+    return owned
+
+
+def _record_produced(ev: dict[int, Evidence], owned: dict[int, int], logged: dict[int, int], rows,
+                     windows, span_lines: tuple[int, int] | None) -> None:
+    """``produced`` of each owning edit = its share of the attributed lines; an edit found by its
+    place in the file alone gets its evidence here (its lines: the log's, else its window's)."""
     covered = sum(owned.values())
     logged_by: dict[int, list[int]] = defaultdict(list)  # edit → the span lines the log gave it
     for i, eid in logged.items():
@@ -573,6 +616,28 @@ def _matches(span: bytes, after: bytes) -> list[tuple[int, int, int]]:
     return [m for m in SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks() if m[2]]
 
 
+class Candidate(NamedTuple):
+    """A session ranked by explain (a tape: a session, or one sealed part of one)."""
+
+    tape: int                               # the tape's row id
+    via: str                                # "direct", or how the lineage walk reached it
+    produced: float                         # share of the span it produced (0: none)
+    confidence: float
+    items: list[tuple[int, float, float]]   # its events: (event, produced, confidence)
+
+
+class _Walked(NamedTuple):
+    """What the lineage walk adds to the direct evidence."""
+
+    lineage: list[dict]
+    tombstones: list[dict]
+    truncated: dict
+    via: dict[int, str]                     # event reached by the walk alone → how
+    extra_conf: dict[int, float]            # ... → its confidence
+    paths_by_event: dict[int, list[dict]]   # ... → the walk's path to it
+    history_paths: dict[int, list[dict]]    # direct-evidence event → the walk's path to it
+
+
 def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 3, after: int = 3,
                  min_confidence: float = 0.5, all: bool = False, expand_until: int | None = None,
                  brief: bool = False, max_sessions: int | None = None,
@@ -595,49 +660,87 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
     evidence, stats = direct_evidence(conn, text, span.get("file"), floor, lines, context)
     if lines is not None and not any(e.produced > 0 for e in evidence.values()):
         # too short or too common for fingerprints to tell who wrote it: blame by the file's path
-        for eid, share in _path_blame(conn, span["file"], path, lines, text, context).items():
-            e = evidence.setdefault(eid, Evidence(eid))
-            e.roles.add(S.ROLE_EDIT_AFTER)
-            e.produced = share
-            e.lines = [lines[0], lines[1]]
-    conf_of: dict[int, float] = {}  # each event's confidence (final from here on)
+        _add_path_blame(conn, evidence, span["file"], path, lines, text, context)
+    evidence, conf_of = _kept_evidence(evidence, floor, all)
+    erows = Q.events(conn, evidence.keys())
+    walked = _walk(conn, evidence, conf_of, erows, min_confidence, all)
+    trows = Q.tapes(conn, {r.tape for r in erows.values()})
+
+    per_tape, lineage_tapes = _by_tape(evidence, conf_of, erows, walked.via)
+    sessions = _direct_candidates(per_tape)
+    producer_tapes = {trows[s.tape].tape_id for s in sessions if s.via == "direct" and s.produced > 0}
+    history_tapes = _history_tapes(producer_tapes, walked.lineage)
+    sessions += _lineage_candidates(lineage_tapes, walked, trows, history_tapes, min_confidence, all)
+    sessions, groups = _rank(sessions, evidence, walked, trows, producer_tapes, history_tapes)
+    stats["sessions_total"] = len(sessions)
+    sessions = _cap_readers(sessions, groups, max_sessions, all)
+
+    shown = WINDOW_SESSIONS if window_sessions is None else window_sessions
+    out_sessions = _session_entries(conn, sessions, evidence, erows, trows, walked.paths_by_event,
+                                    shown, before, after, expand_until, brief)
+    if semantic is not None:
+        _add_semantic(conn, semantic, text, out_sessions, shown, before, after, brief, stats)
+    stats["elapsed_ms"] = round((time.perf_counter() - t0) * 1000, 2)
+    return {"span": span, "sessions": out_sessions, "lineage": walked.lineage,
+            "tombstones": walked.tombstones, "truncated": walked.truncated, "stats": stats}
+
+
+def _add_path_blame(conn, evidence: dict[int, Evidence], display: str, path: str | None,
+                    lines: tuple[int, int], text: str, context: str | None) -> None:
+    """Evidence of the edits that blame by the file's path (``_path_blame``) says produced the
+    span, with their share of its lines."""
+    for eid, share in _path_blame(conn, display, path, lines, text, context).items():
+        e = evidence.setdefault(eid, Evidence(eid))
+        e.roles.add(S.ROLE_EDIT_AFTER)
+        e.produced = share
+        e.lines = [lines[0], lines[1]]
+
+
+def _kept_evidence(evidence: dict[int, Evidence], floor: float, show_all: bool
+                   ) -> tuple[dict[int, Evidence], dict[int, float]]:
+    """``(the evidence kept, each kept event's confidence)``: above ``floor``, or a producer (with
+    ``all``: any confidence above 0). The confidences are final from here on."""
+    conf_of: dict[int, float] = {}
     for k, v in evidence.items():
         c = v.produced if v.produced > v.quoted else v.quoted
-        if c > floor or v.produced > 0 or (all and c > 0):
+        if c > floor or v.produced > 0 or (show_all and c > 0):
             conf_of[k] = c
-    evidence = {k: evidence[k] for k in conf_of}
-    erows = Q.events(conn, evidence.keys())
-    lineage_part: list[dict] = []
-    tombstones: list[dict] = []
-    truncated = {"fanout": False, "edges": False}
-    via: dict[int, str] = {}
-    extra_conf: dict[int, float] = {}
-    paths_by_event: dict[int, list[dict]] = {}
-    history_paths: dict[int, list[dict]] = {}
+    return {k: evidence[k] for k in conf_of}, conf_of
+
+
+def _walk(conn, evidence: dict[int, Evidence], conf_of: dict[int, float], erows,
+          min_confidence: float, show_all: bool) -> _Walked:
+    """The lineage walk from the strongest evidence (when the lineage module is present); ``erows``
+    gains the events it reaches."""
+    walked = _Walked([], [], {"fanout": False, "edges": False}, {}, {}, {}, {})
     try:
         from engram.query import walk as lineage
     except ImportError:
         lineage = None
-    if lineage is not None and hasattr(lineage, "walk"):
-        # the walk starts from the strongest evidence: producers first, then the best quotes (a
-        # generic two-line span can match hundreds of events; its edge budget is bounded anyway)
-        seeds = sorted(evidence.items(), key=lambda kv: (-kv[1].produced, -conf_of[kv[0]], kv[0]))
-        walk = lineage.walk(conn, {eid: conf_of[eid] for eid, _e in seeds[:MAX_WALK_SEEDS]},
-                            min_confidence=min_confidence, all=all)
-        lineage_part = walk.get("lineage", [])
-        tombstones = walk.get("tombstones", [])
-        truncated = walk.get("truncated", truncated)
-        for eid, info in walk.get("reached", {}).items():
-            if eid in evidence:  # also direct evidence: remember how the walk reached it
-                history_paths[eid] = info.get("path", [])
-                continue
-            via[eid] = info["via"]
-            extra_conf[eid] = info["confidence"]
-            paths_by_event[eid] = info.get("path", [])
-        erows.update(Q.events(conn, [e for e in via if e not in erows]))
-    trows = Q.tapes(conn, {r.tape for r in erows.values()})
+    if lineage is None or not hasattr(lineage, "walk"):
+        return walked
+    # the walk starts from the strongest evidence: producers first, then the best quotes (a
+    # generic two-line span can match hundreds of events; its edge budget is bounded anyway)
+    seeds = sorted(evidence.items(), key=lambda kv: (-kv[1].produced, -conf_of[kv[0]], kv[0]))
+    walk = lineage.walk(conn, {eid: conf_of[eid] for eid, _e in seeds[:MAX_WALK_SEEDS]},
+                        min_confidence=min_confidence, all=show_all)
+    walked = walked._replace(lineage=walk.get("lineage", []),
+                             tombstones=walk.get("tombstones", []),
+                             truncated=walk.get("truncated", walked.truncated))
+    for eid, info in walk.get("reached", {}).items():
+        if eid in evidence:  # also direct evidence: remember how the walk reached it
+            walked.history_paths[eid] = info.get("path", [])
+            continue
+        walked.via[eid] = info["via"]
+        walked.extra_conf[eid] = info["confidence"]
+        walked.paths_by_event[eid] = info.get("path", [])
+    erows.update(Q.events(conn, [e for e in walked.via if e not in erows]))
+    return walked
 
-    # group per tape (a session, or one sealed part of one)
+
+def _by_tape(evidence: dict[int, Evidence], conf_of: dict[int, float], erows, via: dict[int, str]):
+    """``(tape → its direct evidence (event, produced, confidence), tape → the events the walk
+    alone reached in it)``; a tape with direct evidence is not listed in the second."""
     per_tape: dict[int, list[tuple[int, float, float]]] = defaultdict(list)
     for eid, e in evidence.items():
         r = erows.get(eid)
@@ -648,7 +751,12 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
         r = erows.get(eid)
         if r is not None and r.tape not in per_tape:
             lineage_tapes[r.tape].append(eid)
+    return per_tape, lineage_tapes
 
+
+def _direct_candidates(per_tape: dict[int, list[tuple[int, float, float]]]) -> list[Candidate]:
+    """A candidate per tape with direct evidence: the share of the span it produced (all its
+    events together) and its confidence (a session that wrote it all: 1.0)."""
     sessions = []
     for tid, items in per_tape.items():
         if len(items) == 1:  # most sessions: one event
@@ -658,11 +766,16 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
         else:
             produced = min(1.0, sum(p for _, p, _ in items))  # fingerprints owned by the session
             conf = max(produced, max(c for _, _, c in items))  # a session that wrote it all: 1.0
-        sessions.append((tid, "direct", produced if produced > PRODUCED_FLOOR else 0.0, conf, items))
-    producer_tapes = {trows[s[0]].tape_id for s in sessions if s[1] == "direct" and s[2] > 0}
-    # tapes that continue into a producer, or dispatched it (transitively): their reasoning is the
-    # history of the edit, however small a share of the span that session produced and however
-    # the walk reached them first (even when they also read the code themselves)
+        sessions.append(Candidate(tid, "direct", produced if produced > PRODUCED_FLOOR else 0.0,
+                                  conf, items))
+    return sessions
+
+
+def _history_tapes(producer_tapes: set[str], lineage_part: list[dict]) -> set[str]:
+    """The producing tapes and the tapes that continue into a producer, or dispatched it
+    (transitively): their reasoning is the history of the edit, however small a share of the
+    span that session produced and however the walk reached them first (even when they also read
+    the code themselves)."""
     history_tapes = set(producer_tapes)
     grew = True
     while grew:
@@ -672,23 +785,40 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
                     and e["to"]["tape_id"] not in history_tapes):
                 history_tapes.add(e["to"]["tape_id"])
                 grew = True
+    return history_tapes
 
+
+def _lineage_candidates(lineage_tapes: dict[int, list[int]], walked: _Walked, trows,
+                        history_tapes: set[str], min_confidence: float, show_all: bool
+                        ) -> list[Candidate]:
+    """A candidate per tape the walk alone reached: those at ``min_confidence`` or above (any with
+    ``all``), in the history of a producer, or reached through an agent link."""
+    sessions = []
     for tid, eids in lineage_tapes.items():
-        conf = max(extra_conf[e] for e in eids)
-        if conf < min_confidence and not all and trows[tid].tape_id not in history_tapes and not any(
-                any(p.get("agent_link") for p in paths_by_event.get(e, [])) for e in eids):
+        conf = max(walked.extra_conf[e] for e in eids)
+        if conf < min_confidence and not show_all and trows[tid].tape_id not in history_tapes and not any(
+                any(p.get("agent_link") for p in walked.paths_by_event.get(e, [])) for e in eids):
             continue
-        items = [(e, 0.0, extra_conf[e]) for e in eids]
-        sessions.append((tid, via[eids[0]], 0.0, conf, items))
+        items = [(e, 0.0, walked.extra_conf[e]) for e in eids]
+        sessions.append(Candidate(tid, walked.via[eids[0]], 0.0, conf, items))
+    return sessions
 
-    recency = {t: i for i, t in enumerate(sorted({trows[s[0]].last_t or "" for s in sessions},
+
+def _rank(sessions: list[Candidate], evidence: dict[int, Evidence], walked: _Walked, trows,
+          producer_tapes: set[str], history_tapes: set[str]
+          ) -> tuple[list[Candidate], dict[int, int]]:
+    """``(the candidates in rank order, id(candidate) → its group)``: by group, then the share of
+    the span produced, then overall confidence, then the most recent, then stable fields."""
+    recency = {t: i for i, t in enumerate(sorted({trows[s.tape].last_t or "" for s in sessions},
                                                   reverse=True))}
+    history_paths, paths_by_event = walked.history_paths, walked.paths_by_event
+
     def is_history(path: list[dict]) -> bool:
         """A walk path from a producing session through history edges only."""
         return bool(path) and path[0].get("from", {}).get("tape_id") in producer_tapes and not any(
             e.get("kind") not in HISTORY_EDGE_KINDS and not e.get("agent_link") for e in path)
 
-    def group(s) -> int:
+    def group(s: Candidate) -> int:
         """0 producers · 1 the history behind them (earlier writers reached through edit, move,
         re-insert or agent edges, and the continuations/dispatches of producing sessions) ·
         2 sessions that read or quoted the span · 3 the rest of the walk."""
@@ -704,7 +834,7 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
             return 1 if wrote or trows[tid].tape_id in history_tapes else 2
         path = paths_by_event.get(items[0][0], [])
         history = not any(e.get("kind") not in HISTORY_EDGE_KINDS and not e.get("agent_link")
-                          for e in path)  # (``all`` is shadowed by the option of that name)
+                          for e in path)
         if (path and history and path[0].get("from", {}).get("tape_id") in producer_tapes
                 or trows[tid].tape_id in history_tapes):
             return 1
@@ -712,25 +842,37 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
 
     groups = {id(s): group(s) for s in sessions}
 
-    def key(s):
+    def key(s: Candidate):
         """Group; then the share of the span the session produced; then overall confidence;
         then the most recent; then stable, path-independent fields."""
-        tid, v, produced, conf, _ = s
-        t = trows[tid]
-        return (groups[id(s)], -round(produced, 2) if produced else 0, -round(conf, 2),
+        t = trows[s.tape]
+        return (groups[id(s)], -round(s.produced, 2) if s.produced else 0, -round(s.confidence, 2),
                 recency[t.last_t or ""], t.first_t or "", t.session or "", t.tape_id)
 
     sessions.sort(key=key)
-    stats["sessions_total"] = len(sessions)
-    limit = max_sessions if max_sessions is not None else (None if all else MAX_SESSIONS)
+    return sessions, groups
+
+
+def _cap_readers(sessions: list[Candidate], groups: dict[int, int], max_sessions: int | None,
+                 show_all: bool) -> list[Candidate]:
+    """The ranked candidates with the readers and quoters (group 2) beyond the cap dropped (the
+    cap: ``max_sessions``, else ``MAX_SESSIONS`` unless ``all``); never the producers or the
+    history behind them."""
+    limit = max_sessions if max_sessions is not None else (None if show_all else MAX_SESSIONS)
     if limit is not None:
-        # the cap trims readers and quoters, never the producers or the history behind them
         readers = [s for s in sessions if groups[id(s)] == 2]
         drop = {id(s) for s in readers[limit:]}
         sessions = [s for s in sessions if id(s) not in drop]
+    return sessions
+
+
+def _session_entries(conn, sessions: list[Candidate], evidence: dict[int, Evidence], erows, trows,
+                     paths_by_event: dict[int, list[dict]], shown: int, before: int, after: int,
+                     expand_until: int | None, brief: bool) -> list[dict]:
+    """The answer's session objects, in rank order: the top ``shown`` with transcript windows
+    around their strongest anchors, those below with their best anchor only (no tape reads)."""
     access = TapeAccess(conn)
     out_sessions = []
-    shown = WINDOW_SESSIONS if window_sessions is None else window_sessions
 
     def anchor_key(it):
         r = erows[it[0]]
@@ -743,39 +885,8 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
         # a light session shows one anchor: the first in this order
         if len(items) > 1:
             items = [min(items, key=anchor_key)] if light else sorted(items, key=anchor_key)
-        windows = []
-        best = items[0][2] if len(items) == 1 else max(c for _e, _p, c in items)
-        covered: list[tuple[int, int]] = []
-        for eid, p, c in items:
-            if len(windows) >= (1 if light else MAX_WINDOWS):
-                break
-            r = erows[eid]
-            if c < best * 0.5 and windows:
-                continue
-            if any(lo <= r.ofs <= hi for lo, hi in covered):
-                continue  # already visible in an earlier window
-            covered.append((r.ofs - before, r.ofs + after))
-            w = {"anchor": r.ofs, "kind": S.kind_name(r.kind), "confidence": round(c, ROUND),
-                 "file": r.file}
-            ev = evidence.get(eid)
-            if ev is not None and ev.lines:
-                w["lines"] = ev.lines
-            if ev is not None and ev.produced > PRODUCED_FLOOR:
-                w["produced"] = round(ev.produced, ROUND)
-            if r.ofs < 0:  # -- sidecar enrichment (issue 6): engram/index/sidecar.py --
-                from engram.index import sidecar
-
-                body = sidecar.body(conn, eid)
-                at = body.get("at") if isinstance(body.get("at"), int) else 1
-                at = max(1, min(at, max(t.n_events - 1, 1)))
-                w.update({"anchor": at, "kind": "sidecar", "source": "enrichment",
-                          "enrichment": body})
-                w.update(W.window(access, t, at, before, after, expand_until, brief))
-                windows.append(w)
-                continue  # -- end sidecar enrichment --
-            if not light:
-                w.update(W.window(access, t, r.ofs, before, after, expand_until, brief))
-            windows.append(w)
+        windows = _windows(conn, access, t, items, light, evidence, erows, before, after,
+                           expand_until, brief)
         entry = {
             "tape_id": t.tape_id, "harness": t.harness, "session": t.session,
             "tier": t.tier or "agent", "label": t.label, "model": t.model, "cwd": t.cwd,
@@ -788,20 +899,65 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
         if v != "direct":
             entry["lineage"] = paths_by_event.get(items[0][0], [])
         out_sessions.append(W.lift_unreadable(entry))  # a tape that cannot be read: marked
-    if semantic is not None:
-        known = {s["tape_id"] for s in out_sessions}
-        below = not brief and len(out_sessions) >= shown  # ranked below the windowed sessions
-        extra = [s for s in semantic(conn, text, out_sessions, before, after, brief or below)
-                 if s["tape_id"] not in known]
-        if below:
-            for s in extra:  # their anchor (and request) only, as for fingerprint sessions
-                for w in s["windows"]:
-                    w.pop("events", None)
-        out_sessions.extend(extra)
-        stats["semantic_added"] = len(extra)
-    stats["elapsed_ms"] = round((time.perf_counter() - t0) * 1000, 2)
-    return {"span": span, "sessions": out_sessions, "lineage": lineage_part,
-            "tombstones": tombstones, "truncated": truncated, "stats": stats}
+    return out_sessions
+
+
+def _windows(conn, access: TapeAccess, t, items: list[tuple[int, float, float]], light: bool,
+             evidence: dict[int, Evidence], erows, before: int, after: int,
+             expand_until: int | None, brief: bool) -> list[dict]:
+    """One session's windows, over its anchors in order (``items``): at most ``MAX_WINDOWS`` (a
+    light session: one, without events), skipping anchors under half the best confidence and
+    anchors an earlier window already shows."""
+    windows = []
+    best = items[0][2] if len(items) == 1 else max(c for _e, _p, c in items)
+    covered: list[tuple[int, int]] = []
+    for eid, p, c in items:
+        if len(windows) >= (1 if light else MAX_WINDOWS):
+            break
+        r = erows[eid]
+        if c < best * 0.5 and windows:
+            continue
+        if any(lo <= r.ofs <= hi for lo, hi in covered):
+            continue  # already visible in an earlier window
+        covered.append((r.ofs - before, r.ofs + after))
+        w = {"anchor": r.ofs, "kind": S.kind_name(r.kind), "confidence": round(c, ROUND),
+             "file": r.file}
+        ev = evidence.get(eid)
+        if ev is not None and ev.lines:
+            w["lines"] = ev.lines
+        if ev is not None and ev.produced > PRODUCED_FLOOR:
+            w["produced"] = round(ev.produced, ROUND)
+        if r.ofs < 0:  # -- sidecar enrichment (issue 6): engram/index/sidecar.py --
+            from engram.index import sidecar
+
+            body = sidecar.body(conn, eid)
+            at = body.get("at") if isinstance(body.get("at"), int) else 1
+            at = max(1, min(at, max(t.n_events - 1, 1)))
+            w.update({"anchor": at, "kind": "sidecar", "source": "enrichment",
+                      "enrichment": body})
+            w.update(W.window(access, t, at, before, after, expand_until, brief))
+            windows.append(w)
+            continue  # -- end sidecar enrichment --
+        if not light:
+            w.update(W.window(access, t, r.ofs, before, after, expand_until, brief))
+        windows.append(w)
+    return windows
+
+
+def _add_semantic(conn, semantic, text: str, out_sessions: list[dict], shown: int, before: int,
+                  after: int, brief: bool, stats: dict) -> None:
+    """Append the sessions ``semantic`` finds that fingerprints did not (anchors only when ranked
+    below the windowed sessions)."""
+    known = {s["tape_id"] for s in out_sessions}
+    below = not brief and len(out_sessions) >= shown  # ranked below the windowed sessions
+    extra = [s for s in semantic(conn, text, out_sessions, before, after, brief or below)
+             if s["tape_id"] not in known]
+    if below:
+        for s in extra:  # their anchor (and request) only, as for fingerprint sessions
+            for w in s["windows"]:
+                w.pop("events", None)
+    out_sessions.extend(extra)
+    stats["semantic_added"] = len(extra)
 
 
 # anchors people want to see first: the edit, then a read, then words, then tool traffic (6: rest)
