@@ -8,11 +8,10 @@ and refuses to mix.
 
 from engram.fingerprint.tokenize import Tokens, tokenize
 from engram.fingerprint.winnow import (
-    DEFAULT_K,
-    DEFAULT_W,
     FP_VERSION,
     Fingerprints,
     all_kgrams,
+    default_params,
     fingerprint,
     fingerprint_batch,
     line_span_prints,
@@ -21,5 +20,14 @@ from engram.fingerprint.winnow import (
 )
 
 __all__ = ["FP_VERSION", "DEFAULT_K", "DEFAULT_W", "Fingerprints", "Tokens", "all_kgrams",
-           "fingerprint", "fingerprint_batch", "line_span_prints", "span_prints", "text_tokens",
-           "tokenize"]
+           "default_params", "fingerprint", "fingerprint_batch", "line_span_prints", "span_prints",
+           "text_tokens", "tokenize"]
+
+
+def __getattr__(name: str) -> int:
+    # DEFAULT_K / DEFAULT_W come from the environment on first use (winnow.default_params)
+    if name == "DEFAULT_K":
+        return default_params()[0]
+    if name == "DEFAULT_W":
+        return default_params()[1]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

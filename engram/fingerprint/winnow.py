@@ -22,24 +22,68 @@ Each fingerprint carries the 0-based line of its k-gram's first token.
 
 from __future__ import annotations
 
-import os
+import logging
 from dataclasses import dataclass
 
 import numpy as np
 
+from engram.env import env_int
 from engram.fingerprint.tokenize import PAD, avalanche, encode, hash_spans, line_of, spans
 
-__all__ = ["FP_VERSION", "DEFAULT_K", "DEFAULT_W", "Fingerprints", "fingerprint", "span_prints",
-           "fingerprint_batch", "all_kgrams", "text_tokens", "line_span_prints"]
+# also DEFAULT_K and DEFAULT_W: module attributes resolved on first use (``__getattr__``)
+__all__ = ["FP_VERSION", "Fingerprints", "fingerprint", "span_prints", "fingerprint_batch",
+           "all_kgrams", "text_tokens", "line_span_prints", "default_params"]
 
 FP_VERSION = 1
 """Bump whenever any output of this package changes (tokens, hashes, selection, lines)."""
-DEFAULT_K = int(os.environ.get("ENGRAM_CALIBRATE_K") or 5)
-"""Tokens per k-gram, chosen by the accuracy benchmark (docs/benchmarks.md). The environment
-variable exists only for calibration runs (bench/calibrate.py); the index records k and w and
-refuses to mix them."""
-DEFAULT_W = int(os.environ.get("ENGRAM_CALIBRATE_W") or 8)
-"""k-grams per winnowing window, chosen by the accuracy benchmark (see DEFAULT_K)."""
+BENCH_K = 5
+"""Tokens per k-gram, chosen by the accuracy benchmark (docs/benchmarks.md)."""
+BENCH_W = 8
+"""k-grams per winnowing window, chosen by the accuracy benchmark (see BENCH_K)."""
+
+# ``DEFAULT_K`` / ``DEFAULT_W`` (module attributes, see ``__getattr__``) are BENCH_K / BENCH_W
+# unless ENGRAM_CALIBRATE_K / ENGRAM_CALIBRATE_W say otherwise. Those variables exist only for
+# calibration runs (bench/calibrate.py, one process per (k, w)); the index records k and w and
+# refuses to mix them. They are read on first use, not at import (a bad value falls back to the
+# benchmark's choice with a warning), and then held for the life of the process: the hot path
+# pays one global lookup, and one process never fingerprints with two (k, w).
+_params: tuple[int, int] | None = None
+
+
+def default_params() -> tuple[int, int]:
+    """``(DEFAULT_K, DEFAULT_W)``: resolved from the environment on the first call, then held."""
+    global _params
+    p = _params
+    if p is None:
+        p = _params = (_positive("ENGRAM_CALIBRATE_K", BENCH_K),
+                       _positive("ENGRAM_CALIBRATE_W", BENCH_W))
+    return p
+
+
+def _positive(name: str, default: int) -> int:
+    v = env_int(name, default)
+    if v < 1:
+        logging.getLogger(__name__).warning("%s=%d is not >= 1; using the default %d",
+                                            name, v, default)
+        return default
+    return v
+
+
+def _kw(k: int | None, w: int | None) -> tuple[int, int]:
+    """``(k, w)`` with ``None`` replaced by ``DEFAULT_K`` / ``DEFAULT_W``."""
+    if k is None or w is None:
+        dk, dw = _params or default_params()
+        return (dk if k is None else k), (dw if w is None else w)
+    return k, w
+
+
+def __getattr__(name: str) -> int:
+    if name == "DEFAULT_K":
+        return default_params()[0]
+    if name == "DEFAULT_W":
+        return default_params()[1]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 SUB_BATCH = 1 << 18
 """Characters per internal sub-batch of ``fingerprint_batch`` (a speed knob; output unaffected)."""
@@ -62,13 +106,15 @@ class Fingerprints:
     when ``fingerprint_batch`` was asked for it (``keep_kgrams``), else ``None``."""
 
 
-def fingerprint(text: str, k: int = DEFAULT_K, w: int = DEFAULT_W) -> Fingerprints:
-    """Winnowed fingerprints of one text; empty when it has fewer than ``k`` tokens."""
+def fingerprint(text: str, k: int | None = None, w: int | None = None) -> Fingerprints:
+    """Winnowed fingerprints of one text; empty when it has fewer than ``k`` tokens (``k`` and
+    ``w`` default to ``DEFAULT_K`` / ``DEFAULT_W``, as in every function here)."""
     return fingerprint_batch([text], k, w)[0]
 
 
-def all_kgrams(text: str, k: int = DEFAULT_K) -> tuple[np.ndarray, np.ndarray]:
+def all_kgrams(text: str, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Every k-gram hash of ``text`` (int64) and its first token's line (int32), un-winnowed."""
+    k, _ = _kw(k, 1)
     _check(k, 1)
     buf, _ = encode([text])
     n = len(buf) - PAD
@@ -77,11 +123,12 @@ def all_kgrams(text: str, k: int = DEFAULT_K) -> tuple[np.ndarray, np.ndarray]:
     return kg, line_of(buf, n, starts[: len(kg)])
 
 
-def span_prints(text: str, k: int = DEFAULT_K, w: int = DEFAULT_W
+def span_prints(text: str, k: int | None = None, w: int | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One tokenising pass for a query span: ``(every k-gram hash, its first token's line,
     the winnowed hashes)`` — the same values as ``all_kgrams(text, k)`` and
     ``fingerprint(text, k, w).hashes``."""
+    k, w = _kw(k, w)
     _check(k, w)
     kg, lines = all_kgrams(text, k)
     sel = _winnow(kg, np.array([0, len(kg)], dtype=np.int64), w) if len(kg) else np.zeros(0, np.int64)
@@ -100,12 +147,13 @@ def text_tokens(text: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def line_span_prints(tokens: tuple[np.ndarray, np.ndarray], first: int, last: int,
-                     k: int = DEFAULT_K, w: int = DEFAULT_W
+                     k: int | None = None, w: int | None = None
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``span_prints`` of lines ``first..last`` (0-based, inclusive) of the text whose
     ``text_tokens`` are given: the same values as ``span_prints`` of those lines joined (lines
     relative to ``first``), without tokenising them again. An editor explains many spans of one
     file; tokenising the file once is most of the cost of each."""
+    k, w = _kw(k, w)
     _check(k, w)
     hashes, lines = tokens
     a, b = np.searchsorted(lines, [first, last + 1])
@@ -116,7 +164,7 @@ def line_span_prints(tokens: tuple[np.ndarray, np.ndarray], first: int, last: in
 
 
 def fingerprint_batch(
-    texts: list[str], k: int = DEFAULT_K, w: int = DEFAULT_W, *,
+    texts: list[str], k: int | None = None, w: int | None = None, *,
     keep_kgrams: list[bool] | None = None,
 ) -> list[Fingerprints]:
     """``[fingerprint(t, k, w) for t in texts]``, computed in one vectorised pass.
@@ -128,6 +176,7 @@ def fingerprint_batch(
     k-gram hashes (``Fingerprints.kgrams``, equal to ``all_kgrams(texts[i], k)[0]``), computed in
     the same pass.
     """
+    k, w = _kw(k, w)
     _check(k, w)
     out: list[Fingerprints] = []
     i = 0
