@@ -175,7 +175,8 @@ def test_kill_9_mid_ingest_leaves_a_consistent_index(repo, capsys):
     conn = eng.conn()
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     n_tapes = conn.execute("SELECT count(*) FROM tapes").fetchone()[0]
-    dup = conn.execute("SELECT count(*) FROM (SELECT tape_id FROM tapes GROUP BY tape_id HAVING count(*) > 1)").fetchone()[0]
+    dup = conn.execute("SELECT count(*) FROM (SELECT tape_id FROM tapes GROUP BY tape_id"
+                       " HAVING count(*) > 1)").fetchone()[0]
     orphans = conn.execute("SELECT count(*) FROM events WHERE tape NOT IN (SELECT id FROM tapes)").fetchone()[0]
     eng.close()
     assert n_tapes == 13 and dup == 0 and orphans == 0

@@ -151,7 +151,8 @@ def test_explain_buffer_tells_anchor_only_sessions(tmp_path):
     script = tmp_path / "render.lua"
     script.write_text(
         f"vim.opt.rtp:prepend({json.dumps(str(PLUGIN))})\n"
-        f"local r = vim.json.decode(table.concat(vim.fn.readfile({json.dumps(str(tmp_path / 'result.json'))}), '\\n'))\n"
+        f"local r = vim.json.decode(table.concat(vim.fn.readfile("
+        f"{json.dumps(str(tmp_path / 'result.json'))}), '\\n'))\n"
         f"vim.fn.writefile(require('engram').render_explain(r), {json.dumps(str(tmp_path / 'out.md'))})\n"
         "vim.cmd('qa!')\n")
     proc = subprocess.run([nvim, "--headless", "-u", "NONE", "-i", "NONE", "-c", f"luafile {script}"],

@@ -247,7 +247,7 @@ def test_postings_in_memory_and_prefilled_rows_answer_the_same(world, capsys):
         # a snapshot whose sampled blocks differ from the index's is not used
         held = postings._held[conn.filename]
         snap = held.snapshot
-        bad = postings._Snapshot(snap.codes, snap.top, {i: b"other" for i in snap.samples})
+        bad = postings._Snapshot(snap.codes, snap.top, dict.fromkeys(snap.samples, b"other"))
         held.snapshot = bad
         other = Engine(w.root)
         try:
