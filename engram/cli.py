@@ -16,8 +16,8 @@ import orjson
 
 from engram import __version__
 from engram.errors import EngramError
-from engram.render import (_event_line, _short, _table, _vrange, render_blame, render_explain,
-                           render_ingest, render_trace)
+from engram.render import (_event_line, _short, _table, _vrange, json_printable, printable,
+                           render_blame, render_explain, render_ingest, render_trace)
 
 log = logging.getLogger("engram")
 
@@ -27,14 +27,15 @@ log = logging.getLogger("engram")
 
 
 def emit(obj, pretty: bool, render=None) -> None:
+    """Write a result: ``render(obj)`` for ``--pretty`` when given, else JSON. Neither carries a
+    terminal control or bidi character from a log as it is (``engram.render.printable``)."""
     if pretty and render is not None:
-        sys.stdout.write(render(obj))
-        if not render(obj).endswith("\n"):
-            sys.stdout.write("\n")
+        text = printable(render(obj))
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
     elif pretty:
-        sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode() + "\n")
+        sys.stdout.write(json_printable(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()) + "\n")
     else:
-        sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode() + "\n")
+        sys.stdout.write(json_printable(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode()) + "\n")
     sys.stdout.flush()
 
 

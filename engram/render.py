@@ -1,12 +1,59 @@
-"""Every ``--pretty`` text: the human-readable forms of the JSON results the CLI prints."""
+r"""Every ``--pretty`` text: the human-readable forms of the JSON results the CLI prints.
+
+Logs are written by agents and the tools they ran: a transcript, a file name, a session id or a
+model name may carry terminal control sequences (``ESC ] 52`` writes the clipboard, ``ESC ] 0``
+sets the title, ``ESC [ 2 J`` clears the screen, C1 ``CSI`` does the same without an ESC) or
+bidirectional overrides that reorder what the reader sees. None reaches the terminal as it is:
+every text rendered here goes through ``printable``, which shows C0 controls other than newline
+and tab, DEL, C1 controls and the Unicode bidi controls as visible escapes (``\x1b``,
+``\u202e``). JSON output (``json_printable``) is already escaped by the encoder for C0; the
+characters it leaves raw (DEL, C1, bidi controls) are written as ``\uXXXX`` escapes, which
+decode to the same strings.
+"""
 
 from __future__ import annotations
+
+import functools
+import re
 
 from engram.errors import EngramError
 from engram.files import read_text_file
 from engram.query.history import MAX_TRACE_SESSIONS
 
 
+# C0 but newline and tab, DEL, C1, and Unicode's Bidi_Control characters (ALM, LRM, RLM, the
+# embeddings/overrides U+202A-U+202E and the isolates U+2066-U+2069). engram_lsp.render has a twin.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_RAW_IN_JSON = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(m: re.Match) -> str:
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with terminal controls and bidi controls shown as escapes (see the module doc)."""
+    return _CONTROL.sub(_escape, text) if _CONTROL.search(text) else text
+
+
+def json_printable(text: str) -> str:
+    r"""JSON text with the characters its encoder leaves raw (DEL, C1, bidi controls) written as
+    ``\uXXXX`` escapes: the same JSON value, harmless on a terminal."""
+    if not _RAW_IN_JSON.search(text):
+        return text
+    return _RAW_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _printable_output(render):
+    @functools.wraps(render)
+    def wrapper(*args, **kwargs) -> str:
+        return printable(render(*args, **kwargs))
+
+    return wrapper
+
+
+@_printable_output
 def render_ingest(r: dict) -> str:
     if r.get("nothing_to_do"):
         return f"Nothing new: {r['skipped']} source(s) unchanged since the last ingest.\n"
@@ -32,6 +79,7 @@ def _short(s, n=160):
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
+@_printable_output
 def render_explain(r: dict) -> str:
     sp = r["span"]
     out = [f"{sp.get('file') or '<text>'}:{sp['start']}-{sp['end']}  "
@@ -115,6 +163,7 @@ def _vrange(vs: list[str]) -> str:
     return vs[0] if len(vs) == 1 else f"{vs[0]}…{vs[-1]}"
 
 
+@_printable_output
 def render_trace(r: dict) -> str:
     out = [f"{r['file']}: {len(r['sessions'])} session(s)"
            + ("" if r.get("exists", True) else " (file no longer exists)")]
@@ -150,6 +199,7 @@ def _clip(s, n):
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
+@_printable_output
 def render_blame(r: dict) -> str:
     out = []
     sess = r["sessions"]

@@ -3,7 +3,8 @@
 The hover shows, for the block under the cursor: how many sessions, the best confidence, the most
 recent time, the user's request and the assistant's words nearest the anchor (trimmed), harness
 and model of the best session, and an *Explain* link (``command:engram.explain?<args>``, which
-VS Code runs; other clients show it as a link).
+VS Code runs; other clients show it as a link). Control characters from the logs are escaped
+(``printable``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,20 @@ import re
 from urllib.parse import quote
 
 MAX_QUOTE = 280
+
+# Terminal/bidi controls a log may carry (C0 but newline and tab, DEL, C1, Unicode Bidi_Control):
+# shown as visible escapes (``\x1b``, ``\u202e``), never passed to the editor. The twin of
+# ``engram.render.printable`` (``engram_lsp`` reaches ``engram`` only through the engine).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    if not _CONTROL.search(text):
+        return text
+    return _CONTROL.sub(
+        lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
+        text,
+    )
 
 
 def plural(n: int, word: str = "session") -> str:
@@ -107,4 +122,4 @@ def hover_markdown(block: dict, uri: str, start: int, end: int) -> str:
         out += [" · ".join(facts), ""]
     rng = {"start": {"line": start - 1, "character": 0}, "end": {"line": end, "character": 0}}
     out.append(f"{command_link('Explain', 'engram.explain', [uri, rng])} lines {start}–{end}")
-    return "\n".join(out)
+    return printable("\n".join(out))

@@ -6,7 +6,9 @@ hangs on a FIFO or grows on ``/dev/zero`` fails the test instead of hanging the 
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -84,3 +86,52 @@ def test_size_limit_is_a_setting(repo):
     # the default still reads an ordinary file (no index yet: that is the error, not the file)
     res = engram("explain", "ok.py:1-2", cwd=repo)
     assert "too large" not in res.stderr and "regular file" not in res.stderr, res.stderr
+
+
+# --- terminal escapes from the logs -------------------------------------------------------------
+
+# what a log may carry: OSC 52 (clipboard write), OSC 0 (title), CSI 2J (clear), C1 CSI, DEL,
+# bidi overrides and isolates
+NASTY_REQUEST = ("Please add \x1b]52;c;ZXZpbA==\x07 the helper\x1b]0;pwned\x07 and "
+                 "\u202eevil\u202c text \x9b2J")
+NASTY_REPLY = "Done:\x1b[2J\x1b[H wrote it \u2066isolated\u2069 \x7f and \x1b[31mred\x1b[0m"
+NASTY_CODE = ("def helper_with_escapes():\n    # \x1b[31mred\x1b[0m \u202e comment \u202c\n"
+              "    values = [1, 2, 3]\n    total = sum(values)\n    scaled = total * 42\n"
+              "    return scaled - 1\n")
+RAW_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _no_raw_controls(text: str, what: str) -> None:
+    found = RAW_CONTROLS.findall(text)
+    assert not found, f"{what} writes raw control characters {found!r}"
+
+
+def test_pretty_output_escapes_terminal_controls_from_logs(world):
+    s = world.session()
+    s.user(NASTY_REQUEST).say(NASTY_REPLY).write("nasty.py", NASTY_CODE).say(NASTY_REPLY)
+    s.save()
+    world.checkout()
+    root = world.root
+    assert engram("ingest", cwd=root).returncode == 0
+    tapes = json.loads(engram("tapes", cwd=root).stdout)
+    assert tapes
+    tape = tapes[0]["tape_id"]
+    outputs = {}
+    for argv in (["explain", "nasty.py:1-6"], ["blame", "nasty.py"], ["trace", "nasty.py"],
+                 ["tapes"], ["search", "helper"], ["view", tape, "--at", "1"], ["show", tape]):
+        res = engram(*argv, "--pretty", cwd=root)
+        assert res.returncode == 0, (argv, res.stderr)
+        _no_raw_controls(res.stdout, "engram " + " ".join(argv) + " --pretty")
+        outputs[argv[0]] = res.stdout
+        res = engram(*argv, cwd=root)  # JSON: escaped too, and the strings decode unchanged
+        assert res.returncode == 0, (argv, res.stderr)
+        _no_raw_controls(res.stdout, "engram " + " ".join(argv))
+        json.loads(res.stdout)
+    # the escapes are visible, not dropped
+    assert "\\x1b]52;c;ZXZpbA==\\x07" in outputs["explain"]
+    assert "\\u202eevil\\u202c" in outputs["explain"]
+    assert "\\x1b[31mred\\x1b[0m" in outputs["blame"]  # the file's own text, in blame's column
+    assert "\\x9b2J" in outputs["show"] and "\\u2066isolated\\u2069" in outputs["show"]
+    explained = json.loads(engram("explain", "nasty.py:1-6", cwd=root).stdout)
+    texts = json.dumps(explained, ensure_ascii=False)
+    assert "\u202eevil\u202c" in texts  # JSON carries the original text (escaped on the wire)

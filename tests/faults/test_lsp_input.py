@@ -364,6 +364,38 @@ def test_internal_errors_carry_no_traceback(ws, tmp_path):
         c.close()
 
 
+# --- 3b. terminal escapes from the logs stay out of the hover ----------------------------------
+
+RAW_CONTROLS = "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+
+
+def test_hover_escapes_terminal_controls_from_logs(ws, tmp_path):
+    import re
+
+    nasty = "Adding it \x1b]52;c;ZXZpbA==\x07 now\x1b]0;pwned\x07 \u202eevil\u202c \x9b2J"
+    ws.append_write("fib.py", workspaces.NEW_CODE, text=nasty)
+    (ws.root / "fib.py").write_text(workspaces.NEW_CODE)
+    c = RawClient(ws, tmp_path)
+    try:
+        c.call(
+            "initialize",
+            {"processId": os.getpid(), "rootUri": ws.root.as_uri(), "capabilities": {},
+             "initializationOptions": {"watch": {"enabled": False}}},
+        )
+        c.notify("initialized", {})
+        deadline = time.monotonic() + 60
+        while True:  # the startup ingest has to finish first
+            res = c.call("textDocument/hover", _hover(ws.uri("fib.py"), 2))
+            if res.get("result") or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        value = res["result"]["contents"]["value"]
+        assert not re.findall(RAW_CONTROLS, value), value
+        assert "\\x1b]52;c;ZXZpbA==\\x07" in value and "\\u202eevil\\u202c" in value, value
+    finally:
+        c.close()
+
+
 # --- 4. bad params, many of them ----------------------------------------------------------------
 
 FUZZ_SECONDS = 15.0
