@@ -42,12 +42,6 @@ class UnsupportedLog(EngramError):
     code = "unsupported-log"
 
 
-class AdapterParseError(EngramError):
-    """One record of a harness log could not be parsed; the rest of the file still is."""
-
-    code = "E_ADAPTER_PARSE"
-
-
 class SchemaTooNew(EngramError):
     """The index was written by a newer Engram."""
 
@@ -76,12 +70,6 @@ class UnknownTape(EngramError):
     """No tape with that id (or id prefix) is indexed."""
 
     code = "unknown-tape"
-
-
-class ConfigError(EngramError):
-    """A config file could not be read; defaults were used instead."""
-
-    code = "config-error"
 
 
 class WorkerGone(RuntimeError):

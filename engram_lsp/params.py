@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pygls.exceptions import JsonRpcInvalidParams, JsonRpcServerError
-from pygls.uris import from_fs_path, to_fs_path
+from pygls.uris import to_fs_path
 
 from engram.errors import EngramError
 
@@ -180,6 +180,3 @@ def uri_to_path(uri: str) -> Path:
         raise InvalidParams(f"cannot map URI to a file: {_r(uri)}")
     return Path(path)
 
-
-def path_to_uri(path: str | Path) -> str:
-    return from_fs_path(str(path)) or str(path)

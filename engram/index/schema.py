@@ -17,9 +17,6 @@ ROLE_MSG_OUT = 4
 ROLE_TOOL_CALL = 5
 ROLE_TOOL_OUTPUT = 6
 ROLE_SIDECAR = 7
-ROLE_NAMES = {ROLE_EDIT_AFTER: "edit-after", ROLE_EDIT_BEFORE: "edit-before", ROLE_READ: "read",
-              ROLE_MSG_IN: "message", ROLE_MSG_OUT: "message", ROLE_TOOL_CALL: "tool-call",
-              ROLE_TOOL_OUTPUT: "tool-output", ROLE_SIDECAR: "sidecar"}
 
 KINDS = ["meta", "msg.in", "msg.out", "tool.call", "tool.result", "code.read", "code.edit",
          "span.link"]

@@ -145,23 +145,8 @@ def _hashes(texts: list[str]) -> np.ndarray:
     return np.unique(np.concatenate(hs)) if hs else np.zeros(0, np.int64)
 
 
-def _allk(text: str) -> np.ndarray:
-    """Every k-gram hash of ``text`` (unique): the query side of a containment, whose
-    denominator is the text's winnowed count (as ``explain`` does)."""
-    k, _ = fingerprint.all_kgrams(text, fingerprint.DEFAULT_K)
-    return np.unique(np.asarray(k, dtype=np.int64))
-
-
-def _allk_many(texts: list[str]) -> np.ndarray:
-    parts = [_allk(t) for t in texts]
-    parts = [p for p in parts if len(p)]
-    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
-
-
 def _texts(evs: list[tuple[int, dict]]) -> list[str]:
     return [tx for _o, ev in evs for tx, _r, _l in event_blocks(ev)]
-
-
 
 
 def _chunks(values, n: int = 20000):
