@@ -1,7 +1,9 @@
 """The ``engram`` command. JSON on stdout by default (compact, ``[]`` when empty), ``--pretty`` for
 people; progress and logs go to stderr so ``engram explain ... | jq`` always works.
 
-Errors print ``Error: <message>`` to stderr and exit 1.
+Errors print one line, ``Error: <file>: <message>``, to stderr and exit 1: Engram's own errors and
+the environment's (disk full, ``ulimit -f``, permissions, a path too long; ``main`` is the
+boundary). Anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -285,18 +287,27 @@ def cmd_watch(args) -> int:
 
 
 def cmd_gc(args) -> int:
+    from engram import paths
+    from engram.tape import writer
+
     eng = _engine(args)
-    conn = eng.conn()
-    with conn:
-        n = conn.execute("SELECT count(*) FROM blocks WHERE id NOT IN (SELECT block FROM refs)").fetchone()[0]
-        conn.execute("DELETE FROM fingerprints WHERE block IN (SELECT id FROM blocks WHERE id NOT IN"
-                     " (SELECT block FROM refs))")
-        conn.execute("DELETE FROM blocks WHERE id NOT IN (SELECT block FROM refs)")
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    conn.execute("VACUUM")
-    eng.close()
-    emit({"orphan_blocks_removed": n}, args.pretty,
-         lambda r: f"Removed {r['orphan_blocks_removed']} unreferenced text block(s); index compacted.\n")
+    try:
+        # temp files of tape writers killed before their rename (kill -9, power loss)
+        temps = sum(len(writer.sweep_temp(d)) for d in
+                    dict.fromkeys((paths.repo_tapes_dir(eng.root), paths.user_tapes_dir())))
+        conn = eng.conn()
+        with conn:
+            n = conn.execute("SELECT count(*) FROM blocks WHERE id NOT IN (SELECT block FROM refs)").fetchone()[0]
+            conn.execute("DELETE FROM fingerprints WHERE block IN (SELECT id FROM blocks WHERE id NOT IN"
+                         " (SELECT block FROM refs))")
+            conn.execute("DELETE FROM blocks WHERE id NOT IN (SELECT block FROM refs)")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.execute("VACUUM")
+    finally:
+        eng.close()
+    emit({"orphan_blocks_removed": n, "temp_files_removed": temps}, args.pretty,
+         lambda r: f"Removed {r['orphan_blocks_removed']} unreferenced text block(s) and "
+                   f"{r['temp_files_removed']} abandoned temp file(s); index compacted.\n")
     return 0
 
 
@@ -462,7 +473,12 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# ---------------------------------------------------------------------------------------------
+# the error boundary: every failure the user can act on is one line, ``Error: <file>: <what to do>``
+
+
 def main(argv: list[str] | None = None) -> int:
+    _ignore_sigxfsz()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "fn", None):
@@ -473,13 +489,145 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.fn(args)
     except EngramError as e:
-        sys.stderr.write(f"Error: {e}\n")
-        return 1
+        return _fail(_engram_message(e))
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt:
         sys.stderr.write("Interrupted.\n")
         return 130
+    except OSError as e:  # the environment: disk full, ulimit -f, permissions, long paths
+        return _fail(os_error_message(e, args.cmd))
+    except Exception as e:
+        if type(e).__module__ != "apsw":  # a bug: the traceback is what helps
+            raise
+        return _fail(_sqlite_message(e, args))
+
+
+def _fail(message: str) -> int:
+    try:
+        sys.stderr.write("Error: " + " ".join(message.split("\n")) + "\n")
+        sys.stderr.flush()
+    except OSError:
+        pass
+    return 1
+
+
+def _ignore_sigxfsz() -> None:
+    """Past ``ulimit -f`` the kernel sends SIGXFSZ, whose default action kills the process with no
+    word; ignored, the write fails with EFBIG and the boundary says what happened. (Child
+    processes, ``engram record -- CMD``, get the default back from ``subprocess``.)"""
+    import signal
+
+    try:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    except (AttributeError, ValueError, OSError):  # no such signal; not the main thread
+        pass
+
+
+def short_path(path) -> str:
+    """A path for a one-line message: whole up to 200 characters, else its two ends."""
+    text = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else str(path)
+    if len(text) <= 200:
+        return text
+    return f"{text[:80]}…{text[-100:]} ({len(text)} characters)"
+
+
+def _engram_message(e: EngramError) -> str:
+    text = str(e)
+    if e.path and len(str(e.path)) > 200:
+        where = short_path(e.path) + (f":{e.line}" if e.line is not None else "")
+        text = f"{where}: {e.message}"
+    if e.code == "corrupt-tape":
+        text += "; `engram ingest --rebuild` writes it again from its log, if the log is still there"
+    return text
+
+
+def os_error_message(e: OSError, cmd: str | None = None) -> str:
+    """``<file>: <what happened>: <what to do>`` for an ``OSError`` (a subclass names its errno)."""
+    import errno
+
+    again = f"run `engram {cmd}` again" if cmd else "run the command again"
+    name = e.filename if e.filename is not None else e.filename2
+    where = short_path(name) + ": " if name is not None else ""
+    code = e.errno
+    if code in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
+        what = "disk full" if code == errno.ENOSPC else "disk quota exceeded"
+        it = " while writing it" if name is not None else ""
+        return f"{where}{what}{it}: free space and {again}; nothing was lost"
+    if code == errno.EFBIG:
+        it = " while writing it" if name is not None else ""
+        return (f"{where}file too large: the file-size limit{_fsize_limit()} was reached{it}: "
+                f"raise it and {again}; nothing was lost")
+    if code == errno.ENAMETOOLONG:
+        return (f"{where}path too long: the system allows {_path_max()} characters, 255 per "
+                "file name; use a shorter path")
+    if code in (errno.EACCES, errno.EPERM):
+        return (f"{where}permission denied: check the owner and mode of the file and of its "
+                "directories (ls -ld), or run as the user who owns them")
+    if code == errno.EROFS:
+        return f"{where}read-only file system: point --root or ENGRAM_HOME at a writable place"
+    if code == errno.ENOENT:
+        return f"{where}no such file or directory"
+    if code == errno.ENOTDIR:
+        return f"{where}a part of this path is not a directory"
+    if code == errno.EISDIR:
+        return f"{where}is a directory, not a file"
+    if code in (errno.EMFILE, errno.ENFILE):
+        return f"{where}too many open files: raise the limit (ulimit -n) and {again}"
+    if code == errno.EIO:
+        return f"{where}input/output error: the disk or network file system is failing; {again}"
+    return f"{where}{e.strerror or e}"
+
+
+def _fsize_limit() -> str:
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    except (ImportError, OSError, ValueError):
+        return " (ulimit -f)"
+    return " (ulimit -f)" if soft == resource.RLIM_INFINITY else f" (ulimit -f: {soft} bytes)"
+
+
+def _path_max() -> int:
+    try:
+        return os.pathconf("/", "PC_PATH_MAX")
+    except (OSError, ValueError):
+        return 4096
+
+
+def _sqlite_message(e: Exception, args) -> str:
+    """An SQLite failure, on the index (or, for ``engram embed``, the vector cache)."""
+    where = _index_path(args)
+    if args.cmd == "embed":
+        where = where.parent / "vectors"
+    again = f"run `engram {args.cmd}` again"
+    kind = type(e).__name__
+    if kind == "FullError":
+        return (f"{short_path(where)}: disk full while writing it: free space and {again}; "
+                "nothing was lost (SQLite keeps the last complete state)")
+    if kind == "IOError":
+        return (f"{short_path(where)}: input/output error writing it ({e}): a full disk, the "
+                f"file-size limit{_fsize_limit()} or a failing device; fix that and {again}; "
+                "nothing was lost (SQLite keeps the last complete state)")
+    if kind in ("CantOpenError", "PermissionsError", "ReadOnlyError", "AuthError"):
+        return (f"{short_path(where)}: cannot write it ({e}): check that you own it and its "
+                "directory (ls -ld), or point --index elsewhere")
+    if kind in ("BusyError", "LockedError"):
+        return f"{short_path(where)}: busy: another engram holds it; {again} when it is done"
+    return f"{short_path(where)}: {e}"
+
+
+def _index_path(args) -> Path:
+    from engram import paths
+
+    if getattr(args, "index", None):
+        return Path(args.index)
+    try:
+        root = Path(args.root) if getattr(args, "root", None) else paths.find_root()
+    except OSError:
+        return Path(".engram-cache") / "index.sqlite"
+    return paths.default_index_path(root)
 
 
 if __name__ == "__main__":

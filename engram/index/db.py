@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 
 import apsw
@@ -23,6 +24,8 @@ from engram.index.schema import MIGRATIONS
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = len(MIGRATIONS)
+SQLITE_MAX_PATH = 512
+"""The longest absolute path SQLite's unix VFS opens (its ``MAX_PATHNAME``)."""
 BUSY_TIMEOUT_MS = 30_000
 
 
@@ -71,9 +74,14 @@ def connect(path: Path, *, create: bool = True, readonly: bool = False) -> apsw.
     except apsw.CorruptError:
         raise NotIndexed("the index is corrupt; run `engram ingest --rebuild`", path=str(path)) from None
     except apsw.CantOpenError:
+        full = len(os.path.abspath(path))
+        if full > SQLITE_MAX_PATH:
+            raise IndexUnavailable(
+                f"path too long for SQLite ({full} characters, at most {SQLITE_MAX_PATH}): point "
+                "--root or --index at a shorter path", path=str(path)) from None
         raise IndexUnavailable(
-            "cannot open the index: check that you own it and its directory "
-            f"(ls -ld {path.parent}), or point --index elsewhere", path=str(path)) from None
+            "cannot open the index: check that you own it and its directory (ls -ld), or point "
+            "--index elsewhere", path=str(path)) from None
     return conn
 
 

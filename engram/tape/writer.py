@@ -303,8 +303,8 @@ def sweep_temp(directory: Path, *, now: float | None = None) -> list[Path]:
     removed: list[Path] = []
     try:
         entries = os.scandir(directory)
-    except (FileNotFoundError, NotADirectoryError):
-        return removed
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return removed  # nothing to sweep; a write there says what is wrong
     with entries:
         for e in entries:
             m = _TEMP_NAME.match(e.name) if e.name.endswith(".tmp") else None
