@@ -33,7 +33,7 @@ LEAVES = ("errors", "paths", "config", "digest", "linediff", "sortedset", "env",
 any module may import any other (the cycle check still applies)."""
 
 LAYERS: dict[str, int] = {
-    **{leaf: 0 for leaf in LEAVES}, "": 0,
+    **dict.fromkeys(LEAVES, 0), "": 0,
     "adapters": 1, "tape": 1, "fingerprint": 1,
     "index": 2,
     "lineage": 3,
