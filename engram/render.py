@@ -20,7 +20,6 @@ from engram.errors import EngramError
 from engram.files import read_text_file
 from engram.query.history import MAX_TRACE_SESSIONS
 
-
 # C0 but newline and tab, DEL, C1, and Unicode's Bidi_Control characters (ALM, LRM, RLM, the
 # embeddings/overrides U+202A-U+202E and the isolates U+2066-U+2069). engram_lsp.render has a twin.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")

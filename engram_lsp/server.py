@@ -322,6 +322,8 @@ class EngramLanguageServer(LanguageServer):
 
         async def tcp_server() -> None:
             self._server = await asyncio.start_server(connection, host, port, limit=1 << 20)
+            addrs = ", ".join(str(sock.getsockname()) for sock in self._server.sockets)
+            log.info("Serving on %s", addrs)
             async with self._server:
                 await self._server.serve_forever()
 

@@ -499,3 +499,47 @@ def test_fuzzed_params_never_crash_nor_leak_tracebacks(client, ws, odd_files):
     assert not internal, internal[:5]
     assert codes.get(INVALID_PARAMS, 0) > sent // 4, codes
     client.assert_alive(ws)
+
+
+# --- the TCP transport reads frames the same way ------------------------------------------------
+
+
+def test_tcp_transport_survives_bad_frames(ws, tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path / "tcp.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engram_lsp", "--tcp", f"127.0.0.1:{port}", "--log-file", str(log)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ws.env(),
+    )
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            try:
+                conn = socket.create_connection(("127.0.0.1", port), timeout=WAIT_S)
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, "no TCP server"
+                time.sleep(0.1)
+        with conn:
+            stream = conn.makefile("rwb")
+            stream.write(BAD_FRAMES["negative length"] + BAD_FRAMES["junk between frames"])
+            stream.write(b"content-length: %d\r\n\r\n" % len(_body(5)) + _body(5))
+            stream.write(b"Content-Length: 9\r\n\r\n{not json")
+            stream.flush()
+            got = []
+            while len(got) < 2:
+                length = None
+                while (line := stream.readline()) not in (b"\r\n", b""):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                assert length is not None, "the server closed the connection"
+                got.append(json.loads(stream.read(length)))
+        assert got[0]["id"] == 5 and got[0]["error"]["code"] == -32601, got
+        assert got[1]["id"] is None and got[1]["error"]["code"] == PARSE_ERROR, got
+    finally:
+        proc.kill()
+        proc.wait()
