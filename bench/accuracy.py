@@ -314,14 +314,12 @@ def main(argv=None) -> int:
             result["embed"] = {"error": repr(e)}
 
     if a.hold_postings:  # what the language server does at start (read once, in the background)
-        from engram.index import postings
-
         t0 = time.perf_counter()
-        postings.keep_postings(eng.conn())
-        while (postings.held_postings_status(eng.conn().filename)["postings"] is None
+        eng.hold_postings()
+        while (eng.postings_status()["postings"] is None
                and time.perf_counter() - t0 < 60):  # (an index too big to hold answers None)
             time.sleep(0.01)
-        result["held_postings"] = {"rows": postings.held_postings_status(eng.conn().filename)["postings"],
+        result["held_postings"] = {"rows": eng.postings_status()["postings"],
                                    "read_s": round(time.perf_counter() - t0, 2)}
     texts: dict[str, str] = {}
     errors: list[dict] = []

@@ -31,6 +31,10 @@ from engram.query import window as W
 
 log = logging.getLogger(__name__)
 
+# the index files whose postings a process holds in memory (``Engine.hold_postings``): the index
+# path as given (absolute) -> the connection's file name, the key of ``engram.index.postings``
+_held_postings: dict[str, str] = {}
+
 
 @functools.lru_cache(maxsize=8)
 def _lines(text: str) -> list[str]:
@@ -49,6 +53,7 @@ class Engine:
         self.root = Path(root).resolve() if root is not None else self.config.root
         self.config.root = self.root
         self.index_path = Path(index_path) if index_path else paths.default_index_path(self.root)
+        self._index_key = os.path.abspath(self.index_path)
         self._local = threading.local()
         self._display: dict[tuple[str, str], str] = {}  # ``_display_path`` memo
         self._conns: list[apsw.Connection] = []
@@ -244,6 +249,130 @@ class Engine:
 
         return B.explain_blocks(self.conn(), text, list(blocks),
                                 windows=len(blocks) == 1 if windows is None else windows)
+
+    # -- for a long-running process (the language server) -------------------------------------
+    # What a server does between requests so that the next ones answer sooner; the answers are the
+    # same with or without it.
+
+    def hold_postings(self) -> None:
+        """Hold this index's postings in memory from now on, read in the background
+        (``engram.index.postings``; ``explain_blocks`` uses them once they are there): a code lens
+        on a big file then does not wait for thousands of SQLite lookups. Never while a rebuild
+        replaces the index file (this thread's connection would hold the old one)."""
+        from engram.index import postings
+
+        conn = self.conn()
+        _held_postings[self._index_key] = conn.filename
+        postings.keep_postings(conn)
+
+    @property
+    def holds_postings(self) -> bool:
+        """Whether ``hold_postings`` was called for this index (by any engine of this process)."""
+        return self._index_key in _held_postings
+
+    def postings_status(self) -> dict | None:
+        """``{"postings": rows held (None: not read yet, or too many), "reading": bool}``; None
+        when this index's postings are not held."""
+        held = _held_postings.get(self._index_key)
+        if held is None:
+            return None
+        from engram.index import postings
+
+        return postings.held_postings_status(held)
+
+    def postings_paused(self):
+        """A context manager: no reading of the held postings meanwhile (a read under way is
+        waited for), for replacing the index file (a rebuild: a reader's connection would hold the
+        old file open); a fresh read starts afterwards. A no-op when they are not held."""
+        from engram.index import postings
+
+        return postings.postings_paused(_held_postings.get(self._index_key))
+
+    def prefill_postings(self, stop=None) -> bool | None:
+        """Read the rows ``explain_blocks`` looks up through this thread's connection now, while
+        nothing waits for them (``engram.index.postings.prefill``): False when the tables are too
+        large; None when ``stop()`` (asked every few ms) said to leave the rest for later."""
+        from engram.index import postings
+
+        return postings.prefill(self.conn(), stop)
+
+    def prefetch_steps(self, file: str, text: str, before: int | None = None,
+                       after: int | None = None):
+        """What the first ``explain`` of ``file`` (buffer ``text``) reads, read ahead on this
+        thread's connection as a generator of steps of a few ms (``engram.query.prefetch``): the
+        caller can stop between two steps for a request."""
+        from engram.query import prefetch
+
+        return prefetch.steps(self, file, text, before, after)
+
+    @staticmethod
+    def read_file(path, shown: str | None = None) -> str:
+        """A user's file as explain reads it (``engram.files.read_text_file``: a regular file of
+        bounded size, UTF-8 with bad bytes replaced); raises ``FileNotFoundError`` or
+        ``UnreadableFile``."""
+        return read_text_file(path, shown=shown)
+
+    @staticmethod
+    def enclosing_block(text: str, path, line: int) -> tuple[int, int]:
+        """The innermost function/class (else the chunk) around 1-based ``line`` of ``text``
+        (``path``: a file name or a language, for tree-sitter): ``(start, end)``."""
+        from engram.query import symbols
+
+        return symbols.enclosing_block(text, path, line)
+
+    @staticmethod
+    def top_level_blocks(text: str, path) -> list[tuple[int, int, str]]:
+        """Top-level definitions ``(start, end, name)`` of ``text`` in file order (chunks when
+        there are none)."""
+        from engram.query import symbols
+
+        return symbols.top_level_blocks(text, path)
+
+    @staticmethod
+    def parse_symbols(text: str, path, cancel=None) -> bool:
+        """Parse ``text`` now (cached), so that a later ``enclosing_block`` does not wait for it;
+        False when ``cancel()`` turned true meanwhile and the parse was given up."""
+        from engram.query import symbols
+
+        return symbols.parse(text, path, cancel=cancel)
+
+    def embedding_wanted(self) -> bool:
+        """Whether a long-running process should embed new reasoning text after an ingest:
+        ``embedding.enabled`` is true, or ``auto`` and this repository already has vectors
+        (someone ran ``engram embed``: they are kept up to date). Never a multi-minute model job
+        for a user who did not ask for semantic scoring. Cheap; never raises."""
+        try:
+            from engram.embed import run
+        except ImportError:
+            return False
+        try:
+            on, _why = run.wanted(self.config)
+            if not on:
+                return False
+            if self.config.embedding.get("enabled") is True:
+                return True
+            return run.state(self).get("vectors", 0) > 0
+        except Exception:  # optional signal
+            log.debug("embedding state check failed", exc_info=True)
+            return False
+
+    def embed(self, progress=None, should_stop=None) -> dict:
+        """Embed the reasoning text of sealed tapes not embedded yet (``engram embed``):
+        ``progress(done, total)``, ``should_stop()`` asked between batches."""
+        from engram.embed import run
+
+        return run.embed_index(self, progress=progress, should_stop=should_stop)
+
+    def preload_model(self) -> None:
+        """Load the embedding model in a daemon thread when semantic scoring is active, so that
+        the first explain or search does not pay the load (a no-op without vectors; never
+        raises)."""
+        try:
+            from engram.embed import hybrid
+
+            hybrid.preload(self)
+        except Exception:  # optional signal
+            log.debug("embedding preload skipped", exc_info=True)
 
     # -- navigation ----------------------------------------------------------------------------
     def view(self, tape_id: str, at: int = 0, before: int = 5, after: int = 5) -> dict:

@@ -13,14 +13,18 @@ index costs a dict lookup, and a computation under way for a key is waited for, 
 
 Between requests the query threads prepare: each reads, through its own connection, the rows
 code lens and hover look up (``prefill``: at startup and after every ingest, stopping for a
-request), and the index's postings are held in memory for all of them (``keep_postings``; see
-``engram.query.blocks``). A background thread parses newly opened documents for hovers; then
-the query threads read ahead, between requests, what the first ``engram/explain`` of such a
-document reads (``warm``, ``engram.query.prefetch``).
+request), and the index's postings are held in memory for all of them (``Engine.hold_postings``).
+A background thread parses newly opened documents for hovers; then the query threads read ahead,
+between requests, what the first ``engram/explain`` of such a document reads (``warm``,
+``Engine.prefetch_steps``).
+
+Everything of Engram's goes through the ``Engine`` façade (``engram.engine``); of ``engram``, the
+language server imports only ``engram.engine``, ``engram.errors`` and ``engram.config``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -193,7 +197,6 @@ class Backend:
         self._warm_recent: OrderedDict[str, _WarmTask] = OrderedDict()  # warmed again after ingest
         self._open_lock = threading.Lock()
         self.index_ident: tuple[int, int] | None = None  # (dev, inode) of the index we read
-        self.postings_file: str | None = None  # the index whose postings are held in memory
         self.index_lost = False
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -204,7 +207,7 @@ class Backend:
             if self.engine is None:
                 self.engine = _open_engine(self.root, self.settings)
                 self.index_ident = self._index_ident()
-                _preload_model(self.engine)
+                self.engine.preload_model()
             return self.engine
 
     def reopen(self, settings: Settings | None = None) -> None:
@@ -264,8 +267,8 @@ class Backend:
                 active = self._enter()
                 engine = self.open()
                 self.check_index()
-                if self.postings_file is None and not self.ingesting:
-                    _keep_postings(self, engine)
+                if not engine.holds_postings and not self.ingesting:
+                    _hold_postings(engine)
                 return fn(engine)
             finally:
                 with self._lock:
@@ -319,7 +322,7 @@ class Backend:
         return self._query_pool.waiting() or self.ingesting or self.closing
 
     def _prefill_job(self, engine, thread: int, tries: int) -> None:
-        """``prefill`` this thread's connection (see ``engram.query.blocks``), never during an
+        """``prefill`` this thread's connection (``Engine.prefill_postings``), never during an
         ingest (a rebuild replaces the file: a connection opened then may read the old one, or
         write the new one's schema under the rebuild): ``_run_ingest`` holds the guard. Stopped
         by a request, it is queued again (it runs when no request waits)."""
@@ -330,9 +333,7 @@ class Backend:
                 return
             done = None
             if not self._yield():
-                from engram.index import postings
-
-                done = postings.prefill(engine.conn(), self._yield)
+                done = engine.prefill_postings(self._yield)
         finally:
             self._ingest_guard.release()
         if done is None and tries > 1 and not self.closing:
@@ -353,6 +354,13 @@ class Backend:
         for i in range(self._query_pool.size):
             self._queue_prefill(i, _PREFILL_TRIES)
 
+    def parse(self, text: str, path) -> bool:
+        """Parse ``text`` for later hovers now (``Engine.parse_symbols``), giving way to requests:
+        False when one came (``busy``) and the parse was given up. Needs no open engine."""
+        from engram.engine import Engine
+
+        return Engine.parse_symbols(text, path, cancel=self.busy)
+
     def busy(self) -> bool:
         """Whether a request is queued or running (background work gives way to it)."""
         return self._requests > 0
@@ -366,7 +374,7 @@ class Backend:
 
     def warm(self, file: str, text: str, before: int | None = None, after: int | None = None):
         """Read ahead what explaining spans of ``file`` (buffer ``text``) needs, as explain would
-        read it on first use (``engram.query.prefetch``): on each query thread's connection in turn
+        read it on first use (``Engine.prefetch_steps``): on each query thread's connection in turn
         (each keeps its own rows; one thread warms at a time, so the other is free for a request),
         in steps of a few milliseconds, once no request has come or gone for ``_QUIET_S``. A
         request that arrives meanwhile is taken by the free thread at once, and the warm-up stops
@@ -448,8 +456,6 @@ class Backend:
         """Steps of ``task`` on this query thread until it is done here, or a request (queued or
         running), an ingest or a shutdown comes first: then it stops between two steps, and
         ``_warm_loop`` queues it again when it is quiet (after an ingest: from the start)."""
-        from engram.query import prefetch as warmup
-
         try:
             while True:
                 with self._lock:
@@ -459,7 +465,7 @@ class Backend:
                         task.restart(self.generation)
                         return  # back to the first thread
                 if task.gen is None:
-                    task.gen = warmup.steps(engine, task.file, task.text, task.before, task.after)
+                    task.gen = engine.prefetch_steps(task.file, task.text, task.before, task.after)
                     task.steps, task.spent = 0, 0.0
                 started = time.perf_counter()
                 try:
@@ -584,11 +590,8 @@ class Backend:
 
     def postings_status(self) -> dict | None:
         """How many postings are held in memory (``engram/status`` → ``server.memory``)."""
-        if not self.postings_file:
-            return None
-        from engram.index import postings
-
-        return postings.held_postings_status(self.postings_file)
+        engine = self.engine
+        return engine.postings_status() if engine is not None else None
 
     def invalidate(self) -> None:
         with self._lock:
@@ -668,12 +671,10 @@ class Backend:
             if paths is not None:
                 kwargs["paths"] = [Path(p) for p in paths]
             replaced = self.index_ident is not None and self._index_ident() != self.index_ident
-            from engram.index import postings
-
             # no prefill meanwhile; while a rebuild replaces the file, no reading of postings
             # either (a connection left open on the old file confuses SQLite's locks on the new)
-            paused = self.postings_file if rebuild else None
-            with self._ingest_guard, postings.postings_paused(paused):
+            paused = engine.postings_paused() if rebuild else contextlib.nullcontext()
+            with self._ingest_guard, paused:
                 summary = engine.ingest(**kwargs)
                 if rebuild:
                     # a query that opened its connection while the rebuild replaced the file may
@@ -704,27 +705,12 @@ class Backend:
             )
 
 
-def _keep_postings(backend: Backend, engine) -> None:
-    """Hold the index's postings in memory (read in the background; see ``engram.query.blocks``):
+def _hold_postings(engine) -> None:
+    """Hold the index's postings in memory (read in the background; ``Engine.hold_postings``):
     a code lens on a big file then does not wait for thousands of SQLite lookups. Called on a
     query thread, never during an ingest (a reader's connection must not hold the old file of a
     rebuild)."""
     try:
-        from engram.index import postings
-
-        conn = engine.conn()
-        backend.postings_file = conn.filename
-        postings.keep_postings(conn)
+        engine.hold_postings()
     except Exception:  # an optimisation; queries fall back to SQLite
         log.debug("keeping postings in memory failed", exc_info=True)
-
-
-def _preload_model(engine) -> None:
-    """Load the embedding model in a daemon thread when semantic scoring is active, so the first
-    ``engram/explain`` or search does not pay the load (a no-op without vectors; never fails)."""
-    try:
-        from engram.embed import hybrid
-
-        hybrid.preload(engine)
-    except Exception:  # optional signal
-        log.debug("embedding preload skipped", exc_info=True)

@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 
 from engram.errors import EngramError
-from engram.files import read_text_file
 from engram_lsp.params import InvalidParams, uri_to_path
 
 log = logging.getLogger(__name__)
@@ -38,7 +37,9 @@ class Doc:
         if self.text is not None:
             return self.text
         try:
-            return read_text_file(self.path)
+            from engram.engine import Engine
+
+            return Engine.read_file(self.path)
         except (OSError, EngramError) as exc:
             log.info("not reading %s: %s", self.uri, exc)
             return ""

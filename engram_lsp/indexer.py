@@ -391,7 +391,7 @@ class Indexer:
         ls = self.ls
         backend = ls.get_backend()
         engine = backend.engine
-        if engine is None or self._embedding.is_set() or not _embedding_wanted(engine):
+        if engine is None or self._embedding.is_set() or not engine.embedding_wanted():
             return
         self._embedding.set()
         if self._embed_pool is None:
@@ -416,9 +416,7 @@ class Indexer:
             import os
 
             os.environ.setdefault("ENGRAM_EMBED_THREADS", "1")
-            from engram.embed import run
-
-            return run.embed_index(engine, progress=progress, should_stop=lambda: backend.closing)
+            return engine.embed(progress=progress, should_stop=lambda: backend.closing)
 
         async def go() -> None:
             try:
@@ -450,20 +448,3 @@ class Indexer:
                 self._embedding.clear()
 
         _settle(asyncio.ensure_future(go()))
-
-
-def _embedding_wanted(engine) -> bool:
-    try:
-        from engram.embed import run
-    except ImportError:
-        return False
-    try:
-        on, _why = run.wanted(engine.config)
-        if not on:
-            return False
-        if engine.config.embedding.get("enabled") is True:
-            return True
-        return run.state(engine).get("vectors", 0) > 0
-    except Exception:  # optional signal: never disturb the server
-        log.debug("embedding state check failed", exc_info=True)
-        return False

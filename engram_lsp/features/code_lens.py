@@ -1,6 +1,6 @@
 """LSP method ``textDocument/codeLens``: ``N sessions`` on each top-level symbol.
 
-Blocks come from ``engram.query.symbols.top_level_blocks``; all of them go to one ``explain_blocks`` call
+Blocks come from ``Engine.top_level_blocks``; all of them go to one ``explain_blocks`` call
 (one fingerprint pass, one index query per document; after an edit only the blocks whose text
 changed, see ``Backend.block_results``). A lens appears where a block has at least
 ``codeLens.minSessions`` sessions; its command is ``engram.explain`` with ``[uri, range]``.
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from engram.query import symbols
 from engram_lsp import documents, render
 from engram_lsp.params import lsp_range
 
@@ -22,7 +21,7 @@ def lens_blocks(engine, backend, doc: documents.Doc) -> list[dict]:
     text = doc.source()
 
     def compute():
-        blocks = [(s, e) for s, e, _name in symbols.top_level_blocks(text, doc.path)]
+        blocks = [(s, e) for s, e, _name in engine.top_level_blocks(text, doc.path)]
         if not blocks:
             return []
         return backend.block_results(engine, doc.file, text, blocks)

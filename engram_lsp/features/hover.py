@@ -1,7 +1,7 @@
 """LSP method ``textDocument/hover``: the sessions behind the block under the cursor.
 
-The block is the innermost function/class around the hovered line (``engram.query.symbols``), else the
-surrounding chunk. One ``explain_blocks`` call answers from the index (plus one transcript window);
+The block is the innermost function/class around the hovered line (``Engine.enclosing_block``),
+else the surrounding chunk. One ``explain_blocks`` call answers from the index (plus one transcript window);
 the result is cached per buffer version and index generation. No sessions → ``null``, never an
 error. The card's format is in ``engram_lsp.render``.
 """
@@ -12,7 +12,6 @@ import logging
 
 from lsprotocol import types
 
-from engram.query import symbols
 from engram_lsp import documents, render
 from engram_lsp.params import lsp_range
 
@@ -24,7 +23,7 @@ HOVER_BEFORE, HOVER_AFTER = 8, 6  # events read around the anchor to find the as
 def hover_block(engine, backend, doc: documents.Doc, line: int):
     """(start, end, explain_blocks entry or None) for 1-based ``line``; runs on the query thread."""
     text = doc.source()
-    start, end = symbols.enclosing_block(text, doc.path, line)
+    start, end = engine.enclosing_block(text, doc.path, line)
 
     def compute():
         # only the block's own text is fingerprinted (not the whole file), shared with code lens

@@ -3,14 +3,14 @@
 pygls keeps the buffer (document sync is built in); this only prepares what the first requests
 about the document will need, in the background, giving way to requests:
 
-* the tree-sitter parse a hover needs (``engram.query.symbols``), on the backend's background thread: it
-  starts a moment after the open (the requests an editor sends with the open arrive first), waits
-  while a request runs, and one that arrives mid-parse cancels it (it is tried again afterwards).
-  A code lens asked for right after the open therefore never waits for it (for Python the lens
-  does not need the parse at all, see ``engram.query.symbols``);
+* the tree-sitter parse a hover needs (``Backend.parse``, ``Engine.parse_symbols``), on the
+  backend's background thread: it starts a moment after the open (the requests an editor sends
+  with the open arrive first), waits while a request runs, and one that arrives mid-parse cancels
+  it (it is tried again afterwards). A code lens asked for right after the open therefore never
+  waits for it (for Python the lens does not need the parse at all, see ``engram.query.symbols``);
 * then what ``engram/explain`` reads on the first explain of a file — its edit history,
   re-anchoring, the lineage and transcript windows of the sessions that edited or read it — on
-  the query threads between requests (``Backend.warm``, ``engram.query.prefetch``). Explain answers
+  the query threads between requests (``Backend.warm``, ``Engine.prefetch_steps``). Explain answers
   the same with or without it, only sooner.
 """
 
@@ -21,7 +21,6 @@ import time
 
 from lsprotocol import types
 
-from engram.query import symbols
 from engram_lsp import documents
 from engram_lsp.params import InvalidParams, uri_to_path
 
@@ -37,7 +36,7 @@ def _warm(backend, doc: documents.Doc, parse: bool, window: tuple[int | None, in
     text = doc.source()
     deadline = time.monotonic() + _GIVE_UP_S
     while parse and time.monotonic() < deadline and not backend.closing:
-        if not backend.busy() and symbols.parse(text, doc.path, cancel=backend.busy):
+        if not backend.busy() and backend.parse(text, doc.path):
             break
         time.sleep(_POLL_S)
     if not backend.closing:

@@ -210,6 +210,9 @@ async def test_search_and_status(lsp, ws):
     glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
     malloc_env = any(k.startswith("MALLOC_") for k in ws.env())
     assert status["server"]["heap_kept"] is (glibc and not malloc_env)
+    # the postings are held in memory from the first query on (Engine.hold_postings; read in
+    # the background once explain_blocks finds the index ahead of them)
+    assert set(status["server"]["memory"]) == {"postings", "reading"}
 
 
 @pytest.mark.filterwarnings("error::pytest_lsp.LspSpecificationWarning")

@@ -1,5 +1,5 @@
 """``textDocument/didOpen`` reads ahead for ``engram/explain`` (``Backend.warm``,
-``engram.query.prefetch``): answers are unchanged, and requests never wait for the warm-up."""
+``Engine.prefetch_steps``): answers are unchanged, and requests never wait for the warm-up."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import time
 import pytest
 from lsp_helpers import explain_params, open_doc, plain, request, wait_indexed
 
+from engram.engine import Engine
 from engram.query import explain as X
-from engram.query import prefetch as warmup
 from engram_lsp.backend import Backend
 from engram_lsp.settings import Settings
 
@@ -34,8 +34,6 @@ async def test_open_reads_ahead_for_explain_and_the_answer_is_the_same(lsp, ws):
     log = (ws.base / "server.log").read_text()
     assert log.count("read ahead for explain: ") == 2, log  # one per query thread
     result = plain(await request(client, "engram/explain", explain_params(uri, 3, 5)))
-    from engram.engine import Engine
-
     engine = Engine(ws.root)
     expected = engine.explain(str(ws.root / "hello.py"), 4, 5, text=ws.files["hello.py"])
     engine.close()
@@ -56,7 +54,7 @@ def test_read_ahead_steps_touch_only_what_explain_reads(ws, monkeypatch):
         before = engine.explain(file, 4, 5, text=text)
         paths = X.edited_paths(engine.conn(), "hello.py", whole=True)
         assert paths, "the session's edits of hello.py are found by its path"
-        n = sum(1 for _ in warmup.steps(engine, file, text))
+        n = sum(1 for _ in engine.prefetch_steps(file, text))
         assert n > len(paths)
         after = engine.explain(file, 4, 5, text=text)
         before["stats"].pop("elapsed_ms"), after["stats"].pop("elapsed_ms")
@@ -73,14 +71,14 @@ def test_a_request_during_the_warm_up_is_answered_at_once(ws, monkeypatch):
     started = threading.Event()
     done: list[str] = []
 
-    def slow_steps(engine, file, text, before=None, after=None):
+    def slow_steps(engine, file, text, before=None, after=None):  # Engine.prefetch_steps, slowed
         started.set()
         for _ in range(25):
             time.sleep(0.02)
             yield
         done.append(threading.current_thread().name)
 
-    monkeypatch.setattr(warmup, "steps", slow_steps)
+    monkeypatch.setattr(Engine, "prefetch_steps", slow_steps)
     backend = Backend(ws.root, Settings())
     try:
         backend.ingest().result(60)
