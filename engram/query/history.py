@@ -275,7 +275,13 @@ def _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total):
     L = len(per_line_total)
     n_t = len(tape_list)
     win = np.ones(2 * BLAME_CONTEXT + 1)
-    total = np.convolve(per_line_total, win, mode="same")
+
+    def around(x: np.ndarray) -> np.ndarray:
+        """Sum of ``x`` over [L - ctx, L + ctx] for each line (``convolve(mode="same")`` gives
+        ``len(win)`` values, not ``L``, on a file shorter than the window)."""
+        return np.convolve(x, win, mode="full")[BLAME_CONTEXT:BLAME_CONTEXT + L]
+
+    total = around(per_line_total)
     best = {m: (np.full(L, -1, dtype=np.int64), np.zeros(L), np.zeros(L, dtype=bool))
             for m in ("context", "strict")}
     if n_t:
@@ -288,7 +294,7 @@ def _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total):
                 if not hitk.any():
                     continue
                 own_found = np.bincount(kl[hitk], minlength=L).astype(np.float64)
-                for mode, found, tot in (("context", np.convolve(own_found, win, mode="same"), total),
+                for mode, found, tot in (("context", around(own_found), total),
                                          ("strict", own_found, per_line_total)):
                     b_tape, b_conf, b_prod = best[mode]
                     conf = np.divide(found, tot, out=np.zeros(L), where=tot > 0)

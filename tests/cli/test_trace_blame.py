@@ -183,3 +183,18 @@ def test_blame_is_fast_on_a_2000_line_file(tmp_path, monkeypatch, capsys):
     assert res["sessions"][last["tape_id"]]["session"].startswith("00000009")
     attributed = sum(1 for ln in res["lines"] if ln["tape_id"])
     assert attributed >= 1900
+
+
+@pytest.mark.parametrize("n_lines", [1, 2, 4])
+def test_blame_of_a_file_shorter_than_the_context_window(tmp_path, capsys, monkeypatch, n_lines):
+    """A file with fewer lines than blame's context window (2 × BLAME_CONTEXT + 1) is blamed line
+    by line like any other (it crashed on a numpy broadcast before)."""
+    w = World(tmp_path)
+    monkeypatch.chdir(w.root)
+    text = "".join(f"configure_the_widget_number_{i}(alpha, beta, gamma, delta)\n" for i in range(n_lines))
+    w.session(name="writer").user("write short.py").write("short.py", text).save()
+    w.checkout()
+    run(capsys, "ingest", "--seal")
+    res = run_json(capsys, "blame", "short.py")
+    assert len(res["lines"]) == n_lines
+    assert {ln["tape_id"] for ln in res["lines"]} == set(res["sessions"]) and len(res["sessions"]) == 1
