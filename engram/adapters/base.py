@@ -148,52 +148,306 @@ class Adapter:
 
 # --------------------------------------------------------------------------------------------
 # Reading JSONL robustly
+#
+# Logs are read line by line (memory: one line at a time, never the whole file). A line is parsed
+# by orjson; what orjson refuses is tried again leniently (``loads_lenient``): a UTF-8 byte order
+# mark is dropped, invalid UTF-8 is replaced, a lone UTF-16 surrogate escape (half an emoji) is read
+# and replaced by U+FFFD, JSON nested deeper than ``MAX_DEPTH`` keeps its deep part as JSON text.
+# Every value that reaches an event can be written to a tape (``make_encodable``).
+
+#: containers nested deeper than this cannot be written by orjson (the tape encoder): the deeper
+#: part of a value is kept as its JSON text (a string) instead
+MAX_DEPTH = 254
+_INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1   # the integers orjson writes
+
+#: error code of a record that was kept after values in it were rewritten (``E_ADAPTER_PARSE``:
+#: a record that was skipped)
+VALUE_REWRITTEN = "E_ADAPTER_VALUE"
 
 
 def iter_jsonl(path: Path, start: int = 0) -> Iterator[tuple[int, int, dict | None, str | None]]:
     """Yield ``(line_no, end_offset, record, error)`` for each *complete* line from ``start``.
 
     ``line_no`` is 1-based within the file only when ``start`` is 0 (else relative to ``start``).
-    A malformed line yields ``record=None`` and an error message; a final line without a newline is
-    not yielded (it may still be being written). Non-UTF-8 bytes are replaced, never fatal.
+    ``record`` None: the line was skipped and ``error`` says why (malformed JSON, not an object);
+    ``record`` with an ``error``: values of the record were rewritten so it can be kept
+    (``record_error`` turns either into an error record). A final line without a newline is not
+    yielded (it may still be being written). The file is read line by line.
     """
     with open(path, "rb") as f:
         f.seek(start)
-        data = f.read()
-    yield from iter_jsonl_bytes(data, start)
+        yield from iter_jsonl_stream(f, start)
+
+
+def iter_jsonl_stream(f, start: int = 0) -> Iterator[tuple[int, int, dict | None, str | None]]:
+    """``iter_jsonl`` over a binary file object positioned at offset ``start``."""
+    offset = start
+    line_no = 0
+    readline = f.readline
+    while True:
+        raw = readline()
+        if not raw or raw[-1:] != b"\n":
+            return  # the end, or an unterminated last line that may still be being written
+        line_no += 1
+        offset += len(raw)
+        rec, err = parse_line(raw)
+        if rec is not None or err is not None:  # blank lines are skipped silently
+            yield line_no, offset, rec, err
 
 
 def iter_jsonl_bytes(data: bytes, start: int = 0) -> Iterator[tuple[int, int, dict | None, str | None]]:
     """``iter_jsonl`` over bytes already read (``start``: their offset in the file)."""
+    import io
+
+    yield from iter_jsonl_stream(io.BytesIO(data), start)
+
+
+def record_error(path: str | os.PathLike, line: int | None, error: str, record) -> dict:
+    """The error record of ``iter_jsonl``'s ``error``: ``E_ADAPTER_PARSE`` for a skipped line,
+    ``VALUE_REWRITTEN`` for a record kept with rewritten values."""
+    return parse_error(path, line, error, "E_ADAPTER_PARSE" if record is None else VALUE_REWRITTEN)
+
+
+def skipped(errors: Iterable[dict]) -> int:
+    """How many of ``errors`` are records that were skipped (not merely rewritten)."""
+    return sum(1 for e in errors if e.get("error", e).get("code") != VALUE_REWRITTEN)
+
+
+def parse_line(raw: bytes) -> tuple[dict | None, str | None]:
+    """``(record, error)`` of one JSONL line, as ``iter_jsonl`` yields them; ``(None, None)`` for
+    a blank line."""
     import orjson
 
-    offset = start
-    line_no = 0
-    pos = 0
-    n = len(data)
-    while pos < n:
-        nl = data.find(b"\n", pos)
-        if nl < 0:
-            break  # an unterminated last line may still be being written
-        raw = data[pos:nl]
-        pos = nl + 1
-        line_no += 1
-        offset += len(raw) + 1
-        s = raw.strip()
-        if not s:
-            continue
+    if raw.isspace() or not raw:
+        return None, None
+    try:
+        rec = orjson.loads(raw)  # whitespace around the value (the newline) is allowed: no copy
+    except orjson.JSONDecodeError as e:
         try:
-            rec = orjson.loads(s)
-        except orjson.JSONDecodeError:
-            try:
-                rec = orjson.loads(s.decode("utf-8", "replace"))
-            except orjson.JSONDecodeError as e:
-                yield line_no, offset, None, f"malformed JSON: {e}"
-                continue
-        if not isinstance(rec, dict):
-            yield line_no, offset, None, f"expected a JSON object, got {type(rec).__name__}"
+            rec, notes = loads_lenient(raw)
+        except ValueError:
+            return None, f"malformed JSON: {e}"
+    else:
+        # what orjson reads it can write, unless nested deeper than it writes (a quick count
+        # first: brackets inside strings count too, and lines are rarely made of them)
+        notes = []
+        if (len(raw) > 2 * MAX_DEPTH and raw.count(b"[") + raw.count(b"{") > MAX_DEPTH
+                and _depth_of(rec) > MAX_DEPTH):
+            rec, notes = make_encodable(rec)
+    if not isinstance(rec, dict):
+        return None, f"expected a JSON object, got {type(rec).__name__}"
+    return rec, ("; ".join(notes) + "; record kept") if notes else None
+
+
+def loads_lenient(data: bytes | str) -> tuple[object, list[str]]:
+    """A JSON document that orjson refuses, read anyway where it can be: ``(value, notes)`` with
+    the value made encodable (``make_encodable``) and what was rewritten. A byte order mark is
+    dropped and invalid UTF-8 replaced (silently, as before). Raises ``ValueError`` when the text
+    is not JSON (``NaN`` and ``Infinity`` included: orjson refuses them)."""
+    import orjson
+
+    text = data.decode("utf-8", "replace") if isinstance(data, (bytes, bytearray)) else data
+    text = text.strip().lstrip("\ufeff")
+    try:
+        return make_encodable(orjson.loads(text))
+    except orjson.JSONDecodeError:
+        return loads_json_text(text, constants=False)
+
+
+def loads_json_text(text: str, *, constants: bool = True) -> tuple[object, list[str]]:
+    """``json.loads(text)`` made encodable: ``(value, notes)`` as ``make_encodable`` gives them.
+    The standard parser reads lone surrogate escapes and keeps big integers exact (both are then
+    rewritten); a document nested deeper than it can recurse has its deep parts read as JSON
+    text. ``constants``: accept ``NaN``/``Infinity`` (as ``json.loads`` does). Raises
+    ``ValueError`` when the text is not JSON."""
+    import json
+
+    def no_constants(name):
+        raise ValueError(f"{name} is not JSON")
+
+    kw = {} if constants else {"parse_constant": no_constants}
+    counts = _rewrite_counts()
+    try:
+        value = json.loads(text, **kw)
+    except RecursionError:
+        # deeper than the parser goes: the deep parts become JSON text before parsing
+        text, counts["depth"] = _flatten_deep_text(text, MAX_DEPTH)
+        value = json.loads(text, **kw)
+    value = _make_encodable(value, counts)
+    return value, _notes(counts)
+
+
+def _flatten_deep_text(text: str, limit: int) -> tuple[str, int]:
+    """``text`` (a JSON document) with every array or object nested deeper than ``limit`` replaced
+    by a JSON string of its text, and how many were; unchanged when the brackets do not balance.
+    Iterative."""
+    import json
+
+    out: list[str] = []
+    depth, cut, last, i, in_str = 0, -1, 0, 0, False
+    search = _JSON_SPECIAL.search
+    while True:
+        m = search(text, i)
+        if m is None:
+            break
+        j = m.start()
+        c = text[j]
+        i = j + 1
+        if in_str:
+            if c == "\\":
+                i = j + 2
+            elif c == '"':
+                in_str = False
+        elif c == '"':
+            in_str = True
+        elif c in "[{":
+            depth += 1
+            if depth == limit + 1:
+                cut = j
+        else:
+            if depth == limit + 1 and cut >= 0:
+                out.append(text[last:cut])
+                out.append(json.dumps(text[cut:j + 1], ensure_ascii=False))
+                last, cut = j + 1, -1
+            depth -= 1
+    if cut >= 0 or depth:
+        return text, 0
+    out.append(text[last:])
+    return "".join(out), len(out) // 2
+
+
+_JSON_SPECIAL = re.compile(r'["\\\[\]{}]')
+
+
+def make_encodable(value) -> tuple[object, list[str]]:
+    """``(value, notes)``: ``value`` itself when the tape encoder (orjson) can write it, else a
+    copy that it can: lone UTF-16 surrogates → U+FFFD, integers beyond 64 bits → their decimal
+    string, arrays and objects nested deeper than ``MAX_DEPTH`` (``value`` is level 1) → their
+    JSON text. ``notes`` says what was rewritten (empty: nothing). Never recurses deeper than
+    ``MAX_DEPTH`` (the JSON text of a deeper part is written iteratively), so whatever walks the
+    result recursively afterwards (redaction) is safe too."""
+    counts = _rewrite_counts()
+    fixed = _make_encodable(value, counts)
+    return fixed, _notes(counts)
+
+
+def _rewrite_counts() -> dict[str, int]:
+    return {"surrogate": 0, "int": 0, "depth": 0}
+
+
+def _make_encodable(value, counts: dict[str, int]):
+    import orjson
+
+    try:
+        orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+        return value
+    except (orjson.JSONEncodeError, TypeError):
+        return _fix_value(value, 1, counts)
+
+
+def _notes(counts: dict[str, int]) -> list[str]:
+    return [msg.format(counts[k]) for k, msg in _NOTES if counts[k]]
+
+
+_NOTES = (("surrogate", "{} lone UTF-16 surrogate(s) replaced by U+FFFD"),
+          ("int", "{} integer(s) beyond 64 bits kept as decimal strings"),
+          ("depth", f"{{}} value(s) nested deeper than {MAX_DEPTH} levels kept as JSON text"))
+
+
+def _depth_of(value) -> int:
+    """Nesting depth of arrays/objects in ``value`` (a scalar: 0), computed iteratively."""
+    best = 0
+    stack = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            v = v.values()
+        elif not isinstance(v, (list, tuple)):
             continue
-        yield line_no, offset, rec, None
+        best = max(best, d)
+        stack.extend((x, d + 1) for x in v if isinstance(x, (dict, list, tuple)))
+    return best
+
+
+def _fix_str(s: str, counts: dict) -> str:
+    if s.isascii():
+        return s
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        pass
+    fixed = s.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    counts["surrogate"] += sum(1 for c in fixed if c == "\ufffd") - s.count("\ufffd")
+    return fixed
+
+
+def _fix_value(v, depth: int, counts: dict):
+    if isinstance(v, str):
+        return _fix_str(v, counts)
+    if isinstance(v, bool) or v is None or isinstance(v, float):
+        return v
+    if isinstance(v, int):
+        if _INT_MIN <= v <= _INT_MAX:
+            return v
+        counts["int"] += 1
+        return str(v)
+    if isinstance(v, (dict, list, tuple)):
+        if depth > MAX_DEPTH:
+            counts["depth"] += 1
+            return _json_text(v, counts)
+        if isinstance(v, dict):
+            return {(_fix_str(k, counts) if isinstance(k, str) else k): _fix_value(x, depth + 1, counts)
+                    for k, x in v.items()}
+        return [_fix_value(x, depth + 1, counts) for x in v]
+    return v
+
+
+def _json_text(value, counts: dict) -> str:
+    """Compact JSON text of ``value`` (keys in their order), written without recursion; strings
+    and integers made writable as in ``_fix_value``."""
+    import orjson
+
+    parts: list[str] = []
+    stack: list = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, _Raw):
+            parts.append(v.text)
+        elif isinstance(v, dict):
+            items = list(v.items())
+            stack.append(_Raw("}"))
+            for n in range(len(items) - 1, -1, -1):
+                k, x = items[n]
+                stack.append(x)
+                key = _fix_str(k if isinstance(k, str) else str(k), counts)
+                stack.append(_Raw(("," if n else "") + orjson.dumps(key).decode() + ":"))
+            stack.append(_Raw("{"))
+        elif isinstance(v, (list, tuple)):
+            stack.append(_Raw("]"))
+            for n in range(len(v) - 1, -1, -1):
+                stack.append(v[n])
+                if n:
+                    stack.append(_Raw(","))
+            stack.append(_Raw("["))
+        elif isinstance(v, int) and not isinstance(v, bool):
+            parts.append(str(v))  # any integer is JSON text
+        else:
+            x = _fix_str(v, counts) if isinstance(v, str) else v
+            try:
+                parts.append(orjson.dumps(x).decode())
+            except (orjson.JSONEncodeError, TypeError):
+                parts.append(orjson.dumps(_fix_str(str(x), counts)).decode())
+    return "".join(parts)
+
+
+class _Raw:
+    """A piece of JSON text on ``_json_text``'s stack."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
 
 
 # --------------------------------------------------------------------------------------------
@@ -503,13 +757,20 @@ def edits_from_hunks(t, file: str, hunks: Iterable[dict], cwd: str | None = None
 
 
 def finish_session(events: list[dict], *, degraded_reasons: Iterable[str] = ()) -> list[dict]:
-    """Redact secrets in every event, fill missing timestamps, record coverage in ``meta``.
+    """Make every event writable, redact secrets in every event, fill missing timestamps, record
+    coverage in ``meta``.
 
     Called by every adapter on every session before returning it, so redaction and the coverage
-    record are identical across harnesses. Returns the same list (mutated in place).
+    record are identical across harnesses. Returns the same list (mutated in place). A value the
+    tape encoder cannot write (``make_encodable``) is rewritten *before* redaction walks it, and
+    the rewrite is a coverage reason.
     """
     if not events or events[0].get("k") != "meta":
         raise ValueError("a session's first event must be meta")
+    rewritten = _encodable_events(events)
+    if rewritten:
+        degraded_reasons = [*degraded_reasons,
+                            "values rewritten so the tape can be written: " + "; ".join(rewritten)]
     total = 0
     for ev in events:
         total += redact.redact_event(ev)
@@ -538,3 +799,21 @@ def finish_session(events: list[dict], *, degraded_reasons: Iterable[str] = ()) 
         cov["grade"] = "degraded"
     cov["redactions"] = cov.get("redactions", 0) + total
     return events
+
+
+def _encodable_events(events: list[dict]) -> list[str]:
+    """``make_encodable`` on each event, in place (an edit's text hashes follow its texts); the
+    notes of what was rewritten. One event encoded at a time: no copy of the session."""
+    counts = _rewrite_counts()
+    for i, ev in enumerate(events):
+        fixed = _make_encodable(ev, counts)
+        if fixed is ev:
+            continue
+        if not isinstance(fixed, dict):
+            raise ValueError(f"event {i} is not an object")
+        if fixed.get("k") == "code.edit":
+            for side in ("before", "after"):
+                if isinstance(fixed.get(f"{side}_text"), str):
+                    fixed[f"{side}_hash"] = text_hash(fixed[f"{side}_text"])
+        events[i] = fixed
+    return _notes(counts)

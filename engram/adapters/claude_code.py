@@ -70,8 +70,9 @@ class ClaudeCodeAdapter(base.Adapter):
         end = 0
         for line_no, end, rec, err in base.iter_jsonl(path):
             if err is not None:
-                p.errors.append(base.parse_error(path, line_no, err))
-                continue
+                p.errors.append(base.record_error(path, line_no, err, rec))
+                if rec is None:
+                    continue
             try:
                 p.record(rec, line_no)
             except Exception as e:  # a record of an unexpected shape never aborts the file
@@ -81,8 +82,12 @@ class ClaudeCodeAdapter(base.Adapter):
         reasons = p.version_reasons()
         if mode == "strict" and reasons:
             raise UnsupportedLog("; ".join(reasons), path=str(path), line=p.first_version_line)
-        if p.errors:
-            reasons.append(f"{len(p.errors)} malformed record(s) skipped")
+        n_skipped = base.skipped(p.errors)
+        if n_skipped:
+            reasons.append(f"{n_skipped} malformed record(s) skipped")
+        if len(p.errors) > n_skipped:
+            reasons.append(f"{len(p.errors) - n_skipped} record(s) kept with values rewritten "
+                           "(see the errors)")
         if not p.events:  # nothing but titles / snapshots (yet): no session
             return base.ParseOutput(sessions=[], errors=p.errors, end_offset=end)
         events = [p.meta()] + p.events

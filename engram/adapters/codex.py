@@ -29,6 +29,7 @@ Edits and reads are emitted when the *result* of a call is seen (the first of ``
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -384,8 +385,8 @@ def _iter_records(path: Path) -> tuple[Iterator[tuple[int, int, dict | None, str
 
         def gen():
             with open(path, "rb") as f:
-                data = zstandard.ZstdDecompressor().stream_reader(f).read()
-            yield from base.iter_jsonl_bytes(data)
+                stream = io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(f), 1 << 20)
+                yield from base.iter_jsonl_stream(stream)
         return gen(), True
     return base.iter_jsonl(path), False
 
@@ -442,6 +443,7 @@ class _Parser:
         self.model: str | None = None
         self.cwd: str | None = None
         self.legacy = False
+        self.line: int | None = None   # of the record being read
 
     # ---- driver
     def run(self) -> ParseOutput:
@@ -449,9 +451,11 @@ class _Parser:
         end = 0
         for no, off, rec, err in records:
             end = off
+            self.line = no
             if err:
-                self.errors.append(parse_error(self.path, no, err))
-                continue
+                self.errors.append(base.record_error(self.path, no, err, rec))
+                if rec is None:
+                    continue
             try:
                 self.record(rec)
             except Exception as e:  # a record of an unexpected shape never aborts the file
@@ -557,10 +561,15 @@ class _Parser:
             raw = p.get("arguments") if typ == "function_call" else p.get("input")
             args = raw
             if isinstance(raw, str):
-                try:
-                    args = json.loads(raw)
+                try:  # big integers, lone surrogates, deep nesting: rewritten, and reported
+                    args, notes = base.loads_json_text(raw)
                 except ValueError:
                     args = raw if typ == "function_call" else {"input": raw}
+                else:
+                    if notes:
+                        self.errors.append(parse_error(
+                            self.path, self.line, f"arguments of call {call_id}: "
+                            + "; ".join(notes) + "; record kept", base.VALUE_REWRITTEN))
             self.emit(ev_tool_call(t, name, call_id, args))
             self.note_call(call_id, name, args, raw)
             return

@@ -115,8 +115,9 @@ class CursorAdapter(base.Adapter):
         for line_no, end, rec, err in base.iter_jsonl(path):
             out.end_offset = end
             if err:
-                out.errors.append(base.parse_error(path, line_no, err))
-                continue
+                out.errors.append(base.record_error(path, line_no, err, rec))
+                if rec is None:
+                    continue
             role = rec.get("role")
             if role is None and rec.get("type") == "turn_ended":
                 continue
@@ -367,8 +368,14 @@ def _value(raw, key: str, path: Path, errors: list) -> dict | None:
     try:
         v = orjson.loads(raw)
     except orjson.JSONDecodeError as e:
-        errors.append(base.parse_error(path, None, f"{key}: malformed JSON: {e}"))
-        return None
+        try:  # a byte order mark, a lone surrogate escape, nesting deeper than orjson reads
+            v, notes = base.loads_lenient(raw)
+        except ValueError:
+            errors.append(base.parse_error(path, None, f"{key}: malformed JSON: {e}"))
+            return None
+        if notes:
+            errors.append(base.parse_error(path, None, f"{key}: {'; '.join(notes)}; kept",
+                                           base.VALUE_REWRITTEN))
     if not isinstance(v, dict):
         if v is not None:
             errors.append(base.parse_error(path, None, f"{key}: expected a JSON object"))

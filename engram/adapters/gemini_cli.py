@@ -27,7 +27,6 @@ Prefix stability: new messages only append events, but JSONL *updates* of an exi
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
@@ -118,7 +117,7 @@ class GeminiCliAdapter(Adapter):
     def _parse_json(self, path: Path, mode: str) -> ParseOutput:
         out = ParseOutput()
         try:
-            rec = json.loads(path.read_bytes().decode("utf-8", "replace"))
+            rec = _load_json(path, out)
         except ValueError as e:
             msg = f"malformed JSON chat record: {e}"
             if mode == "strict":
@@ -149,8 +148,9 @@ class GeminiCliAdapter(Adapter):
         for no, off, rec, err in base.iter_jsonl(path):
             end = off
             if err:
-                out.errors.append(parse_error(path, no, err))
-                continue
+                out.errors.append(base.record_error(path, no, err, rec))
+                if rec is None:
+                    continue
             if "$rewindTo" in rec:
                 target = rec["$rewindTo"]
                 if target in msgs:
@@ -199,7 +199,7 @@ class GeminiCliAdapter(Adapter):
     def _parse_logs(self, path: Path, mode: str) -> ParseOutput:
         out = ParseOutput()
         try:
-            data = json.loads(path.read_bytes().decode("utf-8", "replace"))
+            data = _load_json(path, out)
         except ValueError as e:
             if mode == "strict":
                 raise UnsupportedLog(f"malformed logs.json: {e}", path=str(path)) from None
@@ -382,6 +382,16 @@ def _located_edit(t, path: str, before: str, old: str, new: str, cwd, extra: dic
     start = before.count("\n", 0, ls) + 1
     return ev_edit(t, path, start, before[ls:le], start, after[ls:le + len(new) - len(old)],
                    cwd=cwd, **extra)
+
+
+def _load_json(path: Path, out: ParseOutput):
+    """A whole-file JSON document (a byte order mark dropped, invalid UTF-8 replaced), made
+    encodable (``base.loads_json_text``); what was rewritten is reported in ``out.errors``."""
+    value, notes = base.loads_json_text(path.read_bytes().decode("utf-8-sig", "replace"))
+    if notes:
+        out.errors.append(parse_error(path, None, "; ".join(notes) + "; session kept",
+                                      base.VALUE_REWRITTEN))
+    return value
 
 
 def _abs(path: str, cwd: str | None) -> str:

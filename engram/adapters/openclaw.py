@@ -115,9 +115,16 @@ class OpenClawAdapter(base.Adapter):
         for line_no, end, rec, err in base.iter_jsonl(path):
             out.end_offset = end
             if err:
-                out.errors.append(base.parse_error(path, line_no, err))
-                continue
-            p.record(rec, line_no)
+                out.errors.append(base.record_error(path, line_no, err, rec))
+                if rec is None:
+                    continue
+            try:
+                p.record(rec, line_no)
+            except UnsupportedLog:
+                raise
+            except Exception as e:  # a record of an unexpected shape never aborts the file
+                out.errors.append(base.parse_error(
+                    path, line_no, f"unexpected {rec.get('type')!r} record: {type(e).__name__}: {e}"))
         if p.header is None and not p.events and not p.reasons:
             return out  # empty or nothing but junk: no session
         meta = p.meta()

@@ -71,8 +71,14 @@ def _loads(raw, what: str, path, errors: list) -> dict | None:
     try:
         rec = orjson.loads(raw)
     except (orjson.JSONDecodeError, TypeError) as e:
-        errors.append(base.parse_error(path, None, f"{what}: malformed JSON: {e}"))
-        return None
+        try:  # a byte order mark, a lone surrogate escape, nesting deeper than orjson reads
+            rec, notes = base.loads_lenient(raw)
+        except (ValueError, TypeError):
+            errors.append(base.parse_error(path, None, f"{what}: malformed JSON: {e}"))
+            return None
+        if notes:
+            errors.append(base.parse_error(path, None, f"{what}: {'; '.join(notes)}; kept",
+                                           base.VALUE_REWRITTEN))
     if not isinstance(rec, dict):
         errors.append(base.parse_error(path, None, f"{what}: expected a JSON object"))
         return None

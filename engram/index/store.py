@@ -342,10 +342,14 @@ def prepare(sessions: list[list[dict]], wanted=None) -> list[Prepared]:
     return [Prepared(per, done) for per in out]
 
 
+_JSON = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS   # as the tape writer's
+
+
 @dataclasses.dataclass
 class SessionRecord:
     """One session to index: a sealed tape (``path`` set) or a live one (``live=True``);
-    ``prepared``: its block work done ahead (aligned with ``events``), if any."""
+    ``prepared``: its block work done ahead (aligned with ``events``), if any; ``replaces``: the
+    live tape id whose rows it replaces (deleted in the same transaction)."""
 
     tape_id: str
     events: list[dict]
@@ -354,6 +358,19 @@ class SessionRecord:
     source_path: str | None = None
     source_key: str | None = None
     prepared: Prepared | None = None
+    replaces: str | None = None
+    meta_json: str = dataclasses.field(default="", repr=False)
+    live_json: list[bytes] | None = dataclasses.field(default=None, repr=False)
+
+    def encode(self) -> None:
+        """The JSON the commit stores (the meta; every event of a live session), made now: a
+        value that cannot be written fails here, for this session, not at the commit of a batch
+        of many sources."""
+        meta = self.events[0]
+        self.meta_json = orjson.dumps({k: v for k, v in meta.items() if k != "coverage"},
+                                      option=_JSON).decode()
+        if self.live:
+            self.live_json = [orjson.dumps(ev, option=_JSON) for ev in self.events]
 
 
 class Batch:
@@ -366,17 +383,28 @@ class Batch:
         self.n_events = 0
 
     def add(self, rec: SessionRecord) -> None:
+        """Queue a session; its JSON is made now (``SessionRecord.encode``: an error is this
+        session's, raised to the caller)."""
+        if not rec.meta_json:
+            rec.encode()
         self.sessions.append(rec)
         self.n_events += len(rec.events)
 
     def __len__(self) -> int:
         return len(self.sessions)
 
-    def commit(self) -> dict:
-        if not self.sessions:
-            return {"tapes": 0, "events": 0, "blocks": 0, "fingerprints": 0}
+    def commit(self, also: list[tuple[str, tuple]] = ()) -> dict:
+        """Write the sessions in one transaction, with the statements ``also`` (``(sql, args)``:
+        the ingest's cursors and errors of the same sources), so that a kill leaves either all
+        of it or none."""
         conn = self.conn
         stats = {"tapes": 0, "events": 0, "blocks": 0, "fingerprints": 0}
+        if not self.sessions:
+            if also:
+                with conn:
+                    for sql, args in also:
+                        conn.execute(sql, args)
+            return stats
         with conn:
             blocks = BlockIds(conn)
             next_event = (conn.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()[0]) + 1
@@ -390,6 +418,8 @@ class Batch:
             keep: set[bytes] | None = set() if cache is not None else None
             ready: dict[bytes, tuple] = {}   # prepared block hash → its values (``PreparedTexts``)
             for rec in self.sessions:
+                if rec.replaces is not None:
+                    delete_tape(conn, rec.replaces)
                 if conn.execute("SELECT 1 FROM tapes WHERE tape_id=?", (rec.tape_id,)).fetchone():
                     if rec.live:
                         delete_tape(conn, rec.tape_id)
@@ -405,9 +435,7 @@ class Batch:
                      meta.get("tier") or "agent", meta.get("model"), meta.get("cwd"), meta.get("label"),
                      min(times) if times else None, max(times) if times else None, len(rec.events),
                      rec.source_path or meta.get("source_path"), rec.source_key, meta.get("continues"),
-                     json.dumps(meta.get("coverage"), sort_keys=True),
-                     orjson.dumps({k: v for k, v in meta.items() if k != "coverage"},
-                                  option=orjson.OPT_SORT_KEYS).decode()))
+                     json.dumps(meta.get("coverage"), sort_keys=True), rec.meta_json))
                 tape_row = conn.last_insert_rowid()
                 stats["tapes"] += 1
                 prep = rec.prepared
@@ -423,7 +451,7 @@ class Batch:
                     event_rows.append((eid, tape_row, ofs, S.kind_code(k), ev.get("t"), file, rel,
                                        _r(a, 0), _r(a, 1), _r(b, 0), _r(b, 1)))
                     if rec.live:
-                        live_rows.append((eid, orjson.dumps(ev, option=orjson.OPT_SORT_KEYS)))
+                        live_rows.append((eid, rec.live_json[ofs]))
                     ft = _fts_text(ev)
                     if ft:
                         fts_rows.append((eid, ft))
@@ -457,6 +485,8 @@ class Batch:
             if blocks.new:
                 stats["fingerprints"] = self._insert_blocks(blocks.new, blocks.ids, keep, ready)
                 stats["blocks"] = len(blocks.new)
+            for sql, args in also:
+                conn.execute(sql, args)
         return stats
 
     def _insert_blocks(self, new_blocks: list[tuple[bytes, str | None]],

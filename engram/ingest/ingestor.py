@@ -10,11 +10,19 @@ Each session in a source is either
   provisional rows under a stable ``live-…`` tape id and replaced on every change; or
 * **sealed** — quiet (or ``--seal``): written as one immutable tape and indexed from it; the
   cursor remembers how many events were sealed, and events appended later become a new tape whose
-  ``meta.continues`` names the earlier one.
+  ``meta.continues`` names the earlier one. A tape file already there under the right name that
+  the index does not know yet (every tape after ``--rebuild``) is verified against its name and
+  written again from the log when it is corrupt.
 
 Tape directories (the repo's ``.engram/tapes``, ``$ENGRAM_HOME/tapes``, configured ``sources``) are
 indexed too, so deleting ``.engram-cache/`` and ingesting again rebuilds the same index.
-Nothing outside the configured locations is read.
+
+Nothing outside the configured locations is read: a source that is a symbolic link (or lies under
+one) resolving outside every configured harness location is not read, and is reported. A source
+that cannot be read, and a directory under a location that cannot be listed, are reported too
+(one error naming the path, no traceback). Everything a source contributes — its rows, its errors,
+its cursor — commits in one transaction (``store.Batch.commit``), and whatever goes wrong with one
+source (a value that cannot be written included) is that source's error: the others go on.
 """
 
 from __future__ import annotations
@@ -34,12 +42,13 @@ import apsw
 import xxhash
 
 from engram import adapters, paths
-from engram.ingest import worker as parse_worker
 from engram.adapters.base import Adapter, ParseOutput
 from engram.config import Config
 from engram.errors import CorruptTape, EngramError, WorkerGone
 from engram.index import store
+from engram.ingest import worker as parse_worker
 from engram.tape import reader, writer
+from engram.timestamps import utc_iso
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +61,13 @@ PROCESS_AHEAD_BYTES = 16 << 20  # source bytes sent to the worker ahead of the i
 PROCESS_AHEAD = 1024            # ... and sources: enough for the worker to go on during a commit
 AHEAD_BYTES = 64 << 20          # at most this many source bytes parsed or being parsed ahead in all
 GROUP_SOURCES, GROUP_BYTES = 32, 2 << 20  # sources sent to the worker at a time
+WALK_DEPTH = 8                  # directory levels under a location checked for unreadable ones
 Progress = Callable[[int, int, str], None]
+
+#: error codes of what discovery finds (refreshed by every full run)
+E_UNREADABLE = "E_UNREADABLE"          # a log or directory that cannot be read
+E_LINK_OUTSIDE = "E_LINK_OUTSIDE"      # a symbolic link out of the configured locations
+_DISCOVERY_CODES = (E_UNREADABLE + "_DIR", E_LINK_OUTSIDE)
 
 
 @dataclasses.dataclass
@@ -62,7 +77,7 @@ class Source:
 
 
 def live_tape_id(source: str, key: str) -> str:
-    return "live-" + xxhash.xxh3_64_hexdigest(f"{source}\0{key}".encode())
+    return "live-" + xxhash.xxh3_64_hexdigest(f"{source}\0{key}".encode("utf-8", "surrogatepass"))
 
 
 def _size_of(p: Path) -> int:
@@ -97,13 +112,34 @@ def _stat_key(p: Path) -> tuple[int, int]:
         return -1, -1
 
 
+def _error(path, code: str, message: str, line: int | None = None) -> dict:
+    return {"error": {"code": code, "path": str(path), "line": line, "message": message}}
+
+
+@dataclasses.dataclass
+class _Run:
+    """What one ``Ingestor.run`` carries from source to source."""
+
+    seal: bool
+    now: float
+    summary: dict
+    cursors: dict
+    procs: parse_worker.ParseProcess | None = None
+    #: statements committed with the next batch (cursors and errors of its sources)
+    pending: list = dataclasses.field(default_factory=list)
+
+
 class Ingestor:
+    #: run the lineage pass after indexing (``bench/accuracy.py --no-lineage`` turns it off)
+    lineage: bool = True
+
     def __init__(self, root: Path, config: Config, conn: apsw.Connection):
         self.root = Path(root)
         self.config = config
         self.conn = conn
         self.cache = None
         self.live_ids: set[str] = set()   # the index's live tapes when the run started
+        self.discovery_errors: list[dict] = []   # of the last ``sources()``
 
     # -- discovery ---------------------------------------------------------------------------
     def harness_roots(self) -> list[tuple[Adapter, Path]]:
@@ -115,26 +151,38 @@ class Ingestor:
         return out
 
     def sources(self, only: Iterable[Path] | None = None) -> list[Source]:
+        """The sources under every harness location (``only``: those among these paths).
+        ``discovery_errors`` gets what cannot be read and the links that leave the locations."""
         only_set = {os.path.abspath(p) for p in only} if only is not None else None
         out: list[Source] = []
         seen: set[tuple[str, str]] = set()
-        for ad, root in self.harness_roots():
+        self.discovery_errors = errors = []
+        roots = self.harness_roots()
+        inside = _real_locations(roots)
+        for ad, root in roots:
             if not root.exists() or self.config.is_excluded(root):
                 continue
+            if only_set is None:
+                errors.extend(_unreadable_dirs(root))
             try:
                 found = list(ad.discover(root))
             except OSError as e:
-                log.warning("%s: cannot list: %s", root, e)
+                errors.append(_error(root, E_UNREADABLE + "_DIR",
+                                     f"cannot list: {e.strerror or e}"))
                 continue
             for src in found:
-                if self.config.is_excluded(src):
-                    continue
                 key = (ad.name, str(src))
-                if key in seen:
+                if key in seen or self.config.is_excluded(src):
                     continue
                 if only_set is not None and not _matches(src, only_set):
                     continue
                 seen.add(key)
+                outside = _leaves(src, inside)
+                if outside is not None:
+                    errors.append(_error(src, E_LINK_OUTSIDE, "a symbolic link to "
+                                         f"{outside}, outside the configured harness locations: "
+                                         "not read"))
+                    continue
                 out.append(Source(ad, src))
         return out
 
@@ -150,162 +198,121 @@ class Ingestor:
     def run(self, *, seal: bool = False, paths_: Iterable[Path] | None = None,
             progress: Progress | None = None, now: float | None = None) -> dict:
         t0 = time.perf_counter()
-        now = time.time() if now is None else now
-        summary = {"sources": 0, "skipped": 0, "parsed": 0, "sessions": 0, "live": 0, "sealed": 0,
-                   "tapes_written": 0, "tapes_indexed": 0, "events": 0, "blocks": 0,
-                   "fingerprints": 0, "bytes": 0, "errors": [], "error_count": 0}
+        run = _Run(seal, time.time() if now is None else now, _new_summary(), self._cursors())
         srcs = self.sources(paths_)
-        summary["sources"] = len(srcs)
-        cursors = {r[0]: r for r in self.conn.execute(
-            "SELECT source, adapter, size, mtime_ns, end_offset, state, live FROM cursors")}
-        todo: list[tuple[Source, tuple[int, int]]] = []
-        for s in srcs:
-            sk = _stat_key(s.path)
-            cur = cursors.get(str(s.path))
-            if cur is not None and (cur[2], cur[3]) == sk:
-                quiet = (now - sk[1] / 1e9) >= self.config.seal_after
-                if not cur[6] or not (seal or quiet):
-                    summary["skipped"] += 1
-                    continue
-            todo.append((s, sk))
+        run.summary["sources"] = len(srcs)
+        self._report_discovery(run, full=paths_ is None)
+        todo = self._changed(srcs, run)
         total_bytes = sum(max(sk[0], 0) for _, sk in todo)
         # the provisional tapes a sealed session replaces (a session is live or sealed once a run)
         self.live_ids = {r[0] for r in self.conn.execute("SELECT tape_id FROM tapes WHERE live=1")}
-        done_bytes = 0
-        self.cache = _ingest_cache()
-        batch = store.Batch(self.conn, self.cache)
-        pending_cursors: list[tuple] = []
+        self.cache = _ingest_cache() if self.lineage else None
         self.stager = writer.TapeStager()
-        # Parsing (pure Python) runs ahead of the indexing: in a worker process for big ingests
-        # (``worker.py``), else one source ahead in a thread while SQLite commits (which
-        # release the GIL) proceed here. Results are consumed strictly in source order; while
-        # the next one is not ready, the staged tapes are written (``TapeStager.write_one``).
-        procs = self._parse_processes(todo, total_bytes)
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-parse")
-        ahead: deque = deque()
-        queue = iter(todo)
-        ahead_bytes = 0
-
-        def items(group: list) -> list[tuple[str, str]]:
-            return [(g[0].adapter.name, str(g[0].path)) for g in group]
-
-        def next_group() -> tuple[list, int]:
-            """The next sources of the queue to parse together, and their size in bytes."""
-            group: list = []
-            size = 0
-            while len(group) < GROUP_SOURCES and size < GROUP_BYTES:
-                nxt = next(queue, None)
-                if nxt is None:
-                    break
-                group.append(nxt)
-                size += max(nxt[1][0], 0)
-            return group, size
-
-        def queue_group(group: list, size: int, fut: Future) -> None:
-            nonlocal ahead_bytes
-            ahead.extend((g, (fut, j)) for j, g in enumerate(group))
-            ahead_bytes += size
-
-        def refill() -> None:
-            if procs is None:
-                while len(ahead) < PARSE_AHEAD:
-                    nxt = next(queue, None)
-                    if nxt is None:
-                        return
-                    ahead.append((nxt, pool.submit(self._parse, nxt[0])))
-                return
-            # the worker parses groups of sources (fewer, bigger batches of its block work)
-            while len(ahead) < PROCESS_AHEAD and ahead_bytes < PROCESS_AHEAD_BYTES:
-                group, size = next_group()
-                if not group:
-                    return
-                queue_group(group, size, procs.submit(items(group), self.config.mode))
-
-        def steal() -> bool:
-            """While the worker is still on the next source and no tape is left to write, parse
-            the next group of the queue here (the same ``parse_many`` the worker runs, so the
-            same result), queued behind the ones sent to the worker: this core would otherwise
-            wait. False when the queue is empty, or when ``AHEAD_BYTES`` of sources are parsed or
-            being parsed ahead of the indexing (what is held in memory stays bounded while the
-            worker is on one huge log)."""
-            if ahead_bytes >= AHEAD_BYTES:
-                return False
-            group, size = next_group()
-            if not group:
-                return False
-            queue_group(group, size, procs.answered(items(group), self.config.mode))
-            summary["parsed_here"] = summary.get("parsed_here", 0) + len(group)
-            return True
-
-        batch_bytes = 0
+        run.procs = self._parse_processes(todo, total_bytes)
         try:
-            refill()
-            while ahead:
-                while not _ready(ahead[0][1]) and (self.stager.write_one() or (
-                        procs is not None and steal())):
-                    pass
-                (s, sk), fut = ahead.popleft()
-                ahead_bytes -= max(sk[0], 0)
-                refill()
-                if progress:
-                    progress(done_bytes, total_bytes, str(s.path))
-                try:
-                    parsed, prepared = self._parsed(s, fut, procs)
-                    self._ingest_source(s, sk, cursors.get(str(s.path)), seal, now, batch,
-                                        pending_cursors, summary, parsed=parsed,
-                                        prepared=prepared)
-                except EngramError as e:
-                    self._record_errors(str(s.path), [e.to_dict()], summary, pending_cursors)
-                except Exception as e:  # an adapter bug must not stop the other sources
-                    if isinstance(e, _WorkerCrash):
-                        log.error("adapter %s failed on %s\n%s", s.adapter.name, s.path, e.trace)
-                    else:
-                        log.exception("adapter %s failed on %s", s.adapter.name, s.path)
-                    err = {"error": {"code": "E_ADAPTER_CRASH", "path": str(s.path), "line": None,
-                                     "message": f"{type(e).__name__}: {e}"
-                                     if not isinstance(e, _WorkerCrash) else e.message}}
-                    self._record_errors(str(s.path), [err], summary, pending_cursors)
-                done_bytes += max(sk[0], 0)
-                summary["bytes"] += max(sk[0], 0)
-                summary["parsed"] += 1
-                batch_bytes += max(sk[0], 0)
-                if batch.n_events >= BATCH_EVENTS or batch_bytes >= BATCH_BYTES:
-                    self._commit(batch, pending_cursors, summary)
-                    batch = store.Batch(self.conn, self.cache)
-                    pending_cursors = []
-                    batch_bytes = 0
-        except BaseException:
-            if procs is not None:
-                procs.close()
-            self.stager.discard()
-            raise
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-        try:
-            self._commit(batch, pending_cursors, summary)
-            self._index_tape_dirs(summary, progress)
+            self._ingest_sources(todo, total_bytes, run, progress)
+            self._index_tape_dirs(run.summary, progress)
             if self.cache is not None:
-                self.cache.worker = procs  # idle now: it computes continuations meanwhile
-            self._post_index(summary)
+                self.cache.worker = run.procs  # idle now: it computes continuations meanwhile
+            self._post_index(run.summary)
         finally:
-            if procs is not None:
-                procs.close()
+            if run.procs is not None:
+                run.procs.close()
         if progress:
             progress(total_bytes, total_bytes, "done")
+        summary = run.summary
         summary["elapsed_s"] = round(time.perf_counter() - t0, 3)
         summary["errors"] = summary["errors"][:50]
         summary["nothing_to_do"] = (summary["parsed"] == 0 and summary["tapes_indexed"] == 0)
         return summary
 
+    def _cursors(self) -> dict[str, tuple]:
+        return {r[0]: r for r in self.conn.execute(
+            "SELECT source, adapter, size, mtime_ns, end_offset, state, live FROM cursors")}
+
+    def _changed(self, srcs: list[Source], run: _Run) -> list[tuple[Source, tuple[int, int]]]:
+        """The sources to parse: changed since their cursor, or live and due to be sealed."""
+        todo = []
+        for s in srcs:
+            sk = _stat_key(s.path)
+            cur = run.cursors.get(str(s.path))
+            if cur is not None and (cur[2], cur[3]) == sk:
+                quiet = (run.now - sk[1] / 1e9) >= self.config.seal_after
+                if not cur[6] or not (run.seal or quiet):
+                    run.summary["skipped"] += 1
+                    continue
+            todo.append((s, sk))
+        return todo
+
+    def _report_discovery(self, run: _Run, full: bool) -> None:
+        """Discovery's errors into the summary, and into the index with the first batch (a full
+        run replaces the ones an earlier run recorded)."""
+        if full:
+            run.pending.append(("DELETE FROM errors WHERE code IN (?, ?)", _DISCOVERY_CODES))
+        for e in self.discovery_errors:
+            log.warning("%s: %s", e["error"]["path"], e["error"]["message"])
+            self._record_errors(e["error"]["path"], [e], run.summary, run.pending)
+
+    def _ingest_sources(self, todo: list, total_bytes: int, run: _Run,
+                        progress: Progress | None) -> None:
+        """Parse (ahead, ``_ParseQueue``) and index every source of ``todo``, in order, one
+        transaction per batch; on any exception the staged tapes are discarded."""
+        summary = run.summary
+        batch = store.Batch(self.conn, self.cache)
+        batch_bytes = done_bytes = 0
+        parses = _ParseQueue(self, todo, run)
+        try:
+            for (s, sk), ticket in parses:
+                if progress:
+                    progress(done_bytes, total_bytes, str(s.path))
+                self._ingest_one(s, sk, ticket, batch, run)
+                size = max(sk[0], 0)
+                done_bytes += size
+                batch_bytes += size
+                summary["bytes"] += size
+                summary["parsed"] += 1
+                if batch.n_events >= BATCH_EVENTS or batch_bytes >= BATCH_BYTES:
+                    self._commit(batch, run.pending, summary)
+                    batch, run.pending, batch_bytes = store.Batch(self.conn, self.cache), [], 0
+            self._commit(batch, run.pending, summary)
+            run.pending = []
+        except BaseException:
+            if run.procs is not None:
+                run.procs.close()
+            self.stager.discard()
+            raise
+        finally:
+            parses.close()
+
+    def _ingest_one(self, s: Source, sk, ticket, batch: store.Batch, run: _Run) -> None:
+        """One source, within its error boundary: whatever fails is this source's error (its
+        sessions are then not indexed, its cursor not moved: the next run tries again)."""
+        src = str(s.path)
+        try:
+            parsed, prepared = self._parsed(s, ticket, run.procs)
+            self._ingest_source(s, sk, run.cursors.get(src), run.seal, run.now, batch,
+                                run.pending, run.summary, parsed=parsed, prepared=prepared)
+        except EngramError as e:
+            self._record_errors(src, [e.to_dict()], run.summary, run.pending)
+        except OSError as e:  # unreadable (permissions, vanished, not a file): said, not traced
+            log.warning("%s: cannot read: %s", src, e.strerror or e)
+            err = _error(src, E_UNREADABLE, f"cannot read: {e.strerror or e}")
+            self._record_errors(src, [err], run.summary, run.pending)
+        except Exception as e:  # an adapter bug must not stop the other sources
+            if isinstance(e, _WorkerCrash):
+                log.error("adapter %s failed on %s\n%s", s.adapter.name, s.path, e.trace)
+            else:
+                log.exception("adapter %s failed on %s", s.adapter.name, s.path)
+            msg = e.message if isinstance(e, _WorkerCrash) else f"{type(e).__name__}: {e}"
+            self._record_errors(src, [_error(src, "E_ADAPTER_CRASH", msg)], run.summary,
+                                run.pending)
+
     def _post_index(self, summary: dict) -> None:
         """Derived structure computed after rows land (lineage, continuations)."""
-        try:
-            from engram.lineage import derive as lineage
-        except ImportError:
-            return
-        hook = getattr(lineage, "after_ingest", None)
-        if hook is not None:
-            summary["lineage"] = hook(self.conn, cache=getattr(self, "cache", None))
+        if self.lineage:
+            from engram.lineage import derive
+
+            summary["lineage"] = derive.after_ingest(self.conn, cache=self.cache)
         self.cache = None
 
     def _parse(self, s: Source) -> ParseOutput:
@@ -345,13 +352,18 @@ class Ingestor:
     def _ingest_source(self, s: Source, sk, cur, seal: bool, now: float, batch: store.Batch,
                        pending_cursors: list, summary: dict, parsed: ParseOutput | None = None,
                        prepared: list[store.Prepared] | None = None) -> None:
+        """Stage the sealed sessions of one parsed source as tapes and add every session to
+        ``batch``; its errors and cursor go to ``pending_cursors`` (committed with the batch).
+        Nothing reaches the batch unless the whole source went through."""
         out: ParseOutput = parsed if parsed is not None else self._parse(s)
         src = str(s.path)
         state = json.loads(cur[5]) if cur is not None else {}
         quiet = seal or (now - sk[1] / 1e9) >= self.config.seal_after
         any_live = False
+        records: list[store.SessionRecord] = []
+        counts = {"sessions": 0, "live": 0, "sealed": 0, "tapes_written": 0, "events": 0}
         for i, sess in enumerate(out.sessions):
-            summary["sessions"] += 1
+            counts["sessions"] += 1
             events = sess.events
             prep = prepared[i] if prepared is not None else None
             st = state.get(sess.key, {"sealed": 0, "tape": None})
@@ -366,30 +378,52 @@ class Ingestor:
                     prep = store.Prepared([None] + prep.blocks[sealed:], prep.texts)
             lid = live_tape_id(src, sess.key)
             if quiet:
-                tape_dir = self._tape_dir_for(events[0])
-                ref = self.stager.stage(tape_dir, events)
-                if self.cache is not None:
-                    self.cache.keep_tape(ref.tape_id, events, ref.raw)
-                summary["tapes_written"] += int(ref.created)
-                summary["sealed"] += 1
-                if lid in self.live_ids:
-                    store.delete_tape(self.conn, lid)
-                batch.add(store.SessionRecord(ref.tape_id, events, path=str(ref.path),
-                                              source_path=src, source_key=sess.key,
-                                              prepared=prep))
+                ref = self._stage(self._tape_dir_for(events[0]), events, summary)
+                counts["tapes_written"] += int(ref.created)
+                counts["sealed"] += 1
+                rec = store.SessionRecord(ref.tape_id, events, path=str(ref.path),
+                                          source_path=src, source_key=sess.key, prepared=prep,
+                                          replaces=lid if lid in self.live_ids else None)
                 state[sess.key] = {"sealed": len(sess.events), "tape": ref.tape_id}
             else:
                 any_live = True
-                summary["live"] += 1
-                batch.add(store.SessionRecord(lid, events, live=True, source_path=src,
-                                              source_key=sess.key, prepared=prep))
-            summary["events"] += len(events)
+                counts["live"] += 1
+                rec = store.SessionRecord(lid, events, live=True, source_path=src,
+                                          source_key=sess.key, prepared=prep)
+            rec.encode()  # a value that cannot be written is this source's error
+            records.append(rec)
+            counts["events"] += len(events)
+        for rec in records:
+            batch.add(rec)
+        for k, n in counts.items():
+            summary[k] += n
         self._record_errors(src, out.errors, summary, pending_cursors)
         pending_cursors.append((
             "INSERT OR REPLACE INTO cursors(source, adapter, size, mtime_ns, end_offset, state, live,"
             " updated) VALUES (?,?,?,?,?,?,?,?)",
             (src, s.adapter.name, sk[0], sk[1], out.end_offset,
-             json.dumps(state, sort_keys=True), int(any_live), _iso(now))))
+             json.dumps(state, sort_keys=True), int(any_live), utc_iso(now))))
+
+    def _stage(self, tape_dir: Path, events: list[dict], summary: dict) -> writer.TapeRef:
+        """Stage a sealed session's tape. A file already there under its name that the index
+        does not know yet is verified first: a corrupt one is replaced (written afresh from the
+        events)."""
+        ref = self.stager.stage(tape_dir, events)
+        if not ref.created and not self._indexed(ref.tape_id):
+            try:
+                reader.read_raw(ref.path)
+            except CorruptTape as e:
+                log.warning("%s: %s; writing it again from its log", ref.path, e.message)
+                ref.path.unlink(missing_ok=True)
+                ref = self.stager.stage(tape_dir, events)
+                summary["tapes_repaired"] = summary.get("tapes_repaired", 0) + 1
+        if self.cache is not None:
+            self.cache.keep_tape(ref.tape_id, events, ref.raw)
+        return ref
+
+    def _indexed(self, tape_id: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM tapes WHERE tape_id=?", (tape_id,)).fetchone() \
+            is not None
 
     def _record_errors(self, src: str, errors: list[dict], summary: dict, pending: list) -> None:
         pending.append(("DELETE FROM errors WHERE source=?", (src,)))
@@ -401,13 +435,12 @@ class Ingestor:
                             (src, err.get("line"), err.get("code"), err.get("message"))))
 
     def _commit(self, batch: store.Batch, pending_cursors: list, summary: dict) -> None:
+        """The batch's rows with the cursors and errors of its sources, in one transaction;
+        the tapes its rows point at are durable first."""
         stager = getattr(self, "stager", None)
         if stager is not None:
             stager.flush()  # tapes are durable before any index row points at them
-        stats = batch.commit()
-        with self.conn:
-            for sql, args in pending_cursors:
-                self.conn.execute(sql, args)
+        stats = batch.commit(pending_cursors)
         for k in ("blocks", "fingerprints"):
             summary[k] += stats[k]
         summary["tapes_indexed"] += sum(1 for r in batch.sessions if not r.live)
@@ -459,6 +492,94 @@ class Ingestor:
     # -- end sidecars --------------------------------------------------------------------------
 
 
+class _ParseQueue:
+    """The parses of ``todo``, run ahead of the indexing and handed out strictly in source
+    order: ``for (source, stat_key), ticket in queue`` (``Ingestor._parsed`` turns a ticket into
+    its result).
+
+    Parsing (pure Python) runs ahead of the indexing: in a worker process for big ingests
+    (``worker.py``), else one source ahead in a thread while SQLite commits (which release the
+    GIL) proceed in the caller. While the next result is not ready, the staged tapes are written
+    (``TapeStager.write_one``), and with a worker the next group of the queue is parsed here
+    (``steal``)."""
+
+    def __init__(self, ing: Ingestor, todo: list, run: _Run):
+        self.ing, self.run, self.procs = ing, run, run.procs
+        self.queue = iter(todo)
+        self.ahead: deque = deque()
+        self.ahead_bytes = 0
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-parse")
+
+    def __iter__(self):
+        self.refill()
+        while self.ahead:
+            while not _ready(self.ahead[0][1]) and (self.ing.stager.write_one() or (
+                    self.procs is not None and self.steal())):
+                pass
+            item, ticket = self.ahead.popleft()
+            self.ahead_bytes -= max(item[1][0], 0)
+            self.refill()
+            yield item, ticket
+            del item, ticket  # the parse result is not held past its source's turn
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    @staticmethod
+    def _items(group: list) -> list[tuple[str, str]]:
+        return [(g[0].adapter.name, str(g[0].path)) for g in group]
+
+    def _next_group(self) -> tuple[list, int]:
+        """The next sources of the queue to parse together, and their size in bytes."""
+        group: list = []
+        size = 0
+        while len(group) < GROUP_SOURCES and size < GROUP_BYTES:
+            nxt = next(self.queue, None)
+            if nxt is None:
+                break
+            group.append(nxt)
+            size += max(nxt[1][0], 0)
+        return group, size
+
+    def _queue_group(self, group: list, size: int, fut: Future) -> None:
+        self.ahead.extend((g, (fut, j)) for j, g in enumerate(group))
+        self.ahead_bytes += size
+
+    def refill(self) -> None:
+        if self.procs is None:
+            while len(self.ahead) < PARSE_AHEAD:
+                nxt = next(self.queue, None)
+                if nxt is None:
+                    return
+                self.ahead.append((nxt, self.pool.submit(self.ing._parse, nxt[0])))
+            return
+        # the worker parses groups of sources (fewer, bigger batches of its block work)
+        while len(self.ahead) < PROCESS_AHEAD and self.ahead_bytes < PROCESS_AHEAD_BYTES:
+            group, size = self._next_group()
+            if not group:
+                return
+            self._queue_group(group, size,
+                              self.procs.submit(self._items(group), self.ing.config.mode))
+
+    def steal(self) -> bool:
+        """While the worker is still on the next source and no tape is left to write, parse
+        the next group of the queue here (the same ``parse_many`` the worker runs, so the
+        same result), queued behind the ones sent to the worker: this core would otherwise
+        wait. False when the queue is empty, or when ``AHEAD_BYTES`` of sources are parsed or
+        being parsed ahead of the indexing (what is held in memory stays bounded while the
+        worker is on one huge log)."""
+        if self.ahead_bytes >= AHEAD_BYTES:
+            return False
+        group, size = self._next_group()
+        if not group:
+            return False
+        self._queue_group(group, size,
+                          self.procs.answered(self._items(group), self.ing.config.mode))
+        summary = self.run.summary
+        summary["parsed_here"] = summary.get("parsed_here", 0) + len(group)
+        return True
+
+
 class _WorkerError(EngramError):
     """An ``EngramError`` raised in the parse worker (as its ``to_dict()``)."""
 
@@ -479,20 +600,65 @@ class _WorkerCrash(Exception):
         self.message, self.trace = message, trace
 
 
+def _new_summary() -> dict:
+    return {"sources": 0, "skipped": 0, "parsed": 0, "sessions": 0, "live": 0, "sealed": 0,
+            "tapes_written": 0, "tapes_indexed": 0, "events": 0, "blocks": 0,
+            "fingerprints": 0, "bytes": 0, "errors": [], "error_count": 0}
+
+
 def _ready(ticket) -> bool:
-    """Whether a parse in ``Ingestor.run``'s queue is done: the thread's ``Future`` or the
-    worker's ``(future, index)``."""
+    """Whether a parse in the queue is done: the thread's ``Future`` or the worker's
+    ``(future, index)``."""
     return (ticket if isinstance(ticket, Future) else ticket[0]).done()
 
 
 def _ingest_cache():
-    """What the lineage pass will read of this run's sessions (``engram/lineage/cache.py``);
-    ``None`` when lineage is not available."""
-    try:
-        from engram.lineage.cache import IngestCache
-    except ImportError:
-        return None
+    """What the lineage pass will read of this run's sessions (``engram/lineage/cache.py``)."""
+    from engram.lineage.cache import IngestCache
+
     return IngestCache()
+
+
+def _real_locations(roots: list[tuple[Adapter, Path]]) -> list[str]:
+    """The resolved directories of the harness locations (a file location: its directory)."""
+    out = set()
+    for _ad, root in roots:
+        try:
+            if not root.exists():
+                continue
+            d = root if root.is_dir() else root.parent
+            out.add(os.path.realpath(d))
+        except OSError:
+            continue
+    return sorted(out)
+
+
+def _leaves(src: Path, inside: list[str]) -> str | None:
+    """Where ``src`` resolves to when that is outside every directory of ``inside`` (a
+    symbolic link, or a path under one, out of the configured locations); else None."""
+    real = os.path.realpath(src)
+    for d in inside:
+        if real == d or real.startswith(d.rstrip(os.sep) + os.sep):
+            return None
+    return real
+
+
+def _unreadable_dirs(root: Path) -> list[dict]:
+    """An error for each directory under ``root`` (``WALK_DEPTH`` levels, links not followed)
+    that cannot be listed: its logs cannot be found, which must not go unsaid."""
+    errors: list[dict] = []
+    if not root.is_dir():
+        return errors
+
+    def onerror(e: OSError) -> None:
+        errors.append(_error(e.filename or root, E_UNREADABLE + "_DIR",
+                             f"cannot list directory: {e.strerror or e}"))
+
+    top = str(root).rstrip(os.sep).count(os.sep)
+    for dirpath, dirnames, _files in os.walk(root, onerror=onerror):
+        if dirpath.count(os.sep) - top >= WALK_DEPTH:
+            dirnames[:] = []
+    return errors
 
 
 def _matches(src: Path, only: set[str]) -> bool:
@@ -505,7 +671,3 @@ def _matches(src: Path, only: set[str]) -> bool:
             if o == s + suffix:
                 return True
     return False
-
-
-def _iso(ts: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))

@@ -30,7 +30,8 @@ _HEADER = 8
 
 def parse(harness: str, path: str, mode: str) -> tuple:
     """``("ok", ParseOutput)``, ``("error", EngramError.to_dict())`` or ``("crash", message,
-    traceback)`` — exceptions are returned as data, since not every one survives pickling."""
+    traceback)`` — exceptions are returned as data, since not every one survives pickling. A log
+    that cannot be read is an ``error`` (``E_UNREADABLE``, as the ingest reports it in-process)."""
     from engram import adapters
     from engram.errors import EngramError
 
@@ -38,6 +39,9 @@ def parse(harness: str, path: str, mode: str) -> tuple:
         return ("ok", adapters.get(harness).parse_source(Path(path), mode=mode))
     except EngramError as e:
         return ("error", e.to_dict())
+    except OSError as e:
+        return ("error", {"error": {"code": "E_UNREADABLE", "path": path, "line": None,
+                                    "message": f"cannot read: {e.strerror or e}"}})
     except Exception as e:  # noqa: BLE001 — an adapter bug: reported for this source
         return ("crash", f"{type(e).__name__}: {e}", traceback.format_exc())
 
@@ -61,14 +65,12 @@ def parse_many(items: list[tuple[str, str]], mode: str) -> list[tuple]:
 
 
 def _prepare(sessions: list[list[dict]]) -> list | None:
+    from engram.index import store
+    from engram.lineage.cache import wanted
+
     try:
-        from engram.index import store
-        try:
-            from engram.lineage.cache import wanted
-        except ImportError:
-            wanted = None
         return store.prepare(sessions, wanted)
-    except Exception:  # noqa: BLE001 — only an optimisation
+    except Exception:  # noqa: BLE001 — only an optimisation: the indexing does it then
         return None
 
 
@@ -148,7 +150,7 @@ class ParseProcess:
                     break
                 with self._lock:
                     fut = self.pending.popleft()
-                fut.set_result(data)
+                fut.set_result([data])  # a list: ``result`` takes the bytes out once unpickled
         except (OSError, ValueError):
             pass
         with self._lock:
@@ -173,10 +175,13 @@ class ParseProcess:
 
     @staticmethod
     def result(fut: Future) -> list:
-        """The answer to a request (unpickled once, however often asked)."""
+        """The answer to a request (unpickled once, however often asked; the pickled bytes are
+        dropped then: a big session is not held twice)."""
         val = getattr(fut, "engram_value", None)
         if val is None:
-            val = fut.engram_value = pickle.loads(fut.result())
+            box = fut.result()
+            val = fut.engram_value = pickle.loads(box[0])
+            box.clear()
         return val
 
     def close(self) -> None:
