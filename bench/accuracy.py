@@ -266,10 +266,13 @@ def main(argv=None) -> int:
     repo = corpus / "repo"
 
     home = setup_home(corpus, a.out, wipe=not a.no_ingest)
-    if a.no_lineage:
-        sys.modules["engram.query.walk"] = None  # type: ignore[assignment]
-        sys.modules["engram.lineage.derive"] = None  # type: ignore[assignment]
     sys.path.insert(0, str(REPO))
+    if a.no_lineage:
+        from engram.ingest.ingestor import Ingestor
+
+        Ingestor.lineage = False  # no lineage pass at ingest
+        # no lineage walk at query time: the query side skips it when the module is absent
+        sys.modules["engram.query.walk"] = None  # type: ignore[assignment]
     result: dict = {"corpus": str(corpus), "corpus_meta": meta, "machine": {
         "platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()}}
     try:
