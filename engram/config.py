@@ -4,6 +4,14 @@ Precedence (later wins): built-in defaults < global ``$ENGRAM_HOME/config.yml`` 
 ``.engram/config.yml`` < environment (``ENGRAM_SEAL_AFTER``) < command-line flags / editor settings.
 Lists merge as unions: ``sources`` ∪, ``exclude`` ∪, and ``harnesses.<name>.paths`` ∪ (a harness's
 standard location is used only when no config names paths for it). Scalars: the later file wins.
+
+**One schema** (``SCHEMA``) for every setting, wherever it comes from: the config files and the
+language server's editor settings (``initializationOptions`` and ``workspace/configuration``
+section ``engram``, ``engram_lsp.settings``) go through the same ``validate``. Each ``Setting``
+says where it may be set (``FILE``, ``EDITOR`` or both), its default, and what it accepts. An
+invalid value is left out with a warning (its default, or what a lower layer set, applies); it
+never raises. A config file's unknown keys are reported too; an editor's are not (an editor's
+``engram`` section also holds the client's own settings, such as ``server.path``).
 """
 
 from __future__ import annotations
@@ -12,7 +20,9 @@ import dataclasses
 import fnmatch
 import logging
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -120,6 +130,272 @@ class Config:
                 "warnings": self.warnings}
 
 
+# --- the schema ----------------------------------------------------------------------------------
+
+FILE, EDITOR = "file", "editor"
+BOTH = frozenset({FILE, EDITOR})
+NOTIFICATION_LEVELS = ("off", "onError", "always")
+
+
+class Invalid(ValueError):
+    """A value that does not fit its setting; the message says what would."""
+
+
+Report = Callable[[str, Any, str], None]  # (sub-key, value, expected): a part left out
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One setting: its dotted ``key`` (``window.before``), other spellings of its last part
+    (``aliases``), where it may be set, its default, what it accepts (``check(value, report)``
+    returns the value normalised or raises ``Invalid``; ``report`` takes parts of a compound value
+    that are left out), and ``attr``: the ``Config`` field it sets (None: an editor-only setting,
+    which the language server's ``Settings`` holds)."""
+
+    key: str
+    check: Callable[[Any, Report], Any]
+    default: Any
+    where: frozenset = BOTH
+    aliases: tuple[str, ...] = ()
+    attr: str | None = None
+    doc: str = ""
+
+    @property
+    def section(self) -> str | None:
+        return self.key.rpartition(".")[0] or None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.key.rpartition(".")[2], *self.aliases)
+
+
+def _integer(lo: int, hi: int):
+    def check(v, report=None):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or not lo <= v <= hi:
+            raise Invalid(f"an integer in [{lo}, {hi}]")
+        return int(v)
+    return check
+
+
+def _number(lo: float, hi: float | None = None):
+    def check(v, report=None):
+        if (isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < lo
+                or (hi is not None and v > hi)):
+            raise Invalid(f"a number in [{lo:g}, {hi:g}]" if hi is not None else f"a number ≥ {lo:g}")
+        return float(v)
+    return check
+
+
+def _optional(check):
+    def optional(v, report=None):
+        return None if v is None else check(v, report)
+    return optional
+
+
+def _boolean(v, report=None):
+    if not isinstance(v, bool):
+        raise Invalid("true or false")
+    return v
+
+
+def _one_of(*choices):
+    def check(v, report=None):
+        if v not in choices:
+            raise Invalid(" | ".join(choices))
+        return v
+    return check
+
+
+def _string(v, report=None):
+    if not isinstance(v, str) or not v.strip():
+        raise Invalid("a non-empty string")
+    return v
+
+
+def _path(v, report=None):
+    """A path; ``null`` or "" is no path (the default)."""
+    if v is None or v == "":
+        return None
+    if not isinstance(v, str) or not v.strip():
+        raise Invalid("a path")
+    return v
+
+
+def _str_list(v, report=None):
+    """A list of strings; one string is a list of one."""
+    if isinstance(v, str):
+        return [v]
+    if isinstance(v, list) and all(isinstance(x, str) for x in v):
+        return list(v)
+    raise Invalid("a list of strings")
+
+
+_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+
+
+def _enabled(v, report=None):
+    """``embedding.enabled``: true | false | auto (``yes``/``no``/``on``/``off`` too)."""
+    if isinstance(v, bool) or v == "auto":
+        return v
+    if isinstance(v, str) and v.strip().lower() in _TRUE + _FALSE + ("auto",):
+        w = v.strip().lower()
+        return "auto" if w == "auto" else w in _TRUE
+    raise Invalid("true, false or auto")
+
+
+def _harnesses(v, report: Report):
+    """``{name: false | true | {enabled: bool, paths: [str]}}``, each harness (and each of its
+    keys) checked on its own: a bad one is left out, the others apply."""
+    if not isinstance(v, dict):
+        raise Invalid("a mapping of harness name to {enabled, paths} (or false)")
+    out: dict[str, dict] = {}
+    for name, hv in v.items():
+        name = str(name)
+        if isinstance(hv, bool):
+            out[name] = {"enabled": hv}
+            continue
+        if not isinstance(hv, dict):
+            report(name, hv, "{enabled, paths} or false")
+            continue
+        entry: dict[str, Any] = {}
+        for key, value in hv.items():
+            try:
+                if key == "enabled":
+                    entry["enabled"] = _boolean(value)
+                elif key == "paths":
+                    entry["paths"] = [] if value is None else _str_list(value)
+                else:
+                    raise Invalid("one of enabled, paths")
+            except Invalid as e:
+                report(f"{name}.{key}", value, str(e))
+        out[name] = entry
+    return out
+
+
+SCHEMA: tuple[Setting, ...] = (
+    Setting("harnesses", _harnesses, {}, attr="harnesses",
+            doc="per harness: {enabled, paths}, or false to turn it off"),
+    Setting("sources", _str_list, [], attr="sources", doc="extra directories of tapes"),
+    Setting("exclude", _str_list, [], attr="exclude", doc="glob patterns of logs never to read"),
+    Setting("seal_after", _number(0), 600.0, where=frozenset({FILE}), aliases=("sealAfter",),
+            attr="seal_after", doc="seconds a live session stays quiet before it is sealed"),
+    Setting("mode", _one_of("permissive", "strict"), "permissive", where=frozenset({FILE}),
+            attr="mode", doc="parse mode for unknown harness versions"),
+    Setting("window.before", _integer(0, 1000), 3, attr="window_before",
+            doc="events shown before each anchor"),
+    Setting("window.after", _integer(0, 1000), 3, attr="window_after",
+            doc="events shown after each anchor"),
+    Setting("window.sessions", _integer(0, 1000), 3, attr="window_sessions",
+            doc="how many of the ranked sessions get transcript windows"),
+    Setting("min_confidence", _number(0, 1), 0.5, aliases=("minConfidence",),
+            attr="min_confidence", doc="lowest confidence of a session or lineage edge shown"),
+    Setting("embedding.enabled", _enabled, "auto", attr="embedding",
+            doc="semantic scoring: auto | true | false"),
+    Setting("embedding.device", _string, "auto", attr="embedding", doc="auto | cpu | cuda"),
+    Setting("embedding.model", _optional(_string), None, attr="embedding",
+            doc="a local model directory or hub id (default: the bundled model)"),
+    Setting("embedding.maxChunksPerMinute", _optional(_number(0)), None, attr="embedding",
+            doc="cap on background embedding"),
+    Setting("indexPath", _path, None, where=frozenset({EDITOR}),
+            doc="index file, relative to the root (default .engram-cache/index.sqlite)"),
+    Setting("codeLens.enabled", _boolean, True, where=frozenset({EDITOR}), doc="show code lenses"),
+    Setting("codeLens.minSessions", _integer(1, 1_000_000), 1, where=frozenset({EDITOR}),
+            doc="a lens needs at least this many sessions"),
+    Setting("hover.enabled", _boolean, True, where=frozenset({EDITOR}), doc="answer hovers"),
+    Setting("watch.enabled", _boolean, True, where=frozenset({EDITOR}),
+            doc="watch the logs and tape sources"),
+    Setting("watch.debounceMs", _integer(0, 60_000), 200, where=frozenset({EDITOR}),
+            doc="changes are ingested at most this long after the first one"),
+    Setting("ingestOnStartup", _boolean, True, where=frozenset({EDITOR}),
+            doc="ingest in the background when the server starts"),
+    Setting("showNotifications", _one_of(*NOTIFICATION_LEVELS), "onError",
+            where=frozenset({EDITOR}), doc="off | onError | always (window/showMessage)"),
+)
+SETTINGS: dict[str, Setting] = {s.key: s for s in SCHEMA}
+_SECTIONS = {s.section for s in SCHEMA if s.section}
+_WHERE = {FILE: "a config file", EDITOR: "the editor's settings"}
+
+
+def _short_repr(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 80 else r[:77] + "..."
+
+
+def validate(data: Mapping, where: str, origin: str) -> tuple[dict[str, Any], list[str]]:
+    """Check ``data`` (one config file's mapping, or the editor's settings: ``where`` is ``FILE``
+    or ``EDITOR``) against ``SCHEMA``. Returns ``(values, warnings)``: ``values`` holds the valid
+    settings that ``data`` sets, by dotted key, normalised; every value left out has a warning
+    naming ``origin``, the key as written and what was expected."""
+    values: dict[str, Any] = {}
+    warnings: list[str] = []
+
+    def warn(key: str, message: str) -> None:
+        warnings.append(f"{origin}: {key}: {message}")
+
+    def place(setting: Setting, shown: str, value: Any) -> None:
+        if where not in setting.where:
+            other = next(iter(setting.where))
+            warn(shown, f"is set in {_WHERE[other]}, not in {_WHERE[where]}; ignored")
+            return
+        if setting.key in values:
+            warn(shown, f"set twice (also as {setting.key}); ignored")
+            return
+
+        def report(sub: str, v: Any, expected: str) -> None:
+            warn(f"{shown}.{sub}", f"expected {expected}, got {_short_repr(v)}; ignored")
+
+        try:
+            values[setting.key] = setting.check(value, report)
+        except Invalid as e:
+            warn(shown, f"expected {e}, got {_short_repr(value)}; ignored")
+
+    by_name = {(s.section, n): s for s in SCHEMA for n in s.names}
+    for key, value in data.items():
+        key = str(key)
+        if key in _SECTIONS:
+            if value is None:
+                continue
+            if not isinstance(value, dict):
+                warn(key, f"expected a mapping, got {_short_repr(value)}; ignored")
+                continue
+            for sub, v in value.items():
+                setting = by_name.get((key, str(sub)))
+                if setting is not None:
+                    place(setting, f"{key}.{sub}", v)
+                elif where == FILE:
+                    warn(f"{key}.{sub}", "unknown setting; ignored")
+            continue
+        setting = by_name.get((None, key))
+        if setting is not None:
+            if value is not None:  # ``key:`` with no value: not set
+                place(setting, key, value)
+        elif where == FILE:
+            warn(key, "unknown setting; ignored")
+    return values, warnings
+
+
+def apply_values(cfg: Config, values: Mapping[str, Any]) -> None:
+    """Merge validated ``values`` (``validate``'s) into ``cfg``: lists as unions, harnesses per
+    harness (paths as unions), scalars replaced. Editor-only settings are not ``Config``'s."""
+    for key, value in values.items():
+        setting = SETTINGS[key]
+        if setting.attr is None:
+            continue
+        if key in ("sources", "exclude"):
+            target = getattr(cfg, key)
+            target.extend(p for p in value if p not in target)
+        elif key == "harnesses":
+            for name, entry in value.items():
+                hc = cfg.harnesses.setdefault(name, HarnessConfig())
+                if "enabled" in entry:
+                    hc.enabled = entry["enabled"]
+                hc.paths.extend(p for p in entry.get("paths", ()) if p not in hc.paths)
+        elif setting.attr == "embedding":
+            cfg.embedding[key.rpartition(".")[2]] = value
+        else:
+            setattr(cfg, setting.attr, value)
+
+
 def _read_yaml(path: Path, warnings: list[str]) -> dict:
     try:
         text = path.read_text(encoding="utf-8")
@@ -143,69 +419,12 @@ def _read_yaml(path: Path, warnings: list[str]) -> dict:
     return data
 
 
-def _str_list(v, what: str, warnings: list[str]) -> list[str]:
-    if v is None:
-        return []
-    if isinstance(v, str):
-        return [v]
-    if isinstance(v, list) and all(isinstance(x, str) for x in v):
-        return list(v)
-    warnings.append(f"{what}: expected a list of strings; ignored")
-    return []
-
-
-def apply_mapping(cfg: Config, data: dict, origin: str) -> None:
-    """Merge one mapping (a config file or editor settings) into ``cfg``."""
-    w = cfg.warnings
-    hs = data.get("harnesses")
-    if isinstance(hs, dict):
-        for name, hv in hs.items():
-            hc = cfg.harnesses.setdefault(str(name), HarnessConfig())
-            if hv is False:
-                hc.enabled = False
-                continue
-            if not isinstance(hv, dict):
-                w.append(f"{origin}: harnesses.{name}: expected a mapping; ignored")
-                continue
-            if "enabled" in hv:
-                hc.enabled = bool(hv["enabled"])
-            for p in _str_list(hv.get("paths"), f"{origin}: harnesses.{name}.paths", w):
-                if p not in hc.paths:
-                    hc.paths.append(p)
-    elif hs is not None:
-        w.append(f"{origin}: harnesses: expected a mapping; ignored")
-    for p in _str_list(data.get("sources"), f"{origin}: sources", w):
-        if p not in cfg.sources:
-            cfg.sources.append(p)
-    for p in _str_list(data.get("exclude"), f"{origin}: exclude", w):
-        if p not in cfg.exclude:
-            cfg.exclude.append(p)
-    for key, attr, typ in (("seal_after", "seal_after", float), ("min_confidence", "min_confidence", float),
-                           ("minConfidence", "min_confidence", float)):
-        if key in data and data[key] is not None:
-            try:
-                setattr(cfg, attr, typ(data[key]))
-            except (TypeError, ValueError):
-                w.append(f"{origin}: {key}: expected a number; ignored")
-    if "mode" in data:
-        if data["mode"] in ("strict", "permissive"):
-            cfg.mode = data["mode"]
-        else:
-            w.append(f"{origin}: mode: expected strict or permissive; ignored")
-    win = data.get("window")
-    if isinstance(win, dict):
-        for key, attr in (("before", "window_before"), ("after", "window_after"),
-                          ("sessions", "window_sessions")):
-            if key in win:
-                try:
-                    setattr(cfg, attr, max(0, int(win[key])))
-                except (TypeError, ValueError):
-                    w.append(f"{origin}: window.{key}: expected an integer; ignored")
-    emb = data.get("embedding")
-    if isinstance(emb, dict):
-        for key in ("enabled", "device", "model", "maxChunksPerMinute"):
-            if key in emb:
-                cfg.embedding[key] = emb[key]
+def apply_mapping(cfg: Config, data: Mapping, origin: str, where: str = FILE) -> None:
+    """Check one mapping (a config file's) against the schema and merge what is valid into
+    ``cfg``; what is not goes to ``cfg.warnings``."""
+    values, warnings = validate(data, where, origin)
+    cfg.warnings.extend(warnings)
+    apply_values(cfg, values)
 
 
 def load(root: Path | None = None) -> Config:
@@ -219,9 +438,9 @@ def load(root: Path | None = None) -> Config:
     env = os.environ.get("ENGRAM_SEAL_AFTER")
     if env:
         try:
-            cfg.seal_after = float(env)
-        except ValueError:
-            cfg.warnings.append(f"ENGRAM_SEAL_AFTER={env!r}: expected seconds; ignored")
+            cfg.seal_after = SETTINGS["seal_after"].check(float(env), None)
+        except (ValueError, Invalid):
+            cfg.warnings.append(f"ENGRAM_SEAL_AFTER={env!r}: expected seconds (≥ 0); ignored")
     for msg in cfg.warnings:
         log.warning("%s", msg)
     return cfg

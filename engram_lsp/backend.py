@@ -82,16 +82,8 @@ def _engine_config(root: Path, settings: Settings):
     from engram import config as config_mod
 
     cfg = config_mod.load(root)
-    overrides: dict[str, Any] = {}  # window/minConfidence travel with each explain instead
-    if settings.sources:
-        overrides["sources"] = list(settings.sources)
-    if settings.exclude:
-        overrides["exclude"] = list(settings.exclude)
-    if settings.harnesses:
-        overrides["harnesses"] = dict(settings.harnesses)
-    if settings.embedding:
-        overrides["embedding"] = dict(settings.embedding)
-    config_mod.apply_mapping(cfg, overrides, "editor settings")
+    # validated once, by ``settings.parse``; window/minConfidence travel with each explain instead
+    config_mod.apply_values(cfg, settings.engine_values())
     return cfg
 
 

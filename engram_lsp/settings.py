@@ -5,21 +5,24 @@ Precedence (lowest first): built-in defaults < ``initializationOptions`` < the c
 Engram's own config files (``$ENGRAM_HOME/config.yml``, ``<root>/.engram/config.yml``) are read by
 the engine; the editor's ``sources``/``exclude``/``harnesses``/``embedding`` are layered on top.
 
-An invalid value never stops the server: it falls back to the default and a warning is returned
-(and logged to the client with ``window/logMessage``). ``apply`` puts parsed settings on the
-server, ``pull`` asks the client for them (``workspace/configuration``).
+Every key is checked by the one schema that also checks the config files
+(``engram.config.SCHEMA``, ``validate``): an invalid value never stops the server, it falls back to
+the default and a warning is returned (and logged to the client with ``window/logMessage``); a key
+the schema does not know is left alone (the section also holds the client's own settings).
+``apply`` puts parsed settings on the server, ``pull`` asks the client for them
+(``workspace/configuration``).
 
 Keys (camelCase as in the editor; every one optional)::
 
-    sources: [str]            extra tape/log sources to ingest
+    sources: [str]            extra tape directories to ingest
     exclude: [str]            glob patterns to leave out
-    harnesses: {name: {enabled: bool, paths: [str]}}
+    harnesses: {name: {enabled: bool, paths: [str]} | false}
     indexPath: str            index file (default <root>/.engram-cache/index.sqlite)
     window: {before: int, after: int, sessions: int}
-                              transcript window around each anchor (3/3), and how many of the
-                              ranked sessions get windows (3)
-    minConfidence: float      0..1 (0.5)
-    embedding: {enabled: bool, device: str, model: str}
+                              transcript window around each anchor (Engram's config: 3/3), and
+                              how many of the ranked sessions get windows (3)
+    minConfidence: float      0..1 (Engram's config: 0.5)
+    embedding: {enabled: true | false | auto, device: str, model: str, maxChunksPerMinute: num}
     codeLens: {enabled: bool, minSessions: int}            (true, 1)
     hover: {enabled: bool}                                  (true)
     watch: {enabled: bool, debounceMs: int}                 (true, 200)
@@ -34,9 +37,15 @@ import dataclasses
 import logging
 from typing import Any
 
+from engram import config as config_mod
+
 log = logging.getLogger(__name__)
 
-NOTIFICATION_LEVELS = ("off", "onError", "always")
+NOTIFICATION_LEVELS = config_mod.NOTIFICATION_LEVELS
+
+
+def _default(key: str):
+    return config_mod.SETTINGS[key].default
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,13 +61,13 @@ class Settings:
     window_sessions: int | None = None  # None: Engram's config (default 3)
     min_confidence: float | None = None  # None: Engram's config (default 0.5)
     embedding: dict[str, Any] = dataclasses.field(default_factory=dict)
-    code_lens_enabled: bool = True
-    min_sessions: int = 1
-    hover_enabled: bool = True
-    watch_enabled: bool = True
-    debounce_ms: int = 200
-    ingest_on_startup: bool = True
-    show_notifications: str = "onError"
+    code_lens_enabled: bool = _default("codeLens.enabled")
+    min_sessions: int = _default("codeLens.minSessions")
+    hover_enabled: bool = _default("hover.enabled")
+    watch_enabled: bool = _default("watch.enabled")
+    debounce_ms: int = _default("watch.debounceMs")
+    ingest_on_startup: bool = _default("ingestOnStartup")
+    show_notifications: str = _default("showNotifications")
 
     def engine_key(self) -> tuple:
         """The settings that require a new Engine (and a re-ingest) when they change.
@@ -72,6 +81,40 @@ class Settings:
             self.index_path,
             repr(sorted(self.embedding.items())),
         )
+
+    def engine_values(self) -> dict[str, Any]:
+        """What the editor sets of Engram's config, as ``engram.config.apply_values`` takes it
+        (already validated): layered over the config files when the engine is opened."""
+        values: dict[str, Any] = {}
+        if self.sources:
+            values["sources"] = list(self.sources)
+        if self.exclude:
+            values["exclude"] = list(self.exclude)
+        if self.harnesses:
+            values["harnesses"] = self.harnesses
+        for key, value in self.embedding.items():
+            values[f"embedding.{key}"] = value
+        return values
+
+
+# schema key -> Settings field (embedding.* go to ``embedding``)
+_FIELDS = {
+    "sources": "sources",
+    "exclude": "exclude",
+    "harnesses": "harnesses",
+    "indexPath": "index_path",
+    "window.before": "before",
+    "window.after": "after",
+    "window.sessions": "window_sessions",
+    "min_confidence": "min_confidence",
+    "codeLens.enabled": "code_lens_enabled",
+    "codeLens.minSessions": "min_sessions",
+    "hover.enabled": "hover_enabled",
+    "watch.enabled": "watch_enabled",
+    "watch.debounceMs": "debounce_ms",
+    "ingestOnStartup": "ingest_on_startup",
+    "showNotifications": "show_notifications",
+}
 
 
 def _unwrap(options: Any) -> dict:
@@ -97,100 +140,21 @@ def merge(*layers: Any) -> dict:
 
 
 def parse(options: Any) -> tuple[Settings, list[str]]:
-    """Validate raw options into ``Settings``; returns the settings and warnings for bad keys."""
-    raw = _unwrap(options)
-    warnings: list[str] = []
-    d = Settings()
-    values: dict[str, Any] = {}
-
-    def bad(key: str, value: Any, expected: str) -> None:
-        warnings.append(f"engram.{key}: expected {expected}, got {value!r}; using the default")
-
-    def str_list(key: str, field: str) -> None:
-        if key not in raw:
-            return
-        v = raw[key]
-        if isinstance(v, str):
-            v = [v]
-        if isinstance(v, list) and all(isinstance(x, str) for x in v):
-            values[field] = tuple(v)
+    """Validate raw options into ``Settings`` (``engram.config.validate``, the editor's keys);
+    returns the settings and warnings for the values left out."""
+    values, warnings = config_mod.validate(_unwrap(options), config_mod.EDITOR, "editor settings")
+    fields: dict[str, Any] = {}
+    embedding: dict[str, Any] = {}
+    for key, value in values.items():
+        if key.startswith("embedding."):
+            embedding[key.partition(".")[2]] = value
+        elif key in ("sources", "exclude"):
+            fields[_FIELDS[key]] = tuple(value)
         else:
-            bad(key, v, "a list of strings")
-
-    def dict_of(key: str, field: str) -> None:
-        if key not in raw:
-            return
-        v = raw[key]
-        if isinstance(v, dict):
-            values[field] = dict(v)
-        else:
-            bad(key, v, "an object")
-
-    def integer(container: dict, key: str, field: str, lo: int, hi: int, label: str) -> None:
-        if key not in container:
-            return
-        v = container[key]
-        if (
-            isinstance(v, bool)
-            or not isinstance(v, (int, float))
-            or int(v) != v
-            or not lo <= v <= hi
-        ):
-            bad(label, v, f"an integer in [{lo}, {hi}]")
-        else:
-            values[field] = int(v)
-
-    def boolean(container: dict, key: str, field: str, label: str) -> None:
-        if key not in container:
-            return
-        v = container[key]
-        if isinstance(v, bool):
-            values[field] = v
-        else:
-            bad(label, v, "true or false")
-
-    def section(key: str) -> dict:
-        v = raw.get(key, {})
-        if isinstance(v, dict):
-            return v
-        bad(key, v, "an object")
-        return {}
-
-    str_list("sources", "sources")
-    str_list("exclude", "exclude")
-    dict_of("harnesses", "harnesses")
-    dict_of("embedding", "embedding")
-    if "indexPath" in raw:
-        v = raw["indexPath"]
-        if isinstance(v, str) and v.strip():
-            values["index_path"] = v
-        elif v not in (None, ""):
-            bad("indexPath", v, "a path")
-    window = section("window")
-    integer(window, "before", "before", 0, 1000, "window.before")
-    integer(window, "after", "after", 0, 1000, "window.after")
-    integer(window, "sessions", "window_sessions", 0, 1000, "window.sessions")
-    if "minConfidence" in raw:
-        v = raw["minConfidence"]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
-            bad("minConfidence", v, "a number in [0, 1]")
-        else:
-            values["min_confidence"] = float(v)
-    lens = section("codeLens")
-    boolean(lens, "enabled", "code_lens_enabled", "codeLens.enabled")
-    integer(lens, "minSessions", "min_sessions", 1, 1_000_000, "codeLens.minSessions")
-    boolean(section("hover"), "enabled", "hover_enabled", "hover.enabled")
-    watch = section("watch")
-    boolean(watch, "enabled", "watch_enabled", "watch.enabled")
-    integer(watch, "debounceMs", "debounce_ms", 0, 60_000, "watch.debounceMs")
-    boolean(raw, "ingestOnStartup", "ingest_on_startup", "ingestOnStartup")
-    if "showNotifications" in raw:
-        v = raw["showNotifications"]
-        if v in NOTIFICATION_LEVELS:
-            values["show_notifications"] = v
-        else:
-            bad("showNotifications", v, " | ".join(NOTIFICATION_LEVELS))
-    return dataclasses.replace(d, **values), warnings
+            fields[_FIELDS[key]] = value
+    if embedding:
+        fields["embedding"] = embedding
+    return dataclasses.replace(Settings(), **fields), warnings
 
 
 # --- on the server -----------------------------------------------------------------------------
