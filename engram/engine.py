@@ -27,6 +27,7 @@ from engram.index import queries as Q
 from engram.ingest.ingestor import Ingestor
 from engram.query import explain as X
 from engram.index.access import TapeAccess
+from engram.query import walk
 from engram.query import window as W
 
 log = logging.getLogger(__name__)
@@ -188,10 +189,8 @@ class Engine:
         it explain is the fingerprint-only result, byte for byte."""
         if not self.semantic:
             return None
-        try:
-            from engram.embed import hybrid
-        except ImportError:
-            return None
+        from engram.embed import hybrid
+
         try:
             if not hybrid.active(self):
                 return None
@@ -203,10 +202,8 @@ class Engine:
         return functools.partial(hybrid.semantic_sessions, self)
 
     def _enclosing(self, file: str, text: str, start: int, end: int) -> tuple[int, int]:
-        try:
-            from engram.query import symbols
-        except ImportError:
-            return start, end
+        from engram.query import symbols
+
         try:
             s, _ = symbols.enclosing_block(text, file, start)
             _, e = symbols.enclosing_block(text, file, end)
@@ -341,10 +338,8 @@ class Engine:
         ``embedding.enabled`` is true, or ``auto`` and this repository already has vectors
         (someone ran ``engram embed``: they are kept up to date). Never a multi-minute model job
         for a user who did not ask for semantic scoring. Cheap; never raises."""
-        try:
-            from engram.embed import run
-        except ImportError:
-            return False
+        from engram.embed import run
+
         try:
             on, _why = run.wanted(self.config)
             if not on:
@@ -387,15 +382,9 @@ class Engine:
         nxt = conn.execute("SELECT tape_id FROM tapes WHERE continues=? ORDER BY tape_id LIMIT 1",
                            (t.tape_id,)).fetchone()
         prev = t.continues
-        try:
-            from engram.query import walk as lineage
-            cont = getattr(lineage, "continuation_neighbours", None)
-            if cont is not None:
-                p2, n2 = cont(conn, t.id)
-                prev = prev or p2
-                nxt = nxt or ((n2,) if n2 else None)
-        except ImportError:
-            pass
+        p2, n2 = walk.continuation_neighbours(conn, t.id)
+        prev = prev or p2
+        nxt = nxt or ((n2,) if n2 else None)
         return {"tape_id": t.tape_id, "harness": t.harness, "session": t.session, "tier": t.tier,
                 "label": t.label, "model": t.model, "live": bool(t.live), "n_events": t.n_events,
                 "at": at, "range": [lo, hi], "events": [W.render_event(o, e) for o, e in evs],
@@ -521,12 +510,8 @@ def embedding_state(cfg: config_mod.Config) -> dict:
     ``no vectors yet: ...``). Cheap: no torch import, no model load."""
     state = {"enabled": cfg.embedding.get("enabled", "auto"), "device": cfg.embedding.get("device"),
              "model": cfg.embedding.get("model")}
-    try:
-        from engram.embed import run as embed_run
-    except ImportError:
-        state.update({"available": False, "reason": "engram.embed not installed",
-                      "state": "off: engram.embed not installed", "vectors": 0})
-        return state
+    from engram.embed import run as embed_run
+
     try:
         return embed_run.state(cfg)
     except Exception as e:  # status never fails over the optional scorer

@@ -28,6 +28,7 @@ from engram.index import schema as S
 from engram.index import postings, store
 from engram.query import location
 from engram.index.access import TapeAccess
+from engram.query import walk
 from engram.query import window as W
 
 DIRECT_FLOOR = 0.25       # direct evidence below this is noise unless --all
@@ -710,24 +711,17 @@ def _kept_evidence(evidence: dict[int, Evidence], floor: float, show_all: bool
 
 def _walk(conn, evidence: dict[int, Evidence], conf_of: dict[int, float], erows,
           min_confidence: float, show_all: bool) -> _Walked:
-    """The lineage walk from the strongest evidence (when the lineage module is present); ``erows``
-    gains the events it reaches."""
+    """The lineage walk from the strongest evidence; ``erows`` gains the events it reaches."""
     walked = _Walked([], [], {"fanout": False, "edges": False}, {}, {}, {}, {})
-    try:
-        from engram.query import walk as lineage
-    except ImportError:
-        lineage = None
-    if lineage is None or not hasattr(lineage, "walk"):
-        return walked
     # the walk starts from the strongest evidence: producers first, then the best quotes (a
     # generic two-line span can match hundreds of events; its edge budget is bounded anyway)
     seeds = sorted(evidence.items(), key=lambda kv: (-kv[1].produced, -conf_of[kv[0]], kv[0]))
-    walk = lineage.walk(conn, {eid: conf_of[eid] for eid, _e in seeds[:MAX_WALK_SEEDS]},
-                        min_confidence=min_confidence, all=show_all)
-    walked = walked._replace(lineage=walk.get("lineage", []),
-                             tombstones=walk.get("tombstones", []),
-                             truncated=walk.get("truncated", walked.truncated))
-    for eid, info in walk.get("reached", {}).items():
+    found = walk.walk(conn, {eid: conf_of[eid] for eid, _e in seeds[:MAX_WALK_SEEDS]},
+                      min_confidence=min_confidence, all=show_all)
+    walked = walked._replace(lineage=found.get("lineage", []),
+                             tombstones=found.get("tombstones", []),
+                             truncated=found.get("truncated", walked.truncated))
+    for eid, info in found.get("reached", {}).items():
         if eid in evidence:  # also direct evidence: remember how the walk reached it
             walked.history_paths[eid] = info.get("path", [])
             continue

@@ -44,6 +44,7 @@ from engram.files import read_text_file
 from engram.index import queries as Q
 from engram.index import schema as S
 from engram.index import store
+from engram.query import walk
 
 CONTENT_MIN = 0.6          # share of an event's text found in today's file to count for trace
 BLAME_CONTEXT = 2          # lines on each side whose k-grams score a line
@@ -401,10 +402,6 @@ def _runs(lines: list[dict]) -> list[dict]:
 
 def _earlier(conn, result, erows, trows) -> None:
     """Sessions reached by the lineage walk from each attributed session's producing edits."""
-    try:
-        from engram.query import walk as lineage
-    except ImportError:
-        return
     by_tape_id = {t.tape_id: t.id for t in trows.values()}
     seeds: dict[int, float] = {}
     attributed = {by_tape_id[tid] for tid in result["sessions"] if tid in by_tape_id}
@@ -414,7 +411,7 @@ def _earlier(conn, result, erows, trows) -> None:
             seeds[eid] = 1.0
     if not seeds:
         return
-    w = lineage.walk(conn, seeds, min_confidence=0.5)
+    w = walk.walk(conn, seeds, min_confidence=0.5)
     earlier: dict[str, dict] = {}
     ev = Q.events(conn, w["reached"])
     tr = Q.tapes(conn, {r.tape for r in ev.values()})

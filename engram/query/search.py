@@ -47,14 +47,9 @@ def search(engine, text: str, *, limit: int = 20, before: int = 2, after: int = 
     t0 = time.perf_counter()
     conn = engine.conn()
     kw = keyword_hits(conn, text, limit)
-    sem: list[tuple[int, float]] = []
-    semantic_state = "off"
-    try:
-        from engram.embed import hybrid
-    except ImportError:
-        hybrid = None
-    if hybrid is not None and hasattr(hybrid, "semantic_event_hits"):
-        sem, semantic_state = hybrid.semantic_event_hits(engine, text, limit * 5)
+    from engram.embed import hybrid
+
+    sem, semantic_state = hybrid.semantic_event_hits(engine, text, limit * 5)
     fused: dict[int, float] | None = None
     if sem:
         from engram.embed.search import merge_signals
