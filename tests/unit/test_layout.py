@@ -316,7 +316,6 @@ def test_engram_imports_run_one_way_through_the_layers():
                             "< render < cli)", bad), pytrace=False)
 
 
-@pytest.mark.xfail(strict=False, reason="engram_lsp through the Engine: in progress")
 def test_engram_lsp_imports_only_the_engine_surface():
     bad = [i for i in IMPORTS if i.source.split(".")[0] == "engram_lsp"
            and i.target.split(".")[0] == "engram" and i.target not in LSP_MAY_IMPORT]
