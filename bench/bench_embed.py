@@ -32,8 +32,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout, uninstalled
-from engram.embed import (Embedder, VectorStore, available, embed_tapes,  # noqa: E402
-                          semantic_neighbours)
+from engram.embed import Embedder, VectorStore, available, embed_tapes, semantic_neighbours  # noqa: E402
 
 WORDS = ("the a this that we it function module handler parser token cache index session request "
          "response error timeout retry config value default path file line range test fixture "

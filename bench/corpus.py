@@ -35,12 +35,10 @@ from __future__ import annotations
 
 import argparse
 import ast
-import bisect
 import dataclasses
 import datetime as dt
 import difflib
 import functools
-import io
 import json
 import os
 import random

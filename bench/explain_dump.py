@@ -77,8 +77,7 @@ def main(argv: list[str] | None = None) -> int:
                 texts[f] = (repo / f).read_text()
             put("explain", [f, x["start"], x["end"]],
                 eng.explain(str(repo / f), x["start"], x["end"], text=texts[f]))
-        from engram.query import symbols
-        from engram.query import history
+        from engram.query import history, symbols
 
         def eng_blame(p: Path) -> dict:
             return history.blame(eng, str(p))

@@ -103,14 +103,14 @@ def main(argv=None) -> int:
         res = eng.explain(str(repo / f), x["start"], x["end"], text=texts[f], brief=True, **kw)
         return res, (time.perf_counter() - t0) * 1000
 
-    from engram.query import explain as X
+    from engram.query import explain as explain_query
 
-    cap = getattr(X, "MAX_SESSIONS", None)
+    cap = getattr(explain_query, "MAX_SESSIONS", None)
     for label, kw, uncapped in (("with_lineage", {}, False),
                                 ("with_lineage_uncapped", {}, True),
                                 ("without_lineage", {"min_confidence": 2.0}, False)):
         if cap is not None:  # explain returns the top MAX_SESSIONS sessions unless --all
-            X.MAX_SESSIONS = 10**9 if uncapped else cap
+            explain_query.MAX_SESSIONS = 10**9 if uncapped else cap
         sm: dict = {}
         lat: list[float] = []
 

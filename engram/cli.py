@@ -18,8 +18,18 @@ import orjson
 
 from engram import __version__
 from engram.errors import EngramError
-from engram.render import (_event_line, _short, _table, _vrange, json_printable, printable,
-                           render_blame, render_explain, render_ingest, render_trace)
+from engram.render import (
+    _event_line,
+    _short,
+    _table,
+    _vrange,
+    json_printable,
+    printable,
+    render_blame,
+    render_explain,
+    render_ingest,
+    render_trace,
+)
 
 log = logging.getLogger("engram")
 
@@ -238,8 +248,8 @@ def cmd_adapters(args) -> int:
 
 def cmd_record(args) -> int:
     from engram import paths
-    from engram.ingest import record
     from engram.engine import Engine
+    from engram.ingest import record
     from engram.tape import writer
 
     root = Path(args.root) if args.root else paths.find_root()

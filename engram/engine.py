@@ -22,13 +22,10 @@ from engram import config as config_mod
 from engram import paths
 from engram.errors import BadSpan, UnknownTape
 from engram.files import count_lines, read_text_file
-from engram.index import db
-from engram.index import queries as Q
-from engram.ingest.ingestor import Ingestor
-from engram.query import explain as X
+from engram.index import db, queries
 from engram.index.access import TapeAccess
-from engram.query import walk
-from engram.query import window as W
+from engram.ingest.ingestor import Ingestor
+from engram.query import explain, walk, window
 
 log = logging.getLogger(__name__)
 
@@ -158,12 +155,12 @@ class Engine:
         end = min(end, max(n, 1))
         s, e = start, end
         span_text = "\n".join(lines[s - 1:e]) + "\n"
-        if len(X.span_fingerprints(span_text, (full, s - 1, e - 1))[0]) == 0:
+        if len(explain.span_fingerprints(span_text, (full, s - 1, e - 1))[0]) == 0:
             s, e = self._enclosing(file, full, start, end)
             span_text = "\n".join(lines[s - 1:e]) + "\n"
-            X.span_fingerprints(span_text, (full, s - 1, e - 1))
+            explain.span_fingerprints(span_text, (full, s - 1, e - 1))
         span = {"file": self._display_path(file), "start": s, "end": e, "requested": [start, end]}
-        return X.explain_text(
+        return explain.explain_text(
             self.conn(), span_text, span=span,
             before=self.config.window_before if before is None else before,
             after=self.config.window_after if after is None else after,
@@ -181,7 +178,7 @@ class Engine:
         kw.setdefault("min_confidence", self.config.min_confidence)
         kw.setdefault("window_sessions", self.config.window_sessions)
         kw.setdefault("semantic", self._semantic())
-        return X.explain_text(self.conn(), text, span=span, **kw)
+        return explain.explain_text(self.conn(), text, span=span, **kw)
 
     def _semantic(self):
         """The hybrid-explain callable when embedding is enabled and vectors exist, else None
@@ -242,9 +239,9 @@ class Engine:
         (``engram/query/blocks.py``). ``top`` is each block's best session; with ``windows``
         (default: when a single block is asked for, as a hover does) it carries its first
         transcript window, read from the tape."""
-        from engram.query import blocks as B
+        from engram.query.blocks import explain_blocks
 
-        return B.explain_blocks(self.conn(), text, list(blocks),
+        return explain_blocks(self.conn(), text, list(blocks),
                                 windows=len(blocks) == 1 if windows is None else windows)
 
     # -- for a long-running process (the language server) -------------------------------------
@@ -372,7 +369,7 @@ class Engine:
     # -- navigation ----------------------------------------------------------------------------
     def view(self, tape_id: str, at: int = 0, before: int = 5, after: int = 5) -> dict:
         conn = self.conn()
-        t = Q.tape_by_id(conn, tape_id)
+        t = queries.tape_by_id(conn, tape_id)
         if t is None:
             raise UnknownTape(f"no indexed tape {tape_id!r}; see `engram tapes`")
         at = max(0, min(int(at), t.n_events - 1))
@@ -387,25 +384,25 @@ class Engine:
         nxt = nxt or ((n2,) if n2 else None)
         return {"tape_id": t.tape_id, "harness": t.harness, "session": t.session, "tier": t.tier,
                 "label": t.label, "model": t.model, "live": bool(t.live), "n_events": t.n_events,
-                "at": at, "range": [lo, hi], "events": [W.render_event(o, e) for o, e in evs],
+                "at": at, "range": [lo, hi], "events": [window.render_event(o, e) for o, e in evs],
                 "previous_tape": prev, "next_tape": nxt[0] if nxt else None}
 
     def show(self, tape_id: str, raw: bool = False) -> dict | list:
         conn = self.conn()
-        t = Q.tape_by_id(conn, tape_id)
+        t = queries.tape_by_id(conn, tape_id)
         if t is None:
             raise UnknownTape(f"no indexed tape {tape_id!r}; see `engram tapes`")
         evs = TapeAccess(conn).read(t, range(0, t.n_events))
         if raw:
             return [e for _o, e in evs]
-        return {"tape_id": t.tape_id, "path": t.path, "events": [W.render_event(o, e, full=True)
+        return {"tape_id": t.tape_id, "path": t.path, "events": [window.render_event(o, e, full=True)
                                                                   for o, e in evs]}
 
     def tapes(self) -> list[dict]:
         conn = self.conn()
         out = []
-        for r in conn.execute(f"SELECT {Q.TAPE_COLS} FROM tapes ORDER BY first_t, tape_id"):
-            t = Q.TapeRow(*r)
+        for r in conn.execute(f"SELECT {queries.TAPE_COLS} FROM tapes ORDER BY first_t, tape_id"):
+            t = queries.TapeRow(*r)
             import json
             cov = json.loads(t.coverage) if t.coverage else None
             out.append({"tape_id": t.tape_id, "harness": t.harness, "session": t.session,
@@ -487,7 +484,7 @@ class Engine:
                                       " WHERE live=1 ORDER BY tape_id")]
         return {"root": str(self.root), "index": str(self.index_path), "indexed": True,
                 "index_bytes": _file_size(self.index_path),
-                "counts": Q.counts(conn), "last_ingest": db.get_meta(conn, "last_ingest"),
+                "counts": queries.counts(conn), "last_ingest": db.get_meta(conn, "last_ingest"),
                 "fingerprint": db.fingerprint_params(), "live_sessions": live,
                 "embedding": embedding_state(self.config),
                 "config_warnings": self.config.warnings}

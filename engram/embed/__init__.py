@@ -66,12 +66,17 @@ results are labelled (``via: "semantic"``) and never required by the determinist
 
 from __future__ import annotations
 
-from engram.embed.chunk import (Chunk, chunk_text, chunker_key, reasoning_chunks,
-                                reasoning_texts)
-from engram.embed.model import (DEFAULT_MODEL_NAME, EmbedUnavailable, Embedder, available,
-                                bundled_model_dir)
-from engram.embed.search import (DEFAULT_SEMANTIC_THRESHOLD, calibrated_additions, group_by_tape,
-                                 merge_signals, no_spread, query_vector, semantic_neighbours)
+from engram.embed.chunk import Chunk, chunk_text, chunker_key, reasoning_chunks, reasoning_texts
+from engram.embed.model import DEFAULT_MODEL_NAME, Embedder, EmbedUnavailable, available, bundled_model_dir
+from engram.embed.search import (
+                                DEFAULT_SEMANTIC_THRESHOLD,
+                                calibrated_additions,
+                                group_by_tape,
+                                merge_signals,
+                                no_spread,
+                                query_vector,
+                                semantic_neighbours,
+)
 from engram.embed.store import VectorStore, VectorStoreError, model_slug
 from engram.embed.worker import embed_tapes
 

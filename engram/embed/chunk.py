@@ -31,7 +31,6 @@ import re
 
 from engram.digest import text_hash
 
-
 #: bump when the selection or the chunking changes (the worker re-chunks tapes done earlier).
 CHUNKER_VERSION = 2
 DEFAULT_WINDOW = 256

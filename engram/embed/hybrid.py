@@ -352,20 +352,18 @@ def sidecar_anchor(conn, tape, event_id: int) -> dict:
 
 
 def _session(conn, cand: dict, score: float, before: int, after: int, brief: bool) -> dict:
-    from engram.index import queries as Q
-    from engram.index import schema as S
+    from engram.index import queries, schema
     from engram.index.access import TapeAccess
-    from engram.query import window as W
-
-    t = Q.tape_by_id(conn, cand["tape_id"])
+    from engram.query import window
+    t = queries.tape_by_id(conn, cand["tape_id"])
     ofs = cand["offset"]
     ev = conn.execute("SELECT id, kind FROM events WHERE tape=? AND ofs=?", (t.id, ofs)).fetchone()
-    w = {"anchor": ofs, "kind": S.kind_name(ev[1]) if ev else "other",
+    w = {"anchor": ofs, "kind": schema.kind_name(ev[1]) if ev else "other",
          "confidence": round(score, ROUND), "file": None}
     if ofs < 0 and ev is not None:  # a sidecar note: shown with the tape window around its ``at``
         w.update(sidecar_anchor(conn, t, ev[0]))
         ofs = w["anchor"]
-    w.update(W.window(TapeAccess(conn), t, ofs, before, after, None, brief))
+    w.update(window.window(TapeAccess(conn), t, ofs, before, after, None, brief))
     return {"tape_id": t.tape_id, "harness": t.harness, "session": t.session,
             "tier": t.tier or "agent", "label": t.label, "model": t.model, "cwd": t.cwd,
             "first_t": t.first_t, "last_t": t.last_t, "confidence": round(score, ROUND),

@@ -17,8 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from engram.embed.chunk import (DEFAULT_OVERLAP, DEFAULT_WINDOW, chunker_key,
-                                reasoning_chunks)
+from engram.embed.chunk import DEFAULT_OVERLAP, DEFAULT_WINDOW, chunker_key, reasoning_chunks
 from engram.errors import EngramError
 
 log = logging.getLogger(__name__)

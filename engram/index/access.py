@@ -10,8 +10,7 @@ import apsw
 import orjson
 
 from engram.errors import CorruptTape
-from engram.index import queries as Q
-from engram.index import schema as S
+from engram.index import queries, schema
 from engram.tape import reader
 
 
@@ -22,7 +21,7 @@ class TapeAccess:
         self.conn = conn
         self._last: tuple[str, tuple[bytes, ...]] | None = None  # the sealed tape read last
 
-    def _lines(self, tape: Q.TapeRow) -> tuple[bytes, ...]:
+    def _lines(self, tape: queries.TapeRow) -> tuple[bytes, ...]:
         """The sealed tape's lines (the reader's LRU checks the file once per tape in a row: a
         window and the request before it, and a session's windows, read one tape)."""
         if not tape.path:
@@ -32,17 +31,17 @@ class TapeAccess:
             last = self._last = (tape.path, reader.raw_lines_cached(tape.path))
         return last[1]
 
-    def read(self, tape: Q.TapeRow, offsets: range) -> list[tuple[int, dict]]:
+    def read(self, tape: queries.TapeRow, offsets: range) -> list[tuple[int, dict]]:
         if tape.live:
-            rows = Q.tape_events_in_range(self.conn, tape.id, offsets.start, offsets.stop - 1)
-            bodies = Q.live_bodies(self.conn, [r.id for r in rows])
+            rows = queries.tape_events_in_range(self.conn, tape.id, offsets.start, offsets.stop - 1)
+            bodies = queries.live_bodies(self.conn, [r.id for r in rows])
             return [(r.ofs, orjson.loads(bodies[r.id])) for r in rows if r.id in bodies]
         return reader.events_at(self._lines(tape), offsets, tape.path)
 
-    def length(self, tape: Q.TapeRow) -> int:
+    def length(self, tape: queries.TapeRow) -> int:
         return tape.n_events
 
-    def last_request(self, tape: Q.TapeRow, anchor: int, lookback: int) -> tuple[int, dict] | None:
+    def last_request(self, tape: queries.TapeRow, anchor: int, lookback: int) -> tuple[int, dict] | None:
         """The nearest user request at or before ``anchor``: tapes are canonical JSON, so a line
         is only parsed when its bytes say it is a ``msg.in`` (cheap on long tapes)."""
         lo = max(1, anchor - lookback)
@@ -52,7 +51,7 @@ class TapeAccess:
                 " ORDER BY ofs DESC", (tape.id, lo, anchor, _MSG_IN)).fetchall()
             for i in range(0, len(found), 16):
                 part = found[i:i + 16]
-                bodies = Q.live_bodies(self.conn, [eid for eid, _ofs in part])
+                bodies = queries.live_bodies(self.conn, [eid for eid, _ofs in part])
                 for eid, ofs in part:
                     if eid in bodies and _is_request(ev := orjson.loads(bodies[eid])):
                         return ofs, ev
@@ -71,7 +70,7 @@ class TapeAccess:
         return None
 
 
-_MSG_IN = S.KIND_CODE["msg.in"]
+_MSG_IN = schema.KIND_CODE["msg.in"]
 
 
 def _is_request(ev: dict) -> bool:

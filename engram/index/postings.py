@@ -15,13 +15,12 @@ import weakref
 import apsw
 import numpy as np
 
-from engram.index import queries as Q
-from engram.index import schema as S
+from engram.index import queries, schema
 from engram.sortedset import member, uniq
 
 _OFS = 1 << 31         # index keys are signed 32-bit; + _OFS makes them non-negative
 _LO32 = (1 << 32) - 1
-_EDIT = S.KIND_CODE["code.edit"]
+_EDIT = schema.KIND_CODE["code.edit"]
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 log = logging.getLogger(__name__)
@@ -58,7 +57,7 @@ def _postings(conn: apsw.Connection, keys: np.ndarray, cache: _RowCache | None =
 
 def _postings_sql(conn: apsw.Connection, keys: np.ndarray, above: int | None = None
                   ) -> np.ndarray:
-    sql, args = _POSTINGS_SQL, (apsw.carray(Q._i64(keys)),)
+    sql, args = _POSTINGS_SQL, (apsw.carray(queries._i64(keys)),)
     if above is not None:
         sql, args = sql + " AND block > ?", (*args, above)
     packed = conn.execute(sql, args).fetchone()[0]
@@ -204,7 +203,7 @@ def _read_snapshot(path: str) -> _Snapshot | bool | None:
 def _sample(conn: apsw.Connection, top: int) -> dict[int, bytes]:
     ids = sorted({top, *np.linspace(1, top, _SAMPLES).astype(np.int64).tolist()})
     return dict(conn.execute("SELECT id, hash FROM blocks WHERE id IN carray(?)",
-                             (apsw.carray(Q._i64(ids)),)))
+                             (apsw.carray(queries._i64(ids)),)))
 
 
 _held: dict[str, _Held] = {}
@@ -236,7 +235,7 @@ def prefill(conn: apsw.Connection, stop=None) -> bool | None:
 def held_block_counts(conn: apsw.Connection, keys: np.ndarray) -> tuple[dict[int, int], int] | None:
     """``({block: how many of the given sorted distinct index keys it holds}, how many of the keys
     occur at all)`` from the postings held in memory (``keep_postings``); None when none are held
-    for ``conn``'s index (the caller asks SQLite: ``Q.block_counts``)."""
+    for ``conn``'s index (the caller asks SQLite: ``queries.block_counts``)."""
     held = _held_for(conn)
     if held is None or held.snapshot is None:
         return None
@@ -316,7 +315,7 @@ class _RowCache:
         self.ev_tape = _EMPTY
         self.ev_kind = _EMPTY
         self.tape_meta: dict[int, tuple[str, str]] = {}   # id → (tape_id, last_t or "")
-        self.rows: dict[int, Q.TapeRow] = {}
+        self.rows: dict[int, queries.TapeRow] = {}
         self.refs_full = self.events_full = False   # every ref / event is held (``fill``)
         self.full = False                 # ... and every tape's id and time
 
@@ -376,7 +375,7 @@ class _RowCache:
             # first use on this connection: compare the sampled blocks; later: only the top one
             ids = list(snap.samples) if snap is not self.snap else [snap.top]
             rows = dict(conn.execute("SELECT id, hash FROM blocks WHERE id IN carray(?)",
-                                     (apsw.carray(Q._i64(ids)),)))
+                                     (apsw.carray(queries._i64(ids)),)))
             if all(rows.get(i) == snap.samples[i] for i in ids):
                 newer = conn.execute("SELECT max(id) FROM blocks").fetchone()[0] > snap.top
                 self.snap_use = (snap, newer)
@@ -405,7 +404,7 @@ class _RowCache:
         if len(missing) and not self.refs_full:
             packed = conn.execute(
                 "SELECT group_concat((block << 32) | event) FROM refs WHERE block IN carray(?)",
-                (apsw.carray(Q._i64(missing)),)).fetchone()[0]
+                (apsw.carray(queries._i64(missing)),)).fetchone()[0]
             codes = np.fromstring(packed, dtype=np.int64, sep=",") if packed else _EMPTY
             # two sorted runs: a stable sort merges them in one pass
             allc = np.sort(np.concatenate([(self.ref_b << 32) | self.ref_e, codes]), kind="stable")
@@ -422,7 +421,7 @@ class _RowCache:
         if len(missing) and not self.events_full:
             packed = conn.execute(
                 "SELECT group_concat(id || ',' || tape || ',' || kind) FROM events"
-                " WHERE id IN carray(?)", (apsw.carray(Q._i64(missing)),)).fetchone()[0]
+                " WHERE id IN carray(?)", (apsw.carray(queries._i64(missing)),)).fetchone()[0]
             if packed:
                 arr = np.fromstring(packed, dtype=np.int64, sep=",").reshape(-1, 3)
                 i = np.concatenate([self.ev_id, arr[:, 0]])
@@ -444,7 +443,7 @@ class _RowCache:
         for i in range(0, len(missing), 20000):
             for tid, tape_id, last_t in conn.execute(
                     "SELECT id, tape_id, last_t FROM tapes WHERE id IN carray(?)",
-                    (apsw.carray(Q._i64(missing[i:i + 20000])),)):
+                    (apsw.carray(queries._i64(missing[i:i + 20000])),)):
                 self.tape_meta[tid] = (tape_id, last_t or "")
         have = [t for t in want if t in self.tape_meta]
         if not have:
@@ -459,10 +458,10 @@ class _RowCache:
         pos = np.minimum(np.searchsorted(u, tapes), len(u) - 1)
         return times, newest[pos], by_id[pos], u[pos] == tapes
 
-    def tape_rows(self, conn: apsw.Connection, ids: list[int]) -> dict[int, Q.TapeRow]:
+    def tape_rows(self, conn: apsw.Connection, ids: list[int]) -> dict[int, queries.TapeRow]:
         missing = [t for t in ids if t not in self.rows]
         if missing:
-            self.rows.update(Q.tapes(conn, missing))
+            self.rows.update(queries.tapes(conn, missing))
         return {t: self.rows[t] for t in ids if t in self.rows}
 
 

@@ -28,7 +28,7 @@ import orjson
 
 from engram import fingerprint
 from engram.digest import text_key
-from engram.index import queries as Q
+from engram.index import queries
 from engram.index.access import TapeAccess
 from engram.lineage.rules import HEAD_EVENTS
 from engram.sortedset import uniq
@@ -40,7 +40,7 @@ _EMPTY = np.zeros(0, np.int64)
 
 def postings(conn: apsw.Connection, hashes: np.ndarray, cache: IngestCache | None = None
              ) -> np.ndarray:
-    """``Q.postings`` as an ``(n, 3)`` int64 array (the same rows; those of one hash and block
+    """``queries.postings`` as an ``(n, 3)`` int64 array (the same rows; those of one hash and block
     in line order): ``hashes`` sorted and distinct; each 32-bit index key found maps back to the
     largest of ``hashes`` with that key. Rows this run inserted come from ``cache`` when it kept
     them, the others from the index."""
@@ -49,7 +49,7 @@ def postings(conn: apsw.Connection, hashes: np.ndarray, cache: IngestCache | Non
     ukeys, ufull = _keyed(hashes)
     kept = cache.kept_postings() if cache is not None else None
     sql = "SELECT hash, block, line FROM fingerprints WHERE hash IN carray(?)"
-    args: tuple = (apsw.carray(Q._i64(ukeys)),)
+    args: tuple = (apsw.carray(queries._i64(ukeys)),)
     if kept is not None:
         sql += " AND (block < ? OR block > ?)"
         args += cache.post_range
@@ -75,8 +75,8 @@ def postings(conn: apsw.Connection, hashes: np.ndarray, cache: IngestCache | Non
 
 def _keyed(hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(distinct 32-bit index keys of ``hashes``, for each the largest of ``hashes`` with that key)
-    — ``Q._keyed``'s mapping back, for sorted distinct ``hashes``."""
-    keys = Q.index_keys(hashes)
+    — ``queries._keyed``'s mapping back, for sorted distinct ``hashes``."""
+    keys = queries.index_keys(hashes)
     last = np.empty(len(keys), dtype=bool)
     last[-1:] = True
     np.not_equal(keys[1:], keys[:-1], out=last[:-1])
@@ -84,12 +84,12 @@ def _keyed(hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def boilerplate(conn: apsw.Connection, hashes: np.ndarray) -> set[int]:
-    """``Q.boilerplate`` (the same set), vectorised."""
+    """``queries.boilerplate`` (the same set), vectorised."""
     if not len(hashes):
         return set()
     ukeys, ufull = _keyed(uniq(np.asarray(hashes, dtype=np.int64)))
     found = np.fromiter(itertools.chain.from_iterable(conn.execute(
-        "SELECT hash FROM boilerplate WHERE hash IN carray(?)", (apsw.carray(Q._i64(ukeys)),))),
+        "SELECT hash FROM boilerplate WHERE hash IN carray(?)", (apsw.carray(queries._i64(ukeys)),))),
         np.int64)
     return set(ufull[np.searchsorted(ukeys, found)].tolist())
 

@@ -15,10 +15,8 @@ from pathlib import Path
 import apsw
 import numpy as np
 
-from engram.errors import CorruptTape
-from engram.index import queries as Q
-from engram.index import schema as S
-from engram.errors import WorkerGone
+from engram.errors import CorruptTape, WorkerGone
+from engram.index import queries, schema
 from engram.index.access import TapeAccess
 from engram.lineage.cache import CachedAccess, IngestCache, boilerplate, postings
 from engram.lineage.rules import (
@@ -70,7 +68,7 @@ class TapeText:
         self.table: _TapeTable | None = None
         self.write = None
 
-    def get(self, t: Q.TapeRow) -> dict:
+    def get(self, t: queries.TapeRow) -> dict:
         c = self.cache.get(t.id)
         if c is not None:
             return c
@@ -80,7 +78,7 @@ class TapeText:
         self.cache[t.id] = c
         return c
 
-    def prefetch(self, tapes: list[Q.TapeRow]) -> None:
+    def prefetch(self, tapes: list[queries.TapeRow]) -> None:
         """Fingerprint the head texts of many tapes in one batch (``get`` then finds them)."""
         texts = []
         for t in tapes:
@@ -91,7 +89,7 @@ class TapeText:
                     texts.append(task)
         self.prints.prefetch(texts)
 
-    def _head(self, t: Q.TapeRow) -> tuple[list[str], set[str], str | None]:
+    def _head(self, t: queries.TapeRow) -> tuple[list[str], set[str], str | None]:
         """(head input texts, harness markers, first request) of a tape."""
         try:
             head = self.access.read(t, range(min(t.n_events, HEAD_EVENTS + 1)))
@@ -142,7 +140,7 @@ def _head_boilerplate(conn: apsw.Connection, harness: str | None, hashes: np.nda
                 "SELECT r.block, e.tape FROM refs r JOIN events e ON e.id=r.event"
                 " JOIN tapes t ON t.id=e.tape WHERE r.block IN carray(?) AND r.role=?"
                 " AND e.ofs<=? AND t.harness IS ?",
-                (apsw.carray(Q._i64(ch)), S.ROLE_MSG_IN, HEAD_EVENTS, harness)):
+                (apsw.carray(queries._i64(ch)), schema.ROLE_MSG_IN, HEAD_EVENTS, harness)):
             tapes_in[b].add(tape)
     tapes_of: dict[int, set[int]] = defaultdict(set)
     if tapes_in:
@@ -167,7 +165,7 @@ def _runs_over(sorted_values: np.ndarray, limit: int) -> np.ndarray:
     return sorted_values[start[cnt > limit]]
 
 
-def compute(conn: apsw.Connection, new_tapes: list[Q.TapeRow], access: TapeAccess,
+def compute(conn: apsw.Connection, new_tapes: list[queries.TapeRow], access: TapeAccess,
             stats: dict, prints: IngestCache | None = None, write=None) -> None:
     """Continuation and dispatch rows for ``new_tapes`` (and the tapes they may precede).
     ``write(sql, args)``: where the row changes go (default: executed on ``conn``). Nothing here
@@ -177,34 +175,34 @@ def compute(conn: apsw.Connection, new_tapes: list[Q.TapeRow], access: TapeAcces
     text.write = write if write is not None else conn.execute
     if len(new_tapes) >= TABLE_MIN_TAPES:
         text.table = _TapeTable.load(conn)
-    todo: dict[int, Q.TapeRow] = {t.id: t for t in new_tapes}
+    todo: dict[int, queries.TapeRow] = {t.id: t for t in new_tapes}
     # a new tape may be the predecessor of tapes that started after it
     for t in new_tapes:
         if text.table is not None:
             for r in text.table.successors(t):
                 todo.setdefault(r.id, r)
             continue
-        for r in conn.execute(f"SELECT {Q.TAPE_COLS} FROM tapes WHERE harness IS ? AND first_t > ?"
+        for r in conn.execute(f"SELECT {queries.TAPE_COLS} FROM tapes WHERE harness IS ? AND first_t > ?"
                               " AND id<>? AND (cwd IS ? OR ? IS NULL) ORDER BY first_t, tape_id"
                               " LIMIT ?", (t.harness, t.first_t or "", t.id, t.cwd, t.cwd,
                                            MAX_SUCCESSORS)):
-            todo.setdefault(r[0], Q.TapeRow(*r))
+            todo.setdefault(r[0], queries.TapeRow(*r))
     if text.table is not None:  # many tapes: their heads in one fingerprinting batch
         text.prefetch(sorted(todo.values(), key=lambda t: (t.first_t or "", t.tape_id)))
     for b in sorted(todo.values(), key=lambda t: (t.first_t or "", t.tape_id)):
         _continuation_of(conn, b, text, stats)
     # dispatch: orchestrator tapes holding an agent tape's first request
     orch_new = [t for t in new_tapes if t.tier == "orchestrator"]
-    agents: dict[int, Q.TapeRow] = {t.id: t for t in new_tapes if t.tier != "orchestrator"}
+    agents: dict[int, queries.TapeRow] = {t.id: t for t in new_tapes if t.tier != "orchestrator"}
     for o in orch_new:
         if text.table is not None:
             for r in text.table.agents_from(o.first_t or "", DISPATCH_AGENTS):
                 agents.setdefault(r.id, r)
             continue
-        for r in conn.execute(f"SELECT {Q.TAPE_COLS} FROM tapes WHERE tier IS NOT 'orchestrator'"
+        for r in conn.execute(f"SELECT {queries.TAPE_COLS} FROM tapes WHERE tier IS NOT 'orchestrator'"
                               " AND first_t >= ? ORDER BY first_t, tape_id LIMIT ?",
                               (o.first_t or "", DISPATCH_AGENTS)):
-            agents.setdefault(r[0], Q.TapeRow(*r))
+            agents.setdefault(r[0], queries.TapeRow(*r))
     for a in sorted(agents.values(), key=lambda t: (t.first_t or "", t.tape_id)):
         _dispatch_of(conn, a, text, stats)
 
@@ -215,7 +213,7 @@ class _TapeTable:
     beside each use (text compared as SQLite's BINARY collation does, NULLs as SQL treats them).
     Only when every compared column holds text or NULL (``load`` returns None otherwise)."""
 
-    def __init__(self, rows: list[Q.TapeRow]):
+    def __init__(self, rows: list[queries.TapeRow]):
         by_tape_id = sorted(rows, key=lambda r: r.tape_id)
         # ORDER BY last_t DESC, tape_id (NULL last): a stable sort by last_t, reversed
         by_last = sorted(by_tape_id, key=lambda r: (r.last_t is not None, r.last_t or ""),
@@ -223,7 +221,7 @@ class _TapeTable:
         # ORDER BY first_t, tape_id, rows with a NULL first_t left out (they never compare true)
         by_first = sorted((r for r in by_tape_id if r.first_t is not None),
                           key=lambda r: r.first_t)
-        self.first: dict[tuple, list[Q.TapeRow]] = defaultdict(list)
+        self.first: dict[tuple, list[queries.TapeRow]] = defaultdict(list)
         for r in by_first:
             self.first[(r.harness,)].append(r)
             self.first[(r.harness, r.cwd)].append(r)
@@ -238,12 +236,12 @@ class _TapeTable:
 
     @classmethod
     def load(cls, conn: apsw.Connection) -> _TapeTable | None:
-        rows = [Q.TapeRow(*r) for r in conn.execute(f"SELECT {Q.TAPE_COLS} FROM tapes")]
+        rows = [queries.TapeRow(*r) for r in conn.execute(f"SELECT {queries.TAPE_COLS} FROM tapes")]
         texty = all(isinstance(v, str) or v is None for r in rows
                     for v in (r.harness, r.cwd, r.tier, r.first_t, r.last_t, r.tape_id))
         return cls(rows) if texty else None
 
-    def predecessors(self, b: Q.TapeRow) -> list[Q.TapeRow]:
+    def predecessors(self, b: queries.TapeRow) -> list[queries.TapeRow]:
         """``harness IS b.harness AND id<>b.id AND first_t < b.first_t AND (cwd IS b.cwd OR
         b.cwd IS NULL) ORDER BY last_t DESC, tape_id LIMIT MAX_PREDECESSORS``."""
         x = b.first_t or ""
@@ -265,7 +263,7 @@ class _TapeTable:
                     break
         return out
 
-    def successors(self, t: Q.TapeRow) -> list[Q.TapeRow]:
+    def successors(self, t: queries.TapeRow) -> list[queries.TapeRow]:
         """``harness IS t.harness AND first_t > t.first_t AND id<>t.id AND (cwd IS t.cwd OR
         t.cwd IS NULL) ORDER BY first_t, tape_id LIMIT MAX_SUCCESSORS``."""
         key = (t.harness,) if t.cwd is None else (t.harness, t.cwd)
@@ -279,7 +277,7 @@ class _TapeTable:
                         break
         return out
 
-    def agents_from(self, first_t: str, limit: int) -> list[Q.TapeRow]:
+    def agents_from(self, first_t: str, limit: int) -> list[queries.TapeRow]:
         """``tier IS NOT 'orchestrator' AND first_t >= ? ORDER BY first_t, tape_id LIMIT ?``."""
         out = []
         for r in self.all_first[bisect.bisect_left(self.all_first_keys, first_t):]:
@@ -335,7 +333,7 @@ def compute_remote(db_path: str, tape_rows: list[int], kept: dict | None = None)
         stats = {"continuations": 0, "dispatch": 0}
         cache = IngestCache.from_worker_part(kept) if kept is not None else IngestCache()
         with conn:  # one snapshot
-            trows = Q.tapes(conn, tape_rows)
+            trows = queries.tapes(conn, tape_rows)
             compute(conn, [trows[t] for t in tape_rows], CachedAccess(conn, cache), stats, cache,
                     write=lambda sql, args: ops.append((sql, args)))
         return ("ok", ops, stats)
@@ -350,30 +348,30 @@ def _sidechains(conn: apsw.Connection, tape_rows: set[int], known: dict[int, boo
     todo = sorted(t for t in tape_rows if t not in known)
     for ch in _chunks(todo):
         for tid, meta in conn.execute("SELECT id, meta_json FROM tapes WHERE id IN carray(?)",
-                                      (apsw.carray(Q._i64(ch)),)):
+                                      (apsw.carray(queries._i64(ch)),)):
             known[tid] = bool(meta and '"sidechain":true' in meta.replace(" ", ""))
     return {t for t in tape_rows if known.get(t)}
 
 
-def _continuation_of(conn: apsw.Connection, b: Q.TapeRow, text: TapeText, stats: dict) -> None:
+def _continuation_of(conn: apsw.Connection, b: queries.TapeRow, text: TapeText, stats: dict) -> None:
     text.write("DELETE FROM continuations WHERE to_tape=? AND coalesce(markers,'') NOT LIKE"
                " '%dispatch%'", (b.id,))
-    preds: dict[int, Q.TapeRow] = {}
+    preds: dict[int, queries.TapeRow] = {}
     if text.table is not None:
         for r in text.table.predecessors(b):
             preds[r.id] = r
     else:
-        for r in conn.execute(f"SELECT {Q.TAPE_COLS} FROM tapes WHERE harness IS ? AND id<>?"
+        for r in conn.execute(f"SELECT {queries.TAPE_COLS} FROM tapes WHERE harness IS ? AND id<>?"
                               " AND first_t < ? AND (cwd IS ? OR ? IS NULL)"
                               " ORDER BY last_t DESC, tape_id LIMIT ?",
                               (b.harness, b.id, b.first_t or "", b.cwd, b.cwd, MAX_PREDECESSORS)):
-            preds[r[0]] = Q.TapeRow(*r)
+            preds[r[0]] = queries.TapeRow(*r)
     if b.session:
-        for r in conn.execute(f"SELECT {Q.TAPE_COLS} FROM tapes WHERE session=? AND id<>?"
+        for r in conn.execute(f"SELECT {queries.TAPE_COLS} FROM tapes WHERE session=? AND id<>?"
                               " AND first_t <= ?", (b.session, b.id, b.first_t or "")):
-            preds.setdefault(r[0], Q.TapeRow(*r))
+            preds.setdefault(r[0], queries.TapeRow(*r))
     if b.continues:
-        r = Q.tape_by_id(conn, b.continues)
+        r = queries.tape_by_id(conn, b.continues)
         if r is not None and r.id != b.id:
             preds.setdefault(r.id, r)
     preds = {k: v for k, v in preds.items()
@@ -439,7 +437,7 @@ def _continuation_of(conn: apsw.Connection, b: Q.TapeRow, text: TapeText, stats:
     stats["continuations"] += 1
 
 
-def _tail_hits(conn: apsw.Connection, preds: dict[int, Q.TapeRow], hashes: np.ndarray,
+def _tail_hits(conn: apsw.Connection, preds: dict[int, queries.TapeRow], hashes: np.ndarray,
                with_preamble: bool = False, acted: dict | None = None,
                prints: IngestCache | None = None) -> dict[int, dict[int, set[int]]]:
     """{tape: {event: head hashes found}} over the tails of ``preds`` (the last ``TAIL_EVENTS``
@@ -466,19 +464,19 @@ def _tail_hits(conn: apsw.Connection, preds: dict[int, Q.TapeRow], hashes: np.nd
 
     acted = {} if acted is None else acted
     out: dict[int, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
-    tapes = apsw.carray(Q._i64(sorted(preds)))
+    tapes = apsw.carray(queries._i64(sorted(preds)))
     for ch in _chunks(blocks.tolist()):
         for blk, eid, role, tape, ofs in conn.execute(
                 "SELECT r.block, r.event, r.role, e.tape, e.ofs FROM refs r"
                 " JOIN events e ON e.id=r.event WHERE r.block IN carray(?) AND e.tape IN carray(?)",
-                (apsw.carray(Q._i64(ch)), tapes)):
+                (apsw.carray(queries._i64(ch)), tapes)):
             a = preds[tape]
             if ofs < a.n_events - TAIL_EVENTS:
                 continue
-            if role == S.ROLE_MSG_IN and not with_preamble:
+            if role == schema.ROLE_MSG_IN and not with_preamble:
                 if tape not in acted:
                     r = conn.execute("SELECT min(ofs) FROM events WHERE tape=? AND kind IN (?,?)",
-                                     (tape, S.kind_code("msg.out"), S.kind_code("tool.call"))).fetchone()
+                                     (tape, schema.kind_code("msg.out"), schema.kind_code("tool.call"))).fetchone()
                     acted[tape] = r[0] if r and r[0] is not None else 1 << 30
                 if ofs < acted[tape]:
                     continue
@@ -486,7 +484,7 @@ def _tail_hits(conn: apsw.Connection, preds: dict[int, Q.TapeRow], hashes: np.nd
     return out
 
 
-def _dispatch_of(conn: apsw.Connection, a: Q.TapeRow, text: TapeText, stats: dict) -> None:
+def _dispatch_of(conn: apsw.Connection, a: queries.TapeRow, text: TapeText, stats: dict) -> None:
     text.write("DELETE FROM continuations WHERE to_tape=? AND markers LIKE '%dispatch%'", (a.id,))
     task = text.get(a)["task"]
     if not task:
@@ -506,16 +504,16 @@ def _dispatch_of(conn: apsw.Connection, a: Q.TapeRow, text: TapeText, stats: dic
     blocks = [b for b, hs in by_block.items() if len(hs) / nq >= DISPATCH_THRESHOLD]
     if not blocks:
         return
-    refs = Q.refs_for_blocks(conn, blocks)
-    ev = Q.events(conn, {r[1] for r in refs})
-    trows = Q.tapes(conn, {e.tape for e in ev.values()})
+    refs = queries.refs_for_blocks(conn, blocks)
+    ev = queries.events(conn, {r[1] for r in refs})
+    trows = queries.tapes(conn, {e.tape for e in ev.values()})
     best = None
     for b, eid, role, _l in refs:
         e = ev.get(eid)
         if e is None or e.tape == a.id:
             continue
         o = trows[e.tape]
-        if o.tier != "orchestrator" or role not in (S.ROLE_MSG_OUT, S.ROLE_TOOL_CALL, S.ROLE_MSG_IN):
+        if o.tier != "orchestrator" or role not in (schema.ROLE_MSG_OUT, schema.ROLE_TOOL_CALL, schema.ROLE_MSG_IN):
             continue
         if a.first_t and e.t and (e.t > a.first_t or _hours(e.t, a.first_t) > DISPATCH_MAX_HOURS):
             continue

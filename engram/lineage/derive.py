@@ -7,7 +7,7 @@ import time
 
 import apsw
 
-from engram.index import queries as Q
+from engram.index import queries
 from engram.lineage import continuations, edges
 from engram.lineage.cache import IngestCache
 
@@ -33,7 +33,7 @@ def after_ingest(conn: apsw.Connection, cache=None) -> dict:
                 new_rows.append((tid, rowid, sig))
         if not new_rows:
             return stats
-        trows = Q.tapes(conn, [r[1] for r in new_rows])
+        trows = queries.tapes(conn, [r[1] for r in new_rows])
         linker = edges.Linker(conn, stats, cache if cache is not None else IngestCache())
         # continuations in the parse worker (a process of its own), if the run has one, while
         # the edges are computed here

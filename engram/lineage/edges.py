@@ -16,8 +16,7 @@ import numpy as np
 
 from engram.adapters.base import rel_path
 from engram.errors import CorruptTape
-from engram.index import queries as Q
-from engram.index import schema as S
+from engram.index import queries, schema
 from engram.index.store import event_blocks
 from engram.lineage.cache import CachedAccess, IngestCache, boilerplate, postings
 from engram.lineage.rules import (
@@ -68,7 +67,7 @@ class Node:
         "tomb",
     )
 
-    def __init__(self, eid, tape: Q.TapeRow, ofs: int, ev: dict):
+    def __init__(self, eid, tape: queries.TapeRow, ofs: int, ev: dict):
         self.eid, self.tape, self.tape_id, self.ofs = eid, tape.id, tape.tape_id, ofs
         self.session = tape.session
         self.t = ev.get("t")
@@ -175,7 +174,7 @@ def _held_blocks(conn: apsw.Connection, blocks: np.ndarray) -> np.ndarray:
     for ch in _chunks(blocks.tolist()):
         out.extend(itertools.chain.from_iterable(conn.execute(
             "SELECT DISTINCT block FROM refs WHERE block IN carray(?) AND role IN (?,?,?)",
-            (apsw.carray(Q._i64(ch)), S.ROLE_EDIT_AFTER, S.ROLE_EDIT_BEFORE, S.ROLE_READ))))
+            (apsw.carray(queries._i64(ch)), schema.ROLE_EDIT_AFTER, schema.ROLE_EDIT_BEFORE, schema.ROLE_READ))))
     return uniq(np.asarray(out, dtype=np.int64))
 
 
@@ -224,10 +223,10 @@ class Linker:
         self.cache = cache if cache is not None else IngestCache()
         self.cache.bind(conn)
         self.access = CachedAccess(conn, self.cache)
-        self.tape_cache: dict[int, Q.TapeRow] = {}
+        self.tape_cache: dict[int, queries.TapeRow] = {}
 
     # -- reading -------------------------------------------------------------------------------
-    def _events_of(self, tape: Q.TapeRow, offsets: set[int]) -> list[tuple[int, dict]]:
+    def _events_of(self, tape: queries.TapeRow, offsets: set[int]) -> list[tuple[int, dict]]:
         """The events at ``offsets`` of ``tape``, in offset order."""
         try:
             if tape.live:
@@ -238,10 +237,10 @@ class Linker:
             log.warning("lineage: cannot read tape %s", tape.tape_id, exc_info=True)
             return []
 
-    def run(self, new_tapes: list[Q.TapeRow]) -> None:
+    def run(self, new_tapes: list[queries.TapeRow]) -> None:
         conn = self.conn
         nodes: list[Node] = []
-        links: list[tuple[Q.TapeRow, int, dict]] = []
+        links: list[tuple[queries.TapeRow, int, dict]] = []
         new_ids = [t.id for t in new_tapes]
         ev_ids: dict[int, dict[int, int]] = defaultdict(dict)   # tape → {ofs: event id}
         for tid in new_ids:
@@ -264,10 +263,10 @@ class Linker:
         ids = [n.eid for n in nodes]
         if ids:
             for ch in _chunks(ids):
-                arr = apsw.carray(Q._i64(ch))
+                arr = apsw.carray(queries._i64(ch))
                 conn.execute("DELETE FROM edges WHERE from_event IN carray(?) AND agent_link=0", (arr,))
                 conn.execute("DELETE FROM tombstones WHERE event IN carray(?)",
-                             (apsw.carray(Q._i64(ch)),))
+                             (apsw.carray(queries._i64(ch)),))
         self.stats["edits"] = len(nodes)
         touched_from, touched_to = set(ids), set()
         self._link(nodes, touched_to)
@@ -275,7 +274,7 @@ class Linker:
             self._agent_link(t, ofs, ev, touched_from, touched_to)
         self._cardinality(touched_from, touched_to)
 
-    def _later_edits(self, new_tapes: list[Q.TapeRow], have: set[int]) -> list[Node]:
+    def _later_edits(self, new_tapes: list[queries.TapeRow], have: set[int]) -> list[Node]:
         """Already-indexed edits, later than the new tapes' start, of the files the new tapes
         edited or read (out-of-order ingest, or a live session re-indexed): their before-text may
         continue text the new tapes hold. A move *into another file* from a late tape is only
@@ -287,7 +286,7 @@ class Linker:
         for ch in _chunks(sorted(new_ids)):
             for rel, file in conn.execute(
                     "SELECT DISTINCT rel, file FROM events WHERE tape IN carray(?) AND kind IN (?,?)",
-                    (apsw.carray(Q._i64(ch)), _EDIT, S.kind_code("code.read"))):
+                    (apsw.carray(queries._i64(ch)), _EDIT, schema.kind_code("code.read"))):
                 places.add(rel or file)
         places.discard(None)
         if not places:
@@ -304,7 +303,7 @@ class Linker:
         by_tape: dict[int, dict[int, int]] = defaultdict(dict)
         for eid, tid, ofs in rows:
             by_tape[tid][ofs] = eid
-        trows = Q.tapes(conn, by_tape)
+        trows = queries.tapes(conn, by_tape)
         out = []
         for tid in sorted(by_tape):
             t = trows[tid]
@@ -349,11 +348,11 @@ class Linker:
         lk = [m.blocks[m.passing] for m in matches if m is not None]
         cand_blocks = uniq(np.concatenate(lk)).tolist() if lk else []
         refs_of = defaultdict(list)
-        for b, eid, role, line0 in Q.refs_for_blocks(conn, cand_blocks):
-            if role in (S.ROLE_EDIT_AFTER, S.ROLE_EDIT_BEFORE, S.ROLE_READ):
+        for b, eid, role, line0 in queries.refs_for_blocks(conn, cand_blocks):
+            if role in (schema.ROLE_EDIT_AFTER, schema.ROLE_EDIT_BEFORE, schema.ROLE_READ):
                 refs_of[b].append((eid, role, line0))
-        erows = Q.events(conn, {eid for v in refs_of.values() for eid, _, _ in v})
-        trows = Q.tapes(conn, {r.tape for r in erows.values()})
+        erows = queries.events(conn, {eid for v in refs_of.values() for eid, _, _ in v})
+        trows = queries.tapes(conn, {r.tape for r in erows.values()})
         # block → [(event, role, line0, event row, tape row, time order key)] (known events only)
         refs: dict[int, list] = {}
         for b, rs in refs_of.items():
@@ -371,7 +370,7 @@ class Linker:
         for n in nodes:
             if n.tomb:
                 blk = conn.execute("SELECT block FROM refs WHERE event=? AND role=?",
-                                   (n.eid, S.ROLE_EDIT_BEFORE)).fetchone()
+                                   (n.eid, schema.ROLE_EDIT_BEFORE)).fetchone()
                 br = n.b_range or [None, None]
                 tomb_rows.append((n.eid, blk[0] if blk else None, n.file, n.rel, _int(br[0]),
                                   _int(br[1] if len(br) > 1 else None), n.t))
@@ -413,7 +412,7 @@ class Linker:
                         continue
                     if t.session == n.session and r.ofs == n.ofs and r.t == n.t:
                         continue  # the same event in another copy of the session (live/sealed)
-                    if qi == 1 and role == S.ROLE_READ:
+                    if qi == 1 and role == schema.ROLE_READ:
                         continue
                     span = (line0 + lo, line0 + hi)
                     delta = location_delta(_place(n.file, n.rel), my_range,
@@ -426,7 +425,7 @@ class Linker:
                         else:
                             kind = "move"
                     else:
-                        kind = "read" if role == S.ROLE_READ else "edit"
+                        kind = "read" if role == schema.ROLE_READ else "edit"
                     key = (eid, qi)
                     cur = found.get(key)
                     cand = [n.eid, eid, round(sim, ROUND), delta, kind, span, 0, hs, r, t, role, qi]
@@ -438,8 +437,8 @@ class Linker:
             by_tape[(c[9].id, qi)].append(c)
         out = []
         for (_tid, _qi), cs in sorted(by_tape.items()):
-            reads = [c for c in cs if c[10] == S.ROLE_READ]
-            edits = [c for c in cs if c[10] != S.ROLE_READ]
+            reads = [c for c in cs if c[10] == schema.ROLE_READ]
+            edits = [c for c in cs if c[10] != schema.ROLE_READ]
             if reads:
                 reads.sort(key=lambda c: (-c[2], _neg(c[8].t), c[8].ofs))
                 out.append(reads[0])
@@ -476,12 +475,12 @@ class Linker:
             # e.id<>? AND e.a_start<=? AND max(e.a_start, e.a_end)>=? (NULL never passes)
             rows = [r for r in self._place_rows("edits", col, place)
                     if r[0] != n.eid and r[2] <= b1 and max(r[2], r[3]) >= b0]
-            out += self._loc_rows(n, rows, ma, n.qa, S.ROLE_EDIT_AFTER, linked, 0)
+            out += self._loc_rows(n, rows, ma, n.qa, schema.ROLE_EDIT_AFTER, linked, 0)
         if n.qb is not None and n.a_range and n.a_range[0] is not None:
             a0, a1 = n.a_range[0], max(n.a_range[0], n.a_range[1])
             rows = [r for r in self._place_rows("tombstones", col, place)
                     if r[0] != n.eid and r[2] <= a1 and max(r[2], r[3]) >= a0]
-            out += self._loc_rows(n, rows, mb, n.qb, S.ROLE_EDIT_BEFORE, linked, 1)
+            out += self._loc_rows(n, rows, mb, n.qb, schema.ROLE_EDIT_BEFORE, linked, 1)
         return out
 
     def _place_rows(self, what: str, col: str, place: str) -> list[tuple]:
@@ -524,7 +523,7 @@ class Linker:
         return out
 
     # -- agent links ---------------------------------------------------------------------------
-    def _agent_link(self, tape: Q.TapeRow, ofs: int, ev: dict, touched_from: set,
+    def _agent_link(self, tape: queries.TapeRow, ofs: int, ev: dict, touched_from: set,
                     touched_to: set) -> None:
         conn = self.conn
         t = ev.get("t")
@@ -546,14 +545,14 @@ class Linker:
         cands = list(conn.execute(
             "SELECT e.id, e.kind, e.a_start, e.a_end, e.t, t.tape_id, e.ofs FROM events e"
             " JOIN tapes t ON t.id=e.tape WHERE (e.file=? OR e.rel=?) AND e.kind IN (?,?)"
-            " AND e.id<>?", (from_file, from_rel, _EDIT, S.kind_code("code.read"), src[0])))
+            " AND e.id<>?", (from_file, from_rel, _EDIT, schema.kind_code("code.read"), src[0])))
         key = _order(t, tape.tape_id, ofs)
         cands = [c for c in cands if _order(c[4], c[5], c[6]) < key and _overlap((c[2], c[3]), from_r)]
         if not cands:
             return
         cands.sort(key=lambda c: (c[1] != _EDIT, _neg(c[4]), -c[6]))
         dst = cands[0]
-        sim = self._block_similarity(src[0], S.ROLE_EDIT_AFTER, dst[0])
+        sim = self._block_similarity(src[0], schema.ROLE_EDIT_AFTER, dst[0])
         delta = location_delta(to_rel or to_file, to_r, from_rel or from_file, (dst[2], dst[3]))
         conn.execute("DELETE FROM edges WHERE from_event=? AND to_event=? AND agent_link=1",
                      (src[0], dst[0]))
@@ -562,7 +561,7 @@ class Linker:
             " agent_link, location_only, kind, to_start, to_end, from_side, to_role)"
             " VALUES (?,?,?,?,'1:1',1,0,'agent',?,?,1,?)",
             (src[0], dst[0], round(sim, ROUND), delta, dst[2], dst[3],
-             S.ROLE_EDIT_AFTER if dst[1] == _EDIT else S.ROLE_READ))
+             schema.ROLE_EDIT_AFTER if dst[1] == _EDIT else schema.ROLE_READ))
         touched_from.add(src[0])
         touched_to.add(dst[0])
         self.stats["agent_links"] += 1
@@ -574,7 +573,7 @@ class Linker:
                            " WHERE r.event=? AND r.role=?", (eid, role)).fetchone()
         if not row:
             return 0.0
-        tape = Q.tapes(conn, [row[1]])[row[1]]
+        tape = queries.tapes(conn, [row[1]])[row[1]]
         evs = self.access.read(tape, [row[2]]) if not tape.live else [
             x for x in self.access.read(tape, range(row[2], row[2] + 1))]
         if not evs:
@@ -588,7 +587,7 @@ class Linker:
             return 0.0
         blocks = {b for (b,) in conn.execute("SELECT block FROM refs WHERE event=?", (other,))}
         hit: dict[int, set] = defaultdict(set)
-        for h, b, _ln in Q.postings(conn, q):
+        for h, b, _ln in queries.postings(conn, q):
             if b in blocks:
                 hit[b].add(h)
         return max((min(1.0, len(v) / nq) for v in hit.values()), default=0.0)
@@ -601,7 +600,7 @@ class Linker:
         for ids, col in ((touched_from, "from_event"), (touched_to, "to_event")):
             for ch in _chunks(sorted(ids)):
                 for r in conn.execute(f"SELECT {cols}, cardinality FROM edges WHERE {col} IN carray(?)",
-                                      (apsw.carray(Q._i64(ch)),)):
+                                      (apsw.carray(queries._i64(ch)),)):
                     rows[r[0]] = r
         froms = {r[1] for r in rows.values()}
         tos = {r[2] for r in rows.values()}
@@ -611,9 +610,9 @@ class Linker:
             for ch in _chunks(sorted(ids)):
                 for r in conn.execute(f"SELECT {cols} FROM edges WHERE {col} IN carray(?)"
                                       " AND location_only=0 AND kind IN ('edit','move','reinsert')",
-                                      (apsw.carray(Q._i64(ch)),)):
+                                      (apsw.carray(queries._i64(ch)),)):
                     dst[r[1] if col == "from_event" else r[2]].append(r)
-        tape_of = {e.id: e.tape for e in Q.events(
+        tape_of = {e.id: e.tape for e in queries.events(
             conn, {i[1] for v in in_e.values() for i in v} | {r[1] for r in rows.values()}).values()}
         # (target, tape of the source) → {span continued: the sources that continued it}
         spans_in: dict[tuple, dict[tuple, set[int]]] = defaultdict(lambda: defaultdict(set))

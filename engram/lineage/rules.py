@@ -63,7 +63,7 @@ import logging
 import numpy as np
 
 from engram import fingerprint
-from engram.index import schema as S
+from engram.index import schema
 from engram.index.store import event_blocks
 
 log = logging.getLogger(__name__)
@@ -100,8 +100,8 @@ CONTINUED_TEXT = "This session is being continued from a previous conversation"
 DISPATCH_THRESHOLD = 0.6
 DISPATCH_MAX_HOURS = 24     # an orchestrator dispatches shortly before the agent starts
 
-_EDIT = S.kind_code("code.edit")
-_LINK = S.kind_code("span.link")
+_EDIT = schema.kind_code("code.edit")
+_LINK = schema.kind_code("span.link")
 ROUND = 4
 
 

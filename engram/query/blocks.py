@@ -42,19 +42,17 @@ import numpy as np
 from engram import fingerprint
 from engram.fingerprint.tokenize import PAD, encode, hash_spans, line_of, spans
 from engram.fingerprint.winnow import _kgram_hashes, _winnow
-from engram.index import queries as Q
-from engram.index.postings import _cache, _postings, _ranges, _RowCache
-from engram.index import schema as S
-from engram.query import explain as X
+from engram.index import queries, schema
 from engram.index.access import TapeAccess
-from engram.query import window as W
+from engram.index.postings import _cache, _postings, _ranges, _RowCache
+from engram.query import explain, window
 from engram.sortedset import member, uniq
 
 SAMPLE = 64            # winnowed fingerprints a block is looked up by, at most (bottom-k)
 _OFS = 1 << 31         # index keys are signed 32-bit; + _OFS makes them non-negative
 _LO32 = (1 << 32) - 1
 _LO40 = (1 << 40) - 1
-_EDIT = S.KIND_CODE["code.edit"]
+_EDIT = schema.KIND_CODE["code.edit"]
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 log = logging.getLogger(__name__)
@@ -137,10 +135,10 @@ def _explain_blocks(cache: _RowCache, conn: apsw.Connection, text: str,
                     "last_t": top.last_t, "confidence": round(top_conf, 4)}})
         if access is not None:
             eid = int(e[f])
-            r = Q.events(conn, [eid])[eid]
-            w = {"anchor": r.ofs, "kind": S.kind_name(r.kind), "confidence": round(top_conf, 4),
+            r = queries.events(conn, [eid])[eid]
+            w = {"anchor": r.ofs, "kind": schema.kind_name(r.kind), "confidence": round(top_conf, 4),
                  "file": r.file}
-            w.update(W.window(access, top, r.ofs, 1, 1))
+            w.update(window.window(access, top, r.ofs, 1, 1))
             res["top"]["windows"] = [w]
     return out
 
@@ -175,11 +173,11 @@ def _block_queries(cache: _RowCache, conn: apsw.Connection, text: str,
         return _EMPTY, _EMPTY, denom
     v = kg[_ranges(a, nk)]                                    # every block's k-grams, in turn
     seg = np.repeat(np.arange(nb, dtype=np.int64), nk)
-    code = (seg << 32) | (Q.index_keys(v) + _OFS)             # block · key, both non-negative
+    code = (seg << 32) | (queries.index_keys(v) + _OFS)             # block · key, both non-negative
     wcode = uniq(code[_winnow(v, off, w)])                    # distinct winnowed, by block, key
     wseg = wcode >> 32
     n_win = np.bincount(wseg, minlength=nb)
-    small = n_win <= X.ALL_KGRAMS_MAX
+    small = n_win <= explain.ALL_KGRAMS_MAX
     # short blocks: every k-gram; longer ones: their winnowed keys, the SAMPLE smallest at most
     # (``wcode`` is sorted by block, then key)
     rank = np.arange(len(wcode)) - np.searchsorted(wseg, wseg, "left")
@@ -218,7 +216,7 @@ def _matches(conn: apsw.Connection, q_block: np.ndarray, q_key: np.ndarray, deno
         blk = np.repeat(blk, rep)
     d, b, hits = _count_pairs(doc, blk, len(denom))
     conf = np.minimum(1.0, hits / denom[d])
-    sel = conf > X.DIRECT_FLOOR
+    sel = conf > explain.DIRECT_FLOOR
     return d[sel], b[sel], conf[sel]
 
 

@@ -23,13 +23,9 @@ import apsw
 import numpy as np
 
 from engram import fingerprint
-from engram.index import queries as Q
-from engram.index import schema as S
-from engram.index import postings, store
-from engram.query import location
+from engram.index import postings, queries, schema, store
 from engram.index.access import TapeAccess
-from engram.query import walk
-from engram.query import window as W
+from engram.query import location, walk, window
 
 DIRECT_FLOOR = 0.25       # direct evidence below this is noise unless --all
 PRODUCED_FLOOR = 0.0      # a session that wrote any line of the span (line blame) produced it
@@ -149,15 +145,15 @@ def direct_evidence(conn: apsw.Connection, text: str, file: str | None = None,
     if len(qh) == 0 or n_win == 0:
         return {}, stats
     uq = np.unique(qh)
-    keyed = Q._keyed(uq)  # the span's index keys: computed once for every lookup below
-    bp = Q.boilerplate(conn, uq, keyed)
+    keyed = queries._keyed(uq)  # the span's index keys: computed once for every lookup below
+    bp = queries.boilerplate(conn, uq, keyed)
     if bp:
         bparr = np.fromiter(bp, dtype=np.int64, count=len(bp))
         uq = uq[~np.isin(uq, bparr)]
         # boilerplate fingerprints are removed from the denominator too
         n_win = int(n_win - np.isin(wh, bparr).sum())
         stats["boilerplate"] = len(bp)
-        keyed = Q._keyed(uq)
+        keyed = queries._keyed(uq)
     if n_win <= 0 or len(uq) == 0:
         return {}, stats
     counts, matched = _block_counts(conn, uq, keyed)
@@ -167,12 +163,12 @@ def direct_evidence(conn: apsw.Connection, text: str, file: str | None = None,
     kept = {b: c for b, c in counts.items() if c >= keep_min}
     if not kept:
         return {}, stats
-    refs = Q.refs_for_blocks(conn, kept.keys())
+    refs = queries.refs_for_blocks(conn, kept.keys())
     ev: dict[int, Evidence] = {}
     after_blocks: dict[int, tuple[int, int]] = {}        # block → (event, line0)
     for b, eid, role, line0 in refs:
         conf = min(1.0, kept[b] / n_win)
-        if role == S.ROLE_EDIT_AFTER and kept[b] >= need and kept[b] / n_win >= OWNER_MIN_SHARE:
+        if role == schema.ROLE_EDIT_AFTER and kept[b] >= need and kept[b] / n_win >= OWNER_MIN_SHARE:
             after_blocks[b] = (eid, line0)
         elif conf <= floor:
             continue
@@ -187,7 +183,7 @@ def direct_evidence(conn: apsw.Connection, text: str, file: str | None = None,
         for h, ln in zip(qh.tolist(), np.asarray(qlines).tolist()):
             span_lines[h].append(ln)
         by_block: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
-        for h, b, ln in Q.postings_in_blocks(conn, uq, after_blocks.keys(), keyed):
+        for h, b, ln in queries.postings_in_blocks(conn, uq, after_blocks.keys(), keyed):
             by_block[b][h].append(ln)
         hits: dict[int, tuple[dict[int, list[int]], int]] = {}
         for b, (eid, line0) in after_blocks.items():
@@ -202,11 +198,11 @@ def direct_evidence(conn: apsw.Connection, text: str, file: str | None = None,
 def _block_counts(conn: apsw.Connection, hashes: np.ndarray, keyed) -> tuple[dict[int, int], int]:
     """``({block: how many of the hashes it holds}, how many occur at all)``: from the postings a
     long-running process holds in memory (the language server), else from SQLite. ``keyed``:
-    ``Q._keyed(hashes)``."""
+    ``queries._keyed(hashes)``."""
     held = postings.held_block_counts(conn, np.frombuffer(keyed[0], dtype=np.int64))
     if held is not None:
         return held
-    return Q.block_counts(conn, hashes, keyed)
+    return queries.block_counts(conn, hashes, keyed)
 
 
 ALIGN_SLACK = 3           # lines of drift allowed inside one aligned copy of the span
@@ -272,7 +268,7 @@ def _assign_ownership(conn, ev: dict[int, Evidence], after: dict[int, tuple[set[
              if len(aligned) >= need and len(aligned) / n_win >= OWNER_MIN_SHARE]
     if not cands:
         return
-    rows = Q.events(conn, cands)
+    rows = queries.events(conn, cands)
     span = _span_line_hashes(span_text, context, span_lines)
     span_l = span.tolist()
     # after-text lines to diff against the span: (first, last, margin); a copy found by content may
@@ -282,8 +278,8 @@ def _assign_ownership(conn, ev: dict[int, Evidence], after: dict[int, tuple[set[
     if file:
         cands, logged = _local_candidates(conn, cands, rows, ev, after, file, span_lines, span,
                                           span_l, windows, hits, need, context)
-    tapes = Q.tapes(conn, {rows[e].tape for e in set(cands) | set(logged.values())})
-    lines = Q.edit_lines(conn, cands) if cands else {}
+    tapes = queries.tapes(conn, {rows[e].tape for e in set(cands) | set(logged.values())})
+    lines = queries.edit_lines(conn, cands) if cands else {}
     producers = _line_producers(cands, lines, windows, span)
     owners = _line_owners(producers, logged, rows, tapes)
     owned = _owned_lines(span_text, span_l, owners, logged)
@@ -307,7 +303,7 @@ def _local_candidates(conn, cands: list[int], rows, ev: dict[int, Evidence], aft
                 cands = []  # the log attributed every line: no content matching needed
             else:
                 cands = _with_track(conn, cands, rows, ev, after, span_lines, windows, hits, need)
-            rows.update(Q.events(conn, [e for e in set(cands) | set(logged.values())
+            rows.update(queries.events(conn, [e for e in set(cands) | set(logged.values())
                                         if e not in rows]))
     return cands, logged
 
@@ -395,7 +391,7 @@ def _record_produced(ev: dict[int, Evidence], owned: dict[int, int], logged: dic
         e = ev.get(eid)
         if e is None:  # an edit found by its place in the file alone
             e = ev[eid] = Evidence(eid)
-            e.roles.add(S.ROLE_EDIT_AFTER)
+            e.roles.add(schema.ROLE_EDIT_AFTER)
             r = rows[eid]
             mine = logged_by.get(eid)
             if mine:
@@ -478,14 +474,14 @@ def edited_paths(conn, display: str, path: str | None = None, whole: bool = Fals
     found: list[tuple[str | None, str]] = []
     if path:
         found += conn.execute("SELECT DISTINCT rel, file FROM events WHERE file = ? AND kind = ?",
-                              (path, S.KIND_CODE["code.edit"])).fetchall()
+                              (path, schema.KIND_CODE["code.edit"])).fetchall()
     parts = display.replace("\\", "/").lstrip("./").split("/")
     suffixes = ["/".join(parts[i:]) for i in range(len(parts) - 1)] or (parts[:1] if whole else [])
     if not found and suffixes:
         marks = ",".join("?" * len(suffixes))
         found += sorted(conn.execute(
             f"SELECT DISTINCT rel, file FROM events WHERE rel IN ({marks}) AND kind = ?",
-            (*suffixes, S.KIND_CODE["code.edit"])), key=lambda rf: (rf[0] or "", rf[1] or ""))
+            (*suffixes, schema.KIND_CODE["code.edit"])), key=lambda rf: (rf[0] or "", rf[1] or ""))
     return found[:MAX_PATH_FILES]
 
 
@@ -663,9 +659,9 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
         # too short or too common for fingerprints to tell who wrote it: blame by the file's path
         _add_path_blame(conn, evidence, span["file"], path, lines, text, context)
     evidence, conf_of = _kept_evidence(evidence, floor, all)
-    erows = Q.events(conn, evidence.keys())
+    erows = queries.events(conn, evidence.keys())
     walked = _walk(conn, evidence, conf_of, erows, min_confidence, all)
-    trows = Q.tapes(conn, {r.tape for r in erows.values()})
+    trows = queries.tapes(conn, {r.tape for r in erows.values()})
 
     per_tape, lineage_tapes = _by_tape(evidence, conf_of, erows, walked.via)
     sessions = _direct_candidates(per_tape)
@@ -692,7 +688,7 @@ def _add_path_blame(conn, evidence: dict[int, Evidence], display: str, path: str
     span, with their share of its lines."""
     for eid, share in _path_blame(conn, display, path, lines, text, context).items():
         e = evidence.setdefault(eid, Evidence(eid))
-        e.roles.add(S.ROLE_EDIT_AFTER)
+        e.roles.add(schema.ROLE_EDIT_AFTER)
         e.produced = share
         e.lines = [lines[0], lines[1]]
 
@@ -728,7 +724,7 @@ def _walk(conn, evidence: dict[int, Evidence], conf_of: dict[int, float], erows,
         walked.via[eid] = info["via"]
         walked.extra_conf[eid] = info["confidence"]
         walked.paths_by_event[eid] = info.get("path", [])
-    erows.update(Q.events(conn, [e for e in walked.via if e not in erows]))
+    erows.update(queries.events(conn, [e for e in walked.via if e not in erows]))
     return walked
 
 
@@ -820,7 +816,7 @@ def _rank(sessions: list[Candidate], evidence: dict[int, Evidence], walked: _Wal
         if v == "direct":
             if produced > 0:
                 return 0
-            wrote = any(S.ROLE_EDIT_AFTER in evidence[e].roles and (
+            wrote = any(schema.ROLE_EDIT_AFTER in evidence[e].roles and (
                 evidence[e].quoted >= WROTE_MIN or is_history(history_paths.get(e, [])))
                 for e, _p, _c in items if e in evidence)
             # wrote this text (in another file, or before: an edit the walk reaches from a
@@ -892,7 +888,7 @@ def _session_entries(conn, sessions: list[Candidate], evidence: dict[int, Eviden
         }
         if v != "direct":
             entry["lineage"] = paths_by_event.get(items[0][0], [])
-        out_sessions.append(W.lift_unreadable(entry))  # a tape that cannot be read: marked
+        out_sessions.append(window.lift_unreadable(entry))  # a tape that cannot be read: marked
     return out_sessions
 
 
@@ -914,7 +910,7 @@ def _windows(conn, access: TapeAccess, t, items: list[tuple[int, float, float]],
         if any(lo <= r.ofs <= hi for lo, hi in covered):
             continue  # already visible in an earlier window
         covered.append((r.ofs - before, r.ofs + after))
-        w = {"anchor": r.ofs, "kind": S.kind_name(r.kind), "confidence": round(c, ROUND),
+        w = {"anchor": r.ofs, "kind": schema.kind_name(r.kind), "confidence": round(c, ROUND),
              "file": r.file}
         ev = evidence.get(eid)
         if ev is not None and ev.lines:
@@ -929,11 +925,11 @@ def _windows(conn, access: TapeAccess, t, items: list[tuple[int, float, float]],
             at = max(1, min(at, max(t.n_events - 1, 1)))
             w.update({"anchor": at, "kind": "sidecar", "source": "enrichment",
                       "enrichment": body})
-            w.update(W.window(access, t, at, before, after, expand_until, brief))
+            w.update(window.window(access, t, at, before, after, expand_until, brief))
             windows.append(w)
             continue  # -- end sidecar enrichment --
         if not light:
-            w.update(W.window(access, t, r.ofs, before, after, expand_until, brief))
+            w.update(window.window(access, t, r.ofs, before, after, expand_until, brief))
         windows.append(w)
     return windows
 
@@ -955,5 +951,5 @@ def _add_semantic(conn, semantic, text: str, out_sessions: list[dict], shown: in
 
 
 # anchors people want to see first: the edit, then a read, then words, then tool traffic (6: rest)
-_KIND_RANK = {S.KIND_CODE["code.edit"]: 0, S.KIND_CODE["code.read"]: 1, S.KIND_CODE["msg.out"]: 2,
-              S.KIND_CODE["msg.in"]: 3, S.KIND_CODE["tool.call"]: 4, S.KIND_CODE["tool.result"]: 5}
+_KIND_RANK = {schema.KIND_CODE["code.edit"]: 0, schema.KIND_CODE["code.read"]: 1, schema.KIND_CODE["msg.out"]: 2,
+              schema.KIND_CODE["msg.in"]: 3, schema.KIND_CODE["tool.call"]: 4, schema.KIND_CODE["tool.result"]: 5}

@@ -41,9 +41,7 @@ import numpy as np
 from engram import fingerprint
 from engram.errors import BadSpan
 from engram.files import read_text_file
-from engram.index import queries as Q
-from engram.index import schema as S
-from engram.index import store
+from engram.index import queries, schema, store
 from engram.query import walk
 
 CONTENT_MIN = 0.6          # share of an event's text found in today's file to count for trace
@@ -52,7 +50,7 @@ BLAME_MIN = 0.3            # below this a line has no session
 MAX_TRACE_SESSIONS = 500
 ROUND = 4
 
-_CODE_KINDS = (S.kind_code("code.edit"), S.kind_code("code.read"))
+_CODE_KINDS = (schema.kind_code("code.edit"), schema.kind_code("code.read"))
 
 
 def _read(engine, file: str) -> tuple[Path, str | None]:
@@ -93,8 +91,8 @@ def trace(engine, file: str) -> dict:
             hits.setdefault(eid, "content")
     if text is None and not hits:
         raise BadSpan("no such file, and no session touched a file of that name", path=file)
-    erows = Q.events(conn, hits)
-    trows = Q.tapes(conn, {r.tape for r in erows.values()})
+    erows = queries.events(conn, hits)
+    trows = queries.tapes(conn, {r.tape for r in erows.values()})
     per_tape: dict[int, list] = defaultdict(list)
     for eid, r in erows.items():
         per_tape[r.tape].append(r)
@@ -121,9 +119,9 @@ def _esc(s: str) -> str:
     return s.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def _action(r: Q.EventRow, match: str) -> dict:
-    a = {"offset": r.ofs, "t": r.t, "k": S.kind_name(r.kind), "file": r.file, "match": match}
-    if r.kind == S.kind_code("code.edit"):
+def _action(r: queries.EventRow, match: str) -> dict:
+    a = {"offset": r.ofs, "t": r.t, "k": schema.kind_name(r.kind), "file": r.file, "match": match}
+    if r.kind == schema.kind_code("code.edit"):
         a["before_range"] = [r.b_start, r.b_end]
         a["after_range"] = [r.a_start, r.a_end]
         if r.b_start is not None and r.b_end is not None and r.b_end < r.b_start:
@@ -144,11 +142,11 @@ def _content_events(conn, text: str) -> list[int]:
     uq = np.unique(np.asarray(allk, dtype=np.int64))
     if not len(uq):
         return []
-    bp = Q.boilerplate(conn, uq)
+    bp = queries.boilerplate(conn, uq)
     if bp:
         uq = uq[~np.isin(uq, np.fromiter(bp, np.int64, len(bp)))]
     per_block: dict[int, int] = defaultdict(int)
-    for _h, b, _ln in Q.postings(conn, uq):
+    for _h, b, _ln in queries.postings(conn, uq):
         per_block[b] += 1
     if not per_block:
         return []
@@ -159,12 +157,12 @@ def _content_events(conn, text: str) -> list[int]:
 
         ch = blocks[i:i + 20000]
         for bid, n in conn.execute("SELECT id, n_fp FROM blocks WHERE id IN carray(?)",
-                                   (apsw.carray(Q._i64(ch)),)):
+                                   (apsw.carray(queries._i64(ch)),)):
             nfp[bid] = n
     good = {b for b, c in per_block.items() if nfp.get(b) and c / nfp[b] >= CONTENT_MIN}
     out = []
-    for _b, eid, role, _l in Q.refs_for_blocks(conn, good):
-        if role in (S.ROLE_EDIT_AFTER, S.ROLE_EDIT_BEFORE, S.ROLE_READ):
+    for _b, eid, role, _l in queries.refs_for_blocks(conn, good):
+        if role in (schema.ROLE_EDIT_AFTER, schema.ROLE_EDIT_BEFORE, schema.ROLE_READ):
             out.append(eid)
     return sorted(set(out))
 
@@ -196,14 +194,14 @@ def blame(engine, file: str) -> dict:
     L = n_lines
     kl = np.clip(klines, 0, L - 1)
     per_line_total = np.bincount(kl, minlength=L).astype(np.float64)
-    trows = Q.tapes(conn, tape_list)
+    trows = queries.tapes(conn, tape_list)
     best = _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total)
     # blame through the log: lines that are today where the file's logged edits left them
     # belong to the edit that wrote them; lines the log does not show (changed since, by hand or
     # by a session nobody logged) are judged by their own fingerprints, not their neighbours'
     log = _log_owners(conn, rel, str(p), text, L)
-    log_rows = Q.events(conn, {int(e) for e in log[0][log[0] > 0]}) if log is not None else {}
-    trows.update(Q.tapes(conn, {r.tape for r in log_rows.values()} - set(trows)))
+    log_rows = queries.events(conn, {int(e) for e in log[0][log[0] > 0]}) if log is not None else {}
+    trows.update(queries.tapes(conn, {r.tape for r in log_rows.values()} - set(trows)))
     out_lines, line_tapes = _line_entries(L, best, per_line_total > 0, log, log_rows, trows)
     result["lines"] = out_lines
     _add_sessions(result, out_lines, line_tapes, trows)
@@ -216,15 +214,15 @@ def _block_roles(conn, uq: np.ndarray):
     """The index's postings of the file's distinct hashes ``uq`` (less boilerplate), by role:
     ``(hash → its blocks, block → (edit, tape) whose after-text it is, edit → its before-text
     block, block → tapes holding it otherwise, the events)``."""
-    bp = Q.boilerplate(conn, uq)
+    bp = queries.boilerplate(conn, uq)
     keep = ~np.isin(uq, np.fromiter(bp, np.int64, len(bp))) if bp else np.ones(len(uq), bool)
     # hash → tapes that wrote it (edit-after) / that hold it otherwise
-    rows = Q.postings(conn, uq[keep])
+    rows = queries.postings(conn, uq[keep])
     hash_blocks: dict[int, list[int]] = defaultdict(list)
     for h, b, _ln in rows:
         hash_blocks[h].append(b)
-    refs = Q.refs_for_blocks(conn, {b for _h, b, _l in rows})
-    erows = Q.events(conn, {eid for _b, eid, _r, _l in refs})
+    refs = queries.refs_for_blocks(conn, {b for _h, b, _l in rows})
+    erows = queries.events(conn, {eid for _b, eid, _r, _l in refs})
     # an edit produced a hash when it is in its after-text but not in its before-text (lines
     # carried over as context were there before the edit: they belong to whoever wrote them)
     after_events: dict[int, list[tuple[int, int]]] = defaultdict(list)
@@ -234,11 +232,11 @@ def _block_roles(conn, uq: np.ndarray):
         r = erows.get(eid)
         if r is None:
             continue
-        if role == S.ROLE_EDIT_AFTER:
+        if role == schema.ROLE_EDIT_AFTER:
             after_events[b].append((eid, r.tape))
         else:
             block_other[b].add(r.tape)
-            if role == S.ROLE_EDIT_BEFORE:
+            if role == schema.ROLE_EDIT_BEFORE:
                 before_of[eid] = b
     return hash_blocks, after_events, before_of, block_other, erows
 
@@ -384,7 +382,7 @@ def _log_owners(conn, rel: str, path: str, text: str, n_lines: int
     return found[0][1], found[0][2]
 
 
-def _time_rank(t: Q.TapeRow) -> tuple:
+def _time_rank(t: queries.TapeRow) -> tuple:
     return (t.last_t or "", t.tape_id)
 
 
@@ -407,14 +405,14 @@ def _earlier(conn, result, erows, trows) -> None:
     attributed = {by_tape_id[tid] for tid in result["sessions"] if tid in by_tape_id}
     # the producing edit events of the attributed sessions
     for eid, r in erows.items():
-        if r.tape in attributed and r.kind == S.kind_code("code.edit"):
+        if r.tape in attributed and r.kind == schema.kind_code("code.edit"):
             seeds[eid] = 1.0
     if not seeds:
         return
     w = walk.walk(conn, seeds, min_confidence=0.5)
     earlier: dict[str, dict] = {}
-    ev = Q.events(conn, w["reached"])
-    tr = Q.tapes(conn, {r.tape for r in ev.values()})
+    ev = queries.events(conn, w["reached"])
+    tr = queries.tapes(conn, {r.tape for r in ev.values()})
     for eid, info in w["reached"].items():
         r = ev.get(eid)
         if r is None:

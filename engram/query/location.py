@@ -29,8 +29,7 @@ import apsw
 import numpy as np
 import xxhash
 
-from engram.index import queries as Q
-from engram.index import schema as S
+from engram.index import queries, schema
 
 SLACK = 2                  # lines between an edit's after-range and the tracked span that still touch it
 MAX_FILE_EDITS = 20_000    # a file with more logged edits than this is not tracked
@@ -42,7 +41,7 @@ class Track:
     at: dict[int, tuple[int, int]]
     """edit event id → ``(start, end)`` (1-based, inclusive; end < start when the span had no
     line there yet) of the span in the file just after that edit."""
-    rows: dict[int, Q.EventRow]
+    rows: dict[int, queries.EventRow]
     """every logged edit of the file, by event id."""
 
     def touched(self, slack: int = 0) -> list[int]:
@@ -97,22 +96,22 @@ def span_track(conn: apsw.Connection, rel: str | None, file: str, start: int, en
 def history(conn: apsw.Connection, rel: str | None, file: str):
     """``_history`` of the file, memoised per index version (blame, re-anchoring and the language
     server's read-ahead all ask for it)."""
-    return Q.memo(conn, ("location.history", rel, file), lambda: _history(conn, rel, file))
+    return queries.memo(conn, ("location.history", rel, file), lambda: _history(conn, rel, file))
 
 
 def _history(conn: apsw.Connection, rel: str | None, file: str):
     """``([(edit ids of one call, its regions (b_s, b_e, a_s, a_e, id) sorted)], latest call
     first), rows by id)`` for a file, or None when it has no edits or too many."""
     if rel is not None:
-        cur = conn.execute(f"SELECT {Q.EVENT_COLS} FROM events WHERE rel = ? AND file = ? AND kind = ?"
-                           " LIMIT ?", (rel, file, S.KIND_CODE["code.edit"], MAX_FILE_EDITS + 1))
+        cur = conn.execute(f"SELECT {queries.EVENT_COLS} FROM events WHERE rel = ? AND file = ? AND kind = ?"
+                           " LIMIT ?", (rel, file, schema.KIND_CODE["code.edit"], MAX_FILE_EDITS + 1))
     else:
-        cur = conn.execute(f"SELECT {Q.EVENT_COLS} FROM events WHERE file = ? AND kind = ? LIMIT ?",
-                           (file, S.KIND_CODE["code.edit"], MAX_FILE_EDITS + 1))
-    rows = [Q.EventRow(*r) for r in cur]
+        cur = conn.execute(f"SELECT {queries.EVENT_COLS} FROM events WHERE file = ? AND kind = ? LIMIT ?",
+                           (file, schema.KIND_CODE["code.edit"], MAX_FILE_EDITS + 1))
+    rows = [queries.EventRow(*r) for r in cur]
     if not rows or len(rows) > MAX_FILE_EDITS:
         return None
-    calls: dict[tuple, list[Q.EventRow]] = defaultdict(list)
+    calls: dict[tuple, list[queries.EventRow]] = defaultdict(list)
     for r in rows:
         if None in (r.a_start, r.a_end, r.b_start, r.b_end):
             continue
@@ -164,7 +163,7 @@ def blame(conn: apsw.Connection, rel: str | None, file: str, start: int, end: in
     if hist is None:
         return None
     ordered, _rows, bounds = hist
-    held = Q.memo(conn, "location.edit_diffs", dict)
+    held = queries.memo(conn, "location.edit_diffs", dict)
 
     def edit_diffs(ids):
         """``_edit_diff`` of each edit, memoised per index version by event id: the same few
@@ -172,7 +171,7 @@ def blame(conn: apsw.Connection, rel: str | None, file: str, start: int, end: in
         saves hashing their line hashes again for ``diff_map``'s cache."""
         missing = [i for i in ids if i not in held]
         if missing:
-            got = Q.edit_lines(conn, missing)
+            got = queries.edit_lines(conn, missing)
             if len(held) > MAX_EDIT_DIFFS:
                 held.clear()
             held.update((i, _edit_diff(got.get(i))) for i in missing)
@@ -182,7 +181,7 @@ def blame(conn: apsw.Connection, rel: str | None, file: str, start: int, end: in
                        edit_diffs)
 
 
-def _edit_diff(el: Q.EditLines | None) -> tuple[list[int], list[bool], list[int]] | None:
+def _edit_diff(el: queries.EditLines | None) -> tuple[list[int], list[bool], list[int]] | None:
     """``(after-text line hashes, diff_map's written and carried-from lines)`` of one edit, as
     plain lists; None for an edit whose lines are unknown."""
     if el is None:
@@ -354,7 +353,7 @@ def log_text(conn: apsw.Connection, rel: str | None, file: str, exact: bool = Fa
     no logged edit ever showed (above the first edit of a file that existed before the log, and with
     ``exact`` the lines of edits indexed before exact hashes were kept). None without usable
     history. Memoised per index version (read-only: callers slice it, never write to it)."""
-    return Q.memo(conn, ("location.log_text", rel, file, exact),
+    return queries.memo(conn, ("location.log_text", rel, file, exact),
                   lambda: _log_text(conn, rel, file, exact))
 
 
@@ -363,7 +362,7 @@ def _log_text(conn: apsw.Connection, rel: str | None, file: str, exact: bool) ->
     if hist is None:
         return None
     ordered, _rows, _bounds = hist
-    texts = Q.edit_lines(conn, [r[4] for _ids, regions in ordered for r in regions])
+    texts = queries.edit_lines(conn, [r[4] for _ids, regions in ordered for r in regions])
     unknown = np.full(1, -1, dtype=np.int64)
     text = np.zeros(0, dtype=np.int64)
     for _ids, regions in reversed(ordered):                 # oldest call first
@@ -436,7 +435,7 @@ def reanchor(conn: apsw.Connection, rel: str | None, file: str, now: np.ndarray)
         return _by_anchors(a, logged, np.array([i[k] for k in chain], dtype=np.int64),
                            np.array([j[k] for k in chain], dtype=np.int64), out)
 
-    return Q.memo(conn, key, compute)
+    return queries.memo(conn, key, compute)
 
 
 def blame_mapped(conn: apsw.Connection, rel: str | None, file: str, mapped: np.ndarray

@@ -10,7 +10,7 @@ opened (``textDocument/didOpen``), between requests.
 ``steps`` does it as a generator of small steps (about ``STEP_S`` each: one SQL query, or as many
 diffs, lineage walks or windows as fit), so that the caller can stop between two of them for a
 request (see ``Backend.warm``). Every step calls the engine's own query functions, which memoise what they
-read (per connection and index version: ``Q.memo``, ``Q.events``, ``Q.edit_lines``, the lineage
+read (per connection and index version: ``queries.memo``, ``queries.events``, ``queries.edit_lines``, the lineage
 rows, the windows of live tapes; per process: ``location.diff_map``, the tape LRU and the windows
 of sealed tapes), so an explain afterwards finds it there and answers exactly as it would have
 without the warm-up.
@@ -21,8 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from engram.index import queries as Q
-from engram.index import schema as S
+from engram.index import queries, schema
 
 MAX_EDITS = 500  # the most recent logged edits of a file whose diffs and windows are read ahead
 MAX_READS = 500  # the most recent reads of a file whose windows are read ahead
@@ -30,7 +29,7 @@ ROWS = 100  # edits whose line hashes are read in one query
 STEP_S = 0.003  # a step ends after the first unit of work (a query, a diff, a walk from one
 # edit, a window) that brings it past this long
 
-_READ = S.KIND_CODE["code.read"]
+_READ = schema.KIND_CODE["code.read"]
 
 
 def steps(
@@ -39,20 +38,17 @@ def steps(
     """Warm what explaining spans of ``file`` (its buffer ``text``) reads, on this thread's
     connection; ``before``/``after``: the transcript window explain will be asked for (None:
     Engram's config, as explain's own default)."""
-    from engram.query import explain as X
-    from engram.query import location
-    from engram.query import walk as lineage
     from engram.index.access import TapeAccess
-    from engram.query import window as W
-
+    from engram.query import explain, location, window
+    from engram.query import walk as lineage
     before = engine.config.window_before if before is None else before
     after = engine.config.window_after if after is None else after
     conn = engine.conn()
-    paths = X.edited_paths(conn, engine._display_path(file), whole=True)
+    paths = explain.edited_paths(conn, engine._display_path(file), whole=True)
     yield
     if not paths:
         return
-    now = X._file_line_hashes(text)
+    now = explain._file_line_hashes(text)
     yield
     access = TapeAccess(conn)
     mark = time.perf_counter()
@@ -73,15 +69,15 @@ def steps(
         rows = hist[1]
         ids = sorted(rows, key=lambda i: (rows[i].t or "", rows[i].tape, rows[i].ofs))
         for i in range(0, len(ids), ROWS):  # line hashes of every edit (log_text needs all)
-            Q.edit_lines(conn, ids[i : i + ROWS])
+            queries.edit_lines(conn, ids[i : i + ROWS])
             yield
         location.reanchor(conn, rel, path, now)  # the file as the log leaves it, and today's map
         yield
         recent = ids[-MAX_EDITS:][::-1]  # latest first: the likeliest writers of today's lines
-        Q.events(conn, recent)
-        tapes = Q.tapes(conn, {rows[i].tape for i in recent})
+        queries.events(conn, recent)
+        tapes = queries.tapes(conn, {rows[i].tape for i in recent})
         yield
-        lines = Q.edit_lines(conn, recent)
+        lines = queries.edit_lines(conn, recent)
         for eid in recent:
             if eid in lines:
                 location.diff_map(*lines[eid].diff_keys())  # the edit's own before → after
@@ -93,13 +89,13 @@ def steps(
                 yield
         for eid in recent:
             r = rows[eid]
-            W.window(access, tapes[r.tape], r.ofs, before, after)
+            window.window(access, tapes[r.tape], r.ofs, before, after)
             if due():
                 yield
         reads = [
-            Q.EventRow(*r)
+            queries.EventRow(*r)
             for r in conn.execute(
-                f"SELECT {Q.EVENT_COLS} FROM events WHERE rel = ? AND file = ? AND kind = ?"
+                f"SELECT {queries.EVENT_COLS} FROM events WHERE rel = ? AND file = ? AND kind = ?"
                 " ORDER BY id DESC LIMIT ?",
                 (rel, path, _READ, MAX_READS),
             )
@@ -107,10 +103,10 @@ def steps(
         yield
         if not reads:
             continue
-        Q.events(conn, [r.id for r in reads])
-        tapes = Q.tapes(conn, {r.tape for r in reads})
+        queries.events(conn, [r.id for r in reads])
+        tapes = queries.tapes(conn, {r.tape for r in reads})
         yield
         for r in reads:
-            W.window(access, tapes[r.tape], r.ofs, before, after)
+            window.window(access, tapes[r.tape], r.ofs, before, after)
             if due():
                 yield

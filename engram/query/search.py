@@ -7,10 +7,9 @@ from __future__ import annotations
 import re
 import time
 
-from engram.index import queries as Q
-from engram.index import schema as S
+from engram.index import queries, schema
 from engram.index.access import TapeAccess
-from engram.query import window as W
+from engram.query import window
 
 
 def fts_query(text: str) -> str | None:
@@ -64,8 +63,8 @@ def search(engine, text: str, *, limit: int = 20, before: int = 2, after: int = 
         scores.setdefault(eid, {"keyword": None, "semantic": None})["keyword"] = s
     for eid, s in sem:
         scores.setdefault(eid, {"keyword": None, "semantic": None})["semantic"] = s
-    erows = Q.events(conn, scores.keys())
-    trows = Q.tapes(conn, {r.tape for r in erows.values()})
+    erows = queries.events(conn, scores.keys())
+    trows = queries.tapes(conn, {r.tape for r in erows.values()})
     # one result per session (tape): its best event
     per_tape: dict[int, tuple[float, int]] = {}
     for eid, sig in scores.items():
@@ -82,13 +81,13 @@ def search(engine, text: str, *, limit: int = 20, before: int = 2, after: int = 
     results = []
     for tid, (score, eid) in ranked:
         t, r = trows[tid], erows[eid]
-        w = {"anchor": r.ofs, "kind": S.kind_name(r.kind)}
+        w = {"anchor": r.ofs, "kind": schema.kind_name(r.kind)}
         if r.ofs < 0:  # a sidecar note (engram/index/sidecar.py): the window around its ``at``
             from engram.embed.hybrid import sidecar_anchor
 
             w.update(sidecar_anchor(conn, t, eid))
-        w.update(W.window(access, t, w["anchor"], before, after))
-        results.append(W.lift_unreadable({
+        w.update(window.window(access, t, w["anchor"], before, after))
+        results.append(window.lift_unreadable({
             "tape_id": t.tape_id, "harness": t.harness, "session": t.session,
             "tier": t.tier or "agent", "label": t.label, "model": t.model,
             "first_t": t.first_t, "last_t": t.last_t,

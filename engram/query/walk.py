@@ -10,9 +10,8 @@ from collections import defaultdict
 
 import apsw
 
-from engram.index import queries as Q
-from engram.index import schema as S
-from engram.lineage.rules import (MAX_DEPTH, MAX_EDGES, MAX_FANOUT, MAX_PLANS, ROUND, _chunks)
+from engram.index import queries, schema
+from engram.lineage.rules import MAX_DEPTH, MAX_EDGES, MAX_FANOUT, MAX_PLANS, ROUND, _chunks
 
 _AFTER, _BEFORE = 1, 0
 
@@ -98,7 +97,7 @@ def walk(conn: apsw.Connection, seeds: dict[int, float], *, min_confidence: floa
 
 class _Plans:
     """What the walk needs of each node, tape and event, prepared once per index version and
-    walk options (``Q.memo``): explains of nearby code walk the same edges and tapes again and
+    walk options (``queries.memo``): explains of nearby code walk the same edges and tapes again and
     again, and which of a node's edges a walk follows, in which order, and what each adds to the
     lineage, depends on nothing else. Lineage entries are kept ready (copied into each
     walk's output, never handed out themselves)."""
@@ -118,7 +117,7 @@ class _Plans:
     @classmethod
     def of(cls, conn: apsw.Connection, min_confidence: float, all: bool, max_fanout: int) -> _Plans:
         """The plans for this index version and these options (fresh inside a transaction)."""
-        plans = Q.memo(conn, ("lineage.plans", min_confidence, all, max_fanout),
+        plans = queries.memo(conn, ("lineage.plans", min_confidence, all, max_fanout),
                        lambda: cls(min_confidence, all, max_fanout))
         if (len(plans._seeds) + len(plans._steps) + len(plans._hops) + len(plans._tombs)
                 > MAX_PLANS):
@@ -131,7 +130,7 @@ class _Plans:
         memo = self._seeds
         missing = [e for e in events if e not in memo]
         if missing:
-            rows = Q.events(conn, missing)
+            rows = queries.events(conn, missing)
             tomb = _tomb_events(conn, missing)
             for e in missing:
                 r = rows.get(e)
@@ -193,7 +192,7 @@ class _Plans:
                              "cardinality": e[4], "agent_link": bool(e[5]), "kind": e[7]}
                     if e[6]:
                         entry["location_only"] = True
-                follow.append((e[1], e[2], (e[1], _BEFORE if e[9] == S.ROLE_EDIT_BEFORE else _AFTER),
+                follow.append((e[1], e[2], (e[1], _BEFORE if e[9] == schema.ROLE_EDIT_BEFORE else _AFTER),
                                bool(e[5]), refs[e[1]][1] if e[1] in refs else None, entry))
             memo[node, side] = (fanned, tuple(follow))
         return memo
@@ -249,13 +248,13 @@ class _Plans:
     @staticmethod
     def _refs(conn: apsw.Connection, ids) -> dict[int, tuple[dict, int]]:
         """event → ``({"tape_id", "offset"}, its tape row)``, for the events that exist."""
-        rows = Q.events(conn, ids)
-        tapes = Q.tapes(conn, {r.tape for r in rows.values()})
+        rows = queries.events(conn, ids)
+        tapes = queries.tapes(conn, {r.tape for r in rows.values()})
         return {i: ({"tape_id": tapes[r.tape].tape_id, "offset": r.ofs}, r.tape)
                 for i, r in rows.items()}
 
 
-def _empty_after(r: Q.EventRow | None) -> bool:
+def _empty_after(r: queries.EventRow | None) -> bool:
     return r is not None and r.a_start is not None and r.a_end is not None and r.a_end < r.a_start
 
 
@@ -263,12 +262,12 @@ def _by_key(conn: apsw.Connection, name: str, keys, sql: str, default=None) -> d
     """``{key: rows}`` for the given keys from ``sql`` (``... WHERE <key> IN carray(?)``, the key
     first in each row), memoised per index version: explains of nearby code walk the same edges
     and tapes again and again. A key with no row maps to ``default`` (a fresh list if None)."""
-    memo = Q.memo(conn, name, dict)
+    memo = queries.memo(conn, name, dict)
     missing = sorted({k for k in keys if k not in memo})
     if missing:
         got: dict = defaultdict(list)
         for ch in _chunks(missing):
-            for r in conn.execute(sql, (apsw.carray(Q._i64(ch)),)):
+            for r in conn.execute(sql, (apsw.carray(queries._i64(ch)),)):
                 got[r[0]].append(r)
         for k in missing:
             memo[k] = got.get(k, default if default is not None else [])

@@ -16,8 +16,8 @@ from collections import OrderedDict
 import orjson
 
 from engram.errors import CorruptTape
+from engram.index import queries
 from engram.index.access import TapeAccess
-from engram.index import queries as Q
 
 TEXT_LIMIT = 1200
 CODE_LIMIT = 2400
@@ -102,13 +102,13 @@ _windows: OrderedDict[tuple, dict] = OrderedDict()
 _windows_lock = threading.Lock()
 
 
-def window(access: TapeAccess, tape: Q.TapeRow, anchor: int, before: int, after: int,
+def window(access: TapeAccess, tape: queries.TapeRow, anchor: int, before: int, after: int,
            expand_until: int | None = None, brief: bool = False) -> dict:
     """Events ``[anchor-before, anchor+after]``; ``expand_until`` extends backwards (at most that
     many extra events) until the window holds the user request that led to the anchor.
 
     Windows of sealed tapes are memoised (a tape id is the hash of its content, so a window of it
-    never changes); those of live tapes for as long as the index is unchanged (``Q.memo``)."""
+    never changes); those of live tapes for as long as the index is unchanged (``queries.memo``)."""
     key = (tape.tape_id, tape.path, anchor, before, after, expand_until, brief)
     try:
         return _memo_window(access, tape, key, anchor, before, after, expand_until, brief)
@@ -116,10 +116,10 @@ def window(access: TapeAccess, tape: Q.TapeRow, anchor: int, before: int, after:
         return {"events": [], "unreadable": f"{e.code}: {e}"}
 
 
-def _memo_window(access: TapeAccess, tape: Q.TapeRow, key: tuple, anchor: int, before: int,
+def _memo_window(access: TapeAccess, tape: queries.TapeRow, key: tuple, anchor: int, before: int,
                  after: int, expand_until: int | None, brief: bool) -> dict:
     if tape.live or not tape.path:
-        live = Q.memo(access.conn, "window.live", OrderedDict)
+        live = queries.memo(access.conn, "window.live", OrderedDict)
         hit = live.get(key)
         if hit is None:
             hit = live[key] = _window(access, tape, anchor, before, after, expand_until, brief)
@@ -153,7 +153,7 @@ def lift_unreadable(entry: dict) -> dict:
     return entry
 
 
-def _window(access: TapeAccess, tape: Q.TapeRow, anchor: int, before: int, after: int,
+def _window(access: TapeAccess, tape: queries.TapeRow, anchor: int, before: int, after: int,
             expand_until: int | None, brief: bool) -> dict:
     n = tape.n_events
     lo = max(1, anchor - before)  # offset 0 is meta
@@ -177,7 +177,7 @@ def _window(access: TapeAccess, tape: Q.TapeRow, anchor: int, before: int, after
     return result
 
 
-def request_before(access: TapeAccess, tape: Q.TapeRow, anchor: int) -> dict | None:
+def request_before(access: TapeAccess, tape: queries.TapeRow, anchor: int) -> dict | None:
     """The nearest user request (``msg.in``, not a compaction summary) at or before ``anchor``."""
     found = access.last_request(tape, anchor, MAX_REQUEST_LOOKBACK)
     if found is None:

@@ -10,31 +10,30 @@ Arguments are taken raw (``*args``) and validated here, so a wrong one is an Inv
 
 from __future__ import annotations
 
-from engram_lsp import params as P
-from engram_lsp import requests
+from engram_lsp import params, requests
 
 
 def register(server) -> None:
     @server.command("engram.explain")
     async def explain_command(ls, *args):
         if len(args) < 2:
-            raise P.InvalidParams("engram.explain expects arguments [uri, range, options?]")
-        uri, rng = P.plain(args[0]), P.plain(args[1])
-        options = P.plain(args[2]) if len(args) > 2 and args[2] is not None else {}
+            raise params.InvalidParams("engram.explain expects arguments [uri, range, options?]")
+        uri, rng = params.plain(args[0]), params.plain(args[1])
+        options = params.plain(args[2]) if len(args) > 2 and args[2] is not None else {}
         if not isinstance(uri, str):
-            raise P.InvalidParams(f"engram.explain: uri must be a string, got {uri!r}")
+            raise params.InvalidParams(f"engram.explain: uri must be a string, got {uri!r}")
         if not isinstance(options, dict):
-            raise P.InvalidParams("engram.explain: options must be an object")
+            raise params.InvalidParams("engram.explain: options must be an object")
         return await requests.explain(
             ls, {**options, "textDocument": {"uri": uri}, "range": rng}
         )
 
     @server.command("engram.reindex")
     async def reindex_command(ls, *args):
-        options = P.plain(args[0]) if args and args[0] is not None else {}
+        options = params.plain(args[0]) if args and args[0] is not None else {}
         if not isinstance(options, dict):
-            raise P.InvalidParams("engram.reindex expects [{rebuild?: bool}]")
-        if P.get_bool(options, "rebuild", True):
+            raise params.InvalidParams("engram.reindex expects [{rebuild?: bool}]")
+        if params.get_bool(options, "rebuild", True):
             summary = await ls.indexer.reindex()
         else:
             summary = await ls.indexer.ingest(title="Engram: indexing agent sessions")

@@ -6,7 +6,7 @@ Params ``{tapeId, at, before?, after?}`` → the engine's view result (the event
 
 from __future__ import annotations
 
-from engram_lsp import params as P
+from engram_lsp.params import get_int, get_str, require_object
 
 METHOD = "engram/view"
 
@@ -14,9 +14,9 @@ METHOD = "engram/view"
 def register(server) -> None:
     @server.feature(METHOD)
     async def engram_view(ls, raw) -> dict:
-        params = P.require_object(raw)
-        tape_id = P.get_str(params, "tapeId")
-        at = P.get_int(params, "at", None, required=True, hi=10**9)
-        before = P.get_int(params, "before", 5, hi=10_000)
-        after = P.get_int(params, "after", 5, hi=10_000)
+        params = require_object(raw)
+        tape_id = get_str(params, "tapeId")
+        at = get_int(params, "at", None, required=True, hi=10**9)
+        before = get_int(params, "before", 5, hi=10_000)
+        after = get_int(params, "after", 5, hi=10_000)
         return await ls.run(lambda engine: engine.view(tape_id, at, before=before, after=after))

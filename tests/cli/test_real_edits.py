@@ -9,8 +9,7 @@ import json
 from pathlib import Path
 
 from engram.engine import Engine
-from engram.index import queries as Q
-from engram.index import schema as S
+from engram.index import queries, schema
 from engram.index.access import TapeAccess
 
 HARNESS = Path(__file__).resolve().parents[1] / "data" / "harness"
@@ -39,11 +38,11 @@ def test_every_real_edit_is_attributed_to_its_session(tmp_path):
     conn = eng.conn()
     edits = conn.execute(
         "SELECT e.tape, e.ofs, t.harness FROM events e JOIN tapes t ON t.id = e.tape"
-        " WHERE e.kind = ? ORDER BY t.tape_id, e.ofs", (S.KIND_CODE["code.edit"],)).fetchall()
+        " WHERE e.kind = ? ORDER BY t.tape_id, e.ofs", (schema.KIND_CODE["code.edit"],)).fetchall()
     access = TapeAccess(conn)
     checked, harnesses, wrong = 0, set(), []
     for tape, ofs, harness in edits:
-        t = Q.tapes(conn, [tape])[tape]
+        t = queries.tapes(conn, [tape])[tape]
         (_o, ev), = access.read(t, range(ofs, ofs + 1))
         after = ev.get("after_text") or ""
         if sum(len(line.strip()) > MIN_CHARS for line in after.split("\n")) < MIN_LINES:

@@ -18,10 +18,9 @@ from waiting import wait_until
 from engram import fingerprint
 from engram.cli import main
 from engram.engine import Engine
-from engram.index import postings
-from engram.index import queries as Q
-from engram.query import blocks as B
-from engram.query import explain as X
+from engram.index import postings, queries
+from engram.query import explain
+from engram.query.blocks import SAMPLE, _block_queries
 
 SHORT = '''def clamp(value, low, high):
     """Keep value inside [low, high]."""
@@ -38,7 +37,7 @@ OTHER = '''def render_invoice_table(rows, currency="EUR"):
 
 
 def _long_class(n: int = 40) -> str:
-    """A class with enough distinct code to have more than ``B.SAMPLE`` winnowed fingerprints."""
+    """A class with enough distinct code to have more than ``SAMPLE`` winnowed fingerprints."""
     body = [f'''    def method_{i}(self, item_{i}, limit_{i}={i * 7}):
         """Step {i}: scale item_{i} by factor_{i} and clip it at limit_{i}."""
         factor_{i} = self.base_{i % 5} * {i + 3} - len(self.history)
@@ -78,9 +77,9 @@ def _blocks(text: str) -> list[tuple[int, int]]:
 def _reference(conn, text: str) -> tuple[int, float]:
     """(sessions, best) of one block, one query per looked-up key set, no numpy joins."""
     kg = fingerprint.all_kgrams(text)[0]
-    win = np.unique(Q.index_keys(fingerprint.fingerprint(text).hashes))
-    keys = np.unique(Q.index_keys(kg)) if len(win) <= X.ALL_KGRAMS_MAX else win[:B.SAMPLE]
-    sample = win[:B.SAMPLE]
+    win = np.unique(queries.index_keys(fingerprint.fingerprint(text).hashes))
+    keys = np.unique(queries.index_keys(kg)) if len(win) <= explain.ALL_KGRAMS_MAX else win[:SAMPLE]
+    sample = win[:SAMPLE]
     bp = {r[0] for r in conn.execute("SELECT hash FROM boilerplate")}
     keys = [k for k in keys.tolist() if k not in bp]
     n = len([k for k in sample.tolist() if k not in bp])
@@ -88,11 +87,11 @@ def _reference(conn, text: str) -> tuple[int, float]:
         return 0, 0.0
     hits = dict(conn.execute(
         "SELECT block, count(DISTINCT hash) FROM fingerprints WHERE hash IN carray(?) GROUP BY block",
-        (apsw.carray(Q._i64(keys)),)))
+        (apsw.carray(queries._i64(keys)),)))
     best: dict[int, float] = {}
     for b, h in hits.items():
         conf = min(1.0, h / n)
-        if conf <= X.DIRECT_FLOOR:
+        if conf <= explain.DIRECT_FLOOR:
             continue
         for (tape,) in conn.execute(
                 "SELECT e.tape FROM refs r JOIN events e ON e.id = r.event WHERE r.block = ?", (b,)):
@@ -151,15 +150,15 @@ def test_large_blocks_are_looked_up_through_a_bounded_sample(world, capsys):
     w.checkout()
     _ingest(capsys)
     n_win = len(np.unique(fingerprint.fingerprint(LONG).hashes))
-    assert n_win > B.SAMPLE
+    assert n_win > SAMPLE
     eng = Engine(w.root)
     try:
         conn = eng.conn()
         cache = postings._cache(conn)
         cache.check(conn)
         n = LONG.count("\n")
-        q_block, _keys, denom = B._block_queries(cache, conn, LONG, [(1, n), (1, 3)])
-        assert (q_block == 0).sum() <= B.SAMPLE and denom[0] <= B.SAMPLE
+        q_block, _keys, denom = _block_queries(cache, conn, LONG, [(1, n), (1, 3)])
+        assert (q_block == 0).sum() <= SAMPLE and denom[0] <= SAMPLE
         assert (q_block == 1).sum() > 0                       # a short block: every k-gram
         res = eng.explain_blocks(str(w.root / "pipe.py"), LONG, [(1, n)])[0]
         assert res["sessions"] == 1 and res["best"] == 1.0
@@ -185,8 +184,8 @@ def test_no_evidence_and_empty_input(world, capsys):
 
 def _grouped_counts(conn, hashes):
     """The per-block counts and matched count the plain SQL way (GROUP BY, a probe per hash): the
-    reference ``held_block_counts`` and ``Q.block_counts`` are held to."""
-    keys = apsw.carray(Q._keyed(hashes)[0])
+    reference ``held_block_counts`` and ``queries.block_counts`` are held to."""
+    keys = apsw.carray(queries._keyed(hashes)[0])
     counts = dict(conn.execute(
         "SELECT block, count(*) FROM (SELECT DISTINCT hash, block FROM fingerprints"
         " WHERE hash IN carray(?)) GROUP BY block", (keys,)))
@@ -284,12 +283,12 @@ def test_explain_with_postings_in_memory_answers_the_same(world, capsys):
         plain = [eng.explain(file, s, e, text=text) for s, e in spans]
         postings.keep_postings(conn)
         _wait_held(conn)
-        hashes = X.query_fingerprints(LONG)[0]
-        held = postings.held_block_counts(conn, np.unique(Q.index_keys(hashes)))
+        hashes = explain.query_fingerprints(LONG)[0]
+        held = postings.held_block_counts(conn, np.unique(queries.index_keys(hashes)))
         assert held is not None and held[1] > 0
         assert held == _grouped_counts(conn, hashes)
-        assert held == Q.block_counts(conn, hashes)  # SQLite's one-pass count: the same
-        assert Q.block_counts(conn, np.zeros(0, dtype=np.int64)) == ({}, 0)
+        assert held == queries.block_counts(conn, hashes)  # SQLite's one-pass count: the same
+        assert queries.block_counts(conn, np.zeros(0, dtype=np.int64)) == ({}, 0)
         assert [_untimed(eng.explain(file, s, e, text=text)) for s, e in spans] == \
             [_untimed(r) for r in plain]
         # a second session copies the class: its blocks are newer than the snapshot

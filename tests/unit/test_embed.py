@@ -14,11 +14,9 @@ import xxhash
 
 from engram.embed import chunk as chunk_mod
 from engram.embed import worker as worker_mod
-from engram.embed.chunk import (Chunk, chunk_text, chunker_key, estimate_tokens,
-                                reasoning_chunks, reasoning_texts)
+from engram.embed.chunk import chunk_text, chunker_key, estimate_tokens, reasoning_chunks, reasoning_texts
 from engram.embed.model import EmbedUnavailable, available
-from engram.embed.search import (calibrated_additions, group_by_tape, merge_signals, no_spread,
-                                 semantic_neighbours)
+from engram.embed.search import calibrated_additions, group_by_tape, merge_signals, no_spread, semantic_neighbours
 from engram.embed.store import VectorStore, VectorStoreError, model_slug
 from engram.embed.worker import embed_tapes
 

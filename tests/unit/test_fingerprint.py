@@ -16,8 +16,6 @@ from hypothesis import strategies as st
 
 import engram.fingerprint.winnow as winnow
 from engram.fingerprint import (
-    DEFAULT_K,
-    DEFAULT_W,
     FP_VERSION,
     Fingerprints,
     all_kgrams,

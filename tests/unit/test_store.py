@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from engram.adapters.claude_code import ADAPTER
-from engram.index import store
-from engram.index import schema as S
+from engram.index import schema, store
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "harness" / "claude_code"
@@ -22,28 +21,28 @@ def test_a_listing_with_gutters_is_the_files_text():
     the block is the file's text, from its first line number on."""
     out = store.event_blocks({"k": "tool.result", "tool": "Read",
                               "stdout": "    12→def f():\n    13→    return 1\n    14→\n"})
-    assert out == [("def f():\n    return 1\n", S.ROLE_TOOL_OUTPUT, 12)]
+    assert out == [("def f():\n    return 1\n", schema.ROLE_TOOL_OUTPUT, 12)]
     # ``cat -n`` / tab gutters: each line numbered once
     out = store.event_blocks({"k": "tool.result", "stdout": "     1\tx = 1\n     2\ty = 2\n"})
-    assert out == [("x = 1\ny = 2\n", S.ROLE_TOOL_OUTPUT, 1)]
+    assert out == [("x = 1\ny = 2\n", schema.ROLE_TOOL_OUTPUT, 1)]
 
 
 def test_text_after_a_listing_is_kept_and_harness_reminders_are_not():
     out = store.event_blocks({"k": "tool.result",
                               "stdout": "     1\tx = 1\n     2\ty = 2\n\n2 lines\n"})
-    assert out == [("x = 1\ny = 2\n", S.ROLE_TOOL_OUTPUT, 1),
-                   ("\n2 lines\n", S.ROLE_TOOL_OUTPUT, 1)]
+    assert out == [("x = 1\ny = 2\n", schema.ROLE_TOOL_OUTPUT, 1),
+                   ("\n2 lines\n", schema.ROLE_TOOL_OUTPUT, 1)]
     out = store.event_blocks({"k": "tool.result", "stdout": (
         "     5→a = 1\n     6→b = 2\n\n"
         "<system-reminder>\nWhenever you read a file ...\n</system-reminder>\n")})
-    assert out == [("a = 1\nb = 2", S.ROLE_TOOL_OUTPUT, 5)]
+    assert out == [("a = 1\nb = 2", schema.ROLE_TOOL_OUTPUT, 5)]
 
 
 @pytest.mark.parametrize("text", ["12 passed in 0.31s\n", "1→ not a listing\nplain line\n",
                                   "  3 files changed\n"])
 def test_other_output_is_kept_as_it_is(text):
     assert store.event_blocks({"k": "tool.result", "stdout": text}) == \
-        [(text, S.ROLE_TOOL_OUTPUT, 1)]
+        [(text, schema.ROLE_TOOL_OUTPUT, 1)]
 
 
 @pytest.mark.parametrize("name", WITH_READS)
@@ -76,10 +75,10 @@ def test_a_session_that_read_a_file_once_touched_it_once(tmp_path, prepared):
     batch.commit()
     kinds = dict(conn.execute(
         "SELECT r.role, count(DISTINCT r.event) FROM refs r WHERE r.block IN"
-        " (SELECT block FROM refs WHERE role = ?) GROUP BY r.role", (S.ROLE_READ,)))
+        " (SELECT block FROM refs WHERE role = ?) GROUP BY r.role", (schema.ROLE_READ,)))
     reads = sum(ev["k"] == "code.read" for ev in events)
-    assert kinds.get(S.ROLE_READ) and kinds[S.ROLE_READ] <= reads
-    assert S.ROLE_TOOL_OUTPUT not in kinds, "a Read's output is referenced besides its code.read"
+    assert kinds.get(schema.ROLE_READ) and kinds[schema.ROLE_READ] <= reads
+    assert schema.ROLE_TOOL_OUTPUT not in kinds, "a Read's output is referenced besides its code.read"
     conn.close()
 
 
