@@ -6,9 +6,10 @@ import asyncio
 import json
 import subprocess
 import sys
-import time
+import threading
 
 from lsprotocol import types
+from waiting import async_wait_until, wait_until
 
 TIMEOUT = 30.0
 
@@ -23,16 +24,19 @@ async def request(client, method: str, params):
 
 
 async def wait_indexed(client, timeout: float = TIMEOUT) -> dict:
-    """Poll ``engram/status`` until the startup ingest has finished."""
-    deadline = time.monotonic() + timeout
-    while True:
+    """Poll ``engram/status`` until the startup ingest has finished; returns that status."""
+    last = []
+
+    async def indexed():
         status = await request(client, "engram/status", {})
-        server = status.server
-        if server.last_ingest_at and not server.ingesting:
-            return status
-        if time.monotonic() > deadline:
-            raise AssertionError(f"index not ready: {status}")
-        await asyncio.sleep(0.1)
+        last[:] = [status]
+        return status if status.server.last_ingest_at and not status.server.ingesting else None
+
+    try:
+        return await async_wait_until(indexed, timeout, interval=0.1,
+                                      message="the index to be ready (an ingest finished)")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last engram/status: {last[0] if last else None}") from None
 
 
 def open_doc(client, ws, rel: str, text: str | None = None, language: str = "python") -> str:
@@ -107,6 +111,29 @@ def read_message(stream) -> dict:
             return json.loads(stream.read(length))
 
 
+def read_until(proc, match, timeout: float = TIMEOUT, what: str = "a message") -> dict:
+    """Read the server's messages until one satisfies ``match``, and return it; the test fails
+    after ``timeout`` seconds, or when stdout ends first. (A thread reads: a pipe read has no
+    deadline. Should it time out, the thread ends when the test kills the process.)"""
+    found: list = []
+
+    def reader():
+        try:
+            while True:
+                msg = read_message(proc.stdout)
+                if match(msg):
+                    found.append(msg)
+                    return
+        except (EOFError, ValueError, OSError) as exc:
+            found.append(exc)
+
+    threading.Thread(target=reader, name="read_until", daemon=True).start()
+    (got,) = wait_until(lambda: found, timeout, message=f"{what} from the server")
+    if isinstance(got, BaseException):
+        raise AssertionError(f"the server's output ended before {what}: {got!r}")
+    return got
+
+
 def start_raw(ws):
     return subprocess.Popen(
         [sys.executable, "-m", "engram_lsp"],
@@ -129,7 +156,4 @@ def initialize_raw(proc, ws):
         )
     )
     proc.stdin.flush()
-    while True:
-        msg = read_message(proc.stdout)
-        if msg.get("id") == 1:
-            return msg
+    return read_until(proc, lambda msg: msg.get("id") == 1, what="the initialize response")

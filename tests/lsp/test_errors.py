@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 
 import pytest
@@ -12,13 +11,14 @@ from lsp_helpers import (
     hover,
     initialize_raw,
     open_doc,
-    read_message,
+    read_until,
     request,
     start_raw,
     wait_indexed,
 )
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
+from waiting import async_wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -118,8 +118,7 @@ def test_malformed_standard_params_are_answered_not_dropped(ws):
         ):
             proc.stdin.write(frame({"jsonrpc": "2.0", "id": i, "method": method, "params": params}))
             proc.stdin.flush()
-            while (msg := read_message(proc.stdout)).get("id") != i:
-                pass
+            msg = read_until(proc, lambda m, i=i: m.get("id") == i, what=f"the answer to {method}")
             assert msg["error"]["code"] == INVALID_PARAMS and method in msg["error"]["message"]
     finally:
         proc.kill()
@@ -158,40 +157,33 @@ async def test_corrupt_index_offers_a_rebuild_that_works(lsp, ws):
     cache.mkdir()
     (cache / "index.sqlite").write_bytes(b"this is not a database" * 500)
     client = await lsp(ws, rebuild_answer="Rebuild index")
-    for _ in range(100):
-        if client.message_requests:
-            break
-        await asyncio.sleep(0.1)
-    assert client.message_requests, "no rebuild offer"
+    await async_wait_until(lambda: client.message_requests, 15.0, message="the rebuild offer")
     offer = client.message_requests[0]
     assert offer.type == types.MessageType.Error
     assert [a.title for a in offer.actions] == ["Rebuild index"]
     # the client picked "Rebuild index": the index is rebuilt and answers again
     uri = open_doc(client, ws, "hello.py")
-    for _ in range(100):
+
+    async def hover_back():
         try:
-            if await hover(client, uri, 4) is not None:
-                break
-        except JsonRpcException:
-            pass
-        await asyncio.sleep(0.1)
-    else:
-        raise AssertionError("hover never recovered after the rebuild")
-    for _ in range(50):  # and it watches the logs again
+            return await hover(client, uri, 4)
+        except JsonRpcException:  # while the rebuild runs
+            return None
+
+    await async_wait_until(hover_back, 20.0, interval=0.1, message="the hover to recover after the rebuild")
+
+    async def watching():  # and it watches the logs again
         status = await request(client, "engram/status", {})
-        if status.server.watching:
-            break
-        await asyncio.sleep(0.1)
+        return status if status.server.watching else None
+
+    status = await async_wait_until(watching, 10.0, interval=0.1, message="the logs to be watched again")
     assert status.indexed is True
     assert str(ws.home / ".claude" / "projects") in status.server.watching
 
 
 async def test_missing_index_without_startup_ingest_offers_to_build(lsp, ws):
     client = await lsp(ws, init_options={"ingestOnStartup": False}, rebuild_answer="Build index")
-    for _ in range(100):
-        if client.message_requests:
-            break
-        await asyncio.sleep(0.1)
+    await async_wait_until(lambda: client.message_requests, 15.0, message="the offer to build the index")
     assert [a.title for a in client.message_requests[0].actions] == ["Build index"]
     await wait_indexed(client)
     uri = open_doc(client, ws, "hello.py")
@@ -214,15 +206,9 @@ async def test_index_deleted_while_running_offers_a_rebuild(lsp, ws):
         )
     )
     await hover(client, uri, 4)
-    for _ in range(100):
-        if client.message_requests:
-            break
-        await asyncio.sleep(0.1)
-    assert client.message_requests and "missing" in client.message_requests[0].message
-    for _ in range(100):  # the client said "Rebuild index"
-        if await hover(client, uri, 4) is not None:
-            break
-        await asyncio.sleep(0.1)
-    else:
-        raise AssertionError("hover never recovered after the rebuild")
+    await async_wait_until(lambda: client.message_requests, 15.0, message="the rebuild offer")
+    assert "missing" in client.message_requests[0].message
+    # the client said "Rebuild index"
+    await async_wait_until(lambda: hover(client, uri, 4), 20.0, interval=0.1,
+                           message="the hover to recover after the rebuild")
     assert (ws.root / ".engram-cache" / "index.sqlite").exists()

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import pytest
+from lsp_helpers import explain_params, lenses, open_doc, plain, request, wait_indexed
 from lsp_helpers import frame as _frame
 from lsp_helpers import initialize_raw as _initialize
-from lsp_helpers import explain_params, lenses, open_doc, plain, request, wait_indexed
-from lsp_helpers import read_message as _read_message
+from lsp_helpers import read_until as _read_until
 from lsp_helpers import start_raw as _start_raw
 from lsprotocol import types
+from waiting import async_wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -33,11 +33,8 @@ async def test_initialize_answers_at_once_and_advertises_features(lsp, ws):
 async def test_startup_ingest_reports_progress_then_refreshes_lenses(lsp, ws):
     client = await lsp(ws)
     await wait_indexed(client)
-    for _ in range(50):
-        if client.refresh_requests:
-            break
-        await asyncio.sleep(0.1)
-    assert client.refresh_requests >= 1
+    await async_wait_until(lambda: client.refresh_requests >= 1, 10.0,
+                           message="a workspace/codeLens/refresh request after the ingest")
     reports = [
         r
         for token, rs in client.progress_reports.items()
@@ -51,7 +48,12 @@ async def test_startup_ingest_reports_progress_then_refreshes_lenses(lsp, ws):
 async def test_no_refresh_request_when_client_lacks_support(lsp, ws):
     client = await lsp(ws, capabilities=types.ClientCapabilities())
     await wait_indexed(client)
-    await asyncio.sleep(0.3)
+    # The server logs "ingest done" and then, on the same turn of its event loop, tells the
+    # on_indexed listeners (where a refresh would be sent). Once that log message is here and a
+    # request sent after it is answered, any refresh request would have arrived before the answer.
+    await async_wait_until(lambda: any(m.message.startswith("ingest done") for m in client.log_messages),
+                           10.0, message='the server\'s "ingest done" log message')
+    await request(client, "engram/status", {})
     assert client.refresh_requests == 0
 
 
@@ -103,7 +105,13 @@ def test_client_disconnect_ends_the_process(ws):
         assert "capabilities" in reply["result"]
         proc.stdin.write(_frame({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
         proc.stdin.flush()
-        time.sleep(0.3)
+        # the server is up and working: it opened the index and started the startup ingest
+        _read_until(
+            proc,
+            lambda msg: msg.get("method") == "window/logMessage"
+            and msg["params"]["message"].startswith("engram-lsp "),
+            what='the "engram-lsp <version>: workspace ..." log message',
+        )
         proc.stdin.close()  # the editor went away without shutdown/exit
         assert proc.wait(timeout=15) == 0
     finally:
@@ -117,8 +125,7 @@ def test_shutdown_then_exit(ws):
         _initialize(proc, ws)
         proc.stdin.write(_frame({"jsonrpc": "2.0", "id": 2, "method": "shutdown"}))
         proc.stdin.flush()
-        while _read_message(proc.stdout).get("id") != 2:
-            pass
+        _read_until(proc, lambda msg: msg.get("id") == 2, what="the shutdown response")
         proc.stdin.write(_frame({"jsonrpc": "2.0", "method": "exit"}))
         proc.stdin.flush()
         assert proc.wait(timeout=15) == 0
@@ -146,11 +153,11 @@ async def test_did_change_configuration_applies_new_settings(lsp, ws):
     assert [lens.command.title for lens in await lenses(client, uri)] == ["1 session"]
     client.set_configuration({"codeLens": {"minSessions": 3}}, section="engram")
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
-    for _ in range(50):
-        if not list(await lenses(client, uri)):
-            break
-        await asyncio.sleep(0.1)
-    assert list(await lenses(client, uri)) == []
+
+    async def no_lens():
+        return list(await lenses(client, uri)) == []
+
+    await async_wait_until(no_lens, 10.0, interval=0.1, message="the lens to go (minSessions 3)")
 
 
 async def test_engine_settings_change_reindexes(lsp, ws):
@@ -159,10 +166,12 @@ async def test_engine_settings_change_reindexes(lsp, ws):
     before = (await request(client, "engram/status", {})).server.last_ingest_at
     client.set_configuration({"harnesses": {"claude_code": {"enabled": False}}}, section="engram")
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
-    for _ in range(100):
+
+    async def reindexed():
         status = await request(client, "engram/status", {})
-        if status.server.last_ingest_at != before and not status.server.ingesting:
-            break
-        await asyncio.sleep(0.1)
+        return status if status.server.last_ingest_at != before and not status.server.ingesting else None
+
+    status = await async_wait_until(reindexed, 20.0, interval=0.1,
+                                    message="the ingest after the settings change to finish")
     # the only harness with logs is off: its directory is no longer watched
     assert not any(w.endswith("/.claude/projects") for w in status.server.watching)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import time
@@ -10,19 +9,18 @@ import uuid
 
 import pytest
 from lsp_helpers import hover, lenses, open_doc, request, wait_indexed
+from waiting import async_wait_until
 from workspaces import NEW_CODE
 
 pytestmark = pytest.mark.e2e
 
 
-async def _wait_for_hover(client, uri, line, deadline_s):
+async def _wait_for_hover(client, uri, line, timeout, what):
+    """The first hover at ``line`` that is not empty, and the seconds it took to come."""
     t0 = time.monotonic()
-    while time.monotonic() - t0 < deadline_s:
-        result = await hover(client, uri, line)
-        if result is not None:
-            return result, time.monotonic() - t0
-        await asyncio.sleep(0.05)
-    return None, time.monotonic() - t0
+    result = await async_wait_until(lambda: hover(client, uri, line), timeout, interval=0.05,
+                                    message=what)
+    return result, time.monotonic() - t0
 
 
 async def test_appended_line_is_in_hover_within_two_seconds(lsp, ws):
@@ -34,16 +32,12 @@ async def test_appended_line_is_in_hover_within_two_seconds(lsp, ws):
     assert list(await lenses(client, uri)) == []
     refreshes = client.refresh_requests
     ws.append_write("fib.py", NEW_CODE, text="Adding a memoised Fibonacci helper.")
-    result, elapsed = await _wait_for_hover(client, uri, 2, 5.0)
-    assert result is not None, "appended session never reached the hover"
+    result, elapsed = await _wait_for_hover(client, uri, 2, 5.0, "the appended session in the hover")
     assert elapsed < 2.0, f"hover took {elapsed:.2f}s after the append"
     assert "1 session" in result.contents.value
     assert [lens.command.title for lens in await lenses(client, uri)] == ["1 session"]
-    for _ in range(40):
-        if client.refresh_requests > refreshes:
-            break
-        await asyncio.sleep(0.05)
-    assert client.refresh_requests > refreshes
+    await async_wait_until(lambda: client.refresh_requests > refreshes, 5.0,
+                           message="a code lens refresh after the append")
 
 
 async def test_burst_rotation_and_deletion(lsp, ws):
@@ -70,8 +64,7 @@ async def test_burst_rotation_and_deletion(lsp, ws):
     ws.append_write("fib.py", NEW_CODE)
     (ws.root / "fib.py").write_text(NEW_CODE)
     uri = open_doc(client, ws, "fib.py")
-    result, _ = await _wait_for_hover(client, uri, 2, 15.0)
-    assert result is not None, "burst was not ingested"
+    await _wait_for_hover(client, uri, 2, 15.0, "the burst to be ingested (the hover)")
     ingests = sum("ingest (paths)" in m.message for m in client.log_messages) - ingests_before
     assert 1 <= ingests <= 10, f"{ingests} ingests for one burst: not debounced"
 
@@ -84,13 +77,20 @@ async def test_burst_rotation_and_deletion(lsp, ws):
     ws.append_write("lucas.py", other)
     (ws.root / "lucas.py").write_text(other)
     uri2 = open_doc(client, ws, "lucas.py")
-    result, _ = await _wait_for_hover(client, uri2, 2, 15.0)
-    assert result is not None, "log written after rotation was not ingested"
+    await _wait_for_hover(client, uri2, 2, 15.0, "the log written after rotation to be ingested")
 
-    # deletion: the server keeps answering
+    # deletion: the server keeps answering, once its watcher has reported both deletions
+    server_log = ws.base / "server.log"
+    seen = len(server_log.read_text())
+
+    def deletions_reported():
+        changed = [line for line in server_log.read_text()[seen:].splitlines() if " changed: [" in line]
+        return all(any(f"{gone.name}'" in line for line in changed) for gone in (ws.log, rotated))
+
     ws.log.unlink()
     rotated.unlink()
-    await asyncio.sleep(1.0)
+    await async_wait_until(deletions_reported, 15.0, interval=0.05,
+                           message="the watcher to report the deleted logs (server.log 'changed: [...]')")
     status = await request(client, "engram/status", {})
     assert status.indexed is True
     await hover(client, uri, 2)  # evidence may stay or go; the server must answer
@@ -110,5 +110,4 @@ async def test_a_log_directory_created_after_startup_is_watched(lsp, ws):
     other = dataclasses.replace(ws, log=later / "project" / "other.jsonl", session=str(uuid.uuid4()))
     other.log.parent.mkdir(parents=True)
     other.append_write("fib.py", NEW_CODE, text="Adding a memoised Fibonacci helper.")
-    result, _ = await _wait_for_hover(client, uri, 2, 15.0)
-    assert result is not None, "a session in a directory created after startup was not ingested"
+    await _wait_for_hover(client, uri, 2, 15.0, "the session in a directory created after startup")

@@ -3,25 +3,27 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import time
 
 import pytest
 from lsp_helpers import explain_params, open_doc, plain, request, wait_indexed
+from waiting import async_wait_until, wait_until
 
 from engram.engine import Engine
-from engram.query import explain as X
+from engram.query import explain
 from engram_lsp.backend import Backend
 from engram_lsp.settings import Settings
 
+READ_AHEAD = "read ahead for explain: "  # logged (DEBUG, --log-file) per query thread done
+
 
 async def _warmed(client, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while (await request(client, "engram/status", {})).server.warming:
-        assert time.monotonic() < deadline, "the warm-up did not finish"
-        await asyncio.sleep(0.05)
+    async def idle():
+        return (await request(client, "engram/status", {})).server.warming == 0
+
+    await async_wait_until(idle, timeout, interval=0.05, message="the warm-up to finish (warming == 0)")
 
 
 @pytest.mark.e2e
@@ -29,10 +31,14 @@ async def test_open_reads_ahead_for_explain_and_the_answer_is_the_same(lsp, ws):
     client = await lsp(ws)
     await wait_indexed(client)
     uri = open_doc(client, ws, "hello.py")
-    await asyncio.sleep(0.3)  # the read-ahead starts once the client has been quiet a moment
+    server_log = ws.base / "server.log"
+    # the read-ahead starts once the client has been quiet a moment, and logs each query thread it
+    # is done with; the log is read, not engram/status (a request would put the warm-up off)
+    await async_wait_until(lambda: server_log.read_text().count(READ_AHEAD) >= 2, 20.0,
+                           message="the read-ahead on both query threads (two log lines)")
     await _warmed(client)
-    log = (ws.base / "server.log").read_text()
-    assert log.count("read ahead for explain: ") == 2, log  # one per query thread
+    log = server_log.read_text()
+    assert log.count(READ_AHEAD) == 2, log  # one per query thread
     result = plain(await request(client, "engram/explain", explain_params(uri, 3, 5)))
     engine = Engine(ws.root)
     expected = engine.explain(str(ws.root / "hello.py"), 4, 5, text=ws.files["hello.py"])
@@ -52,7 +58,7 @@ def test_read_ahead_steps_touch_only_what_explain_reads(ws, monkeypatch):
         file, text = str(ws.root / "hello.py"), ws.files["hello.py"]
         engine = backend.open()
         before = engine.explain(file, 4, 5, text=text)
-        paths = X.edited_paths(engine.conn(), "hello.py", whole=True)
+        paths = explain.edited_paths(engine.conn(), "hello.py", whole=True)
         assert paths, "the session's edits of hello.py are found by its path"
         n = sum(1 for _ in engine.prefetch_steps(file, text))
         assert n > len(paths)
@@ -74,7 +80,7 @@ def test_a_request_during_the_warm_up_is_answered_at_once(ws, monkeypatch):
     def slow_steps(engine, file, text, before=None, after=None):  # Engine.prefetch_steps, slowed
         started.set()
         for _ in range(25):
-            time.sleep(0.02)
+            time.sleep(0.02)  # not a wait: a read-ahead step that takes 20 ms of work
             yield
         done.append(threading.current_thread().name)
 
@@ -88,10 +94,7 @@ def test_a_request_during_the_warm_up_is_answered_at_once(ws, monkeypatch):
         # answered before the warm-up of either thread got through its 25 steps (no time bound:
         # a loaded machine may delay the answer, never reorder it after the warm-up)
         assert not done and backend.warming() == 1
-        deadline = time.monotonic() + 20
-        while backend.warming() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert backend.warming() == 0
+        wait_until(lambda: backend.warming() == 0, 20, message="the warm-up to finish on both threads")
         assert sorted(done) == ["engram-query_0", "engram-query_1"]
     finally:
         backend.close()
