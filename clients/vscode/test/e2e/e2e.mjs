@@ -18,7 +18,7 @@
 // Writes <artifacts>/result.json ({ok, checks: [{name, ok, detail}], observed: {...}}) and exits 0
 // only when every check passed.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -49,8 +49,12 @@ function freePort() {
     });
 }
 
+// Tests wait on conditions (`waitFor`, playwright's `locator.waitFor`), never for a fixed time; `sleep`
+// is only the polling interval of `waitFor` and `firstWithin`.
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/** Poll `fn` every `every` ms until it returns something truthy, and return that; an exception
+ * counts as "not yet". Throws after `ms`, saying what it waited for. */
 async function waitFor(fn, what, ms = timeout, every = 250) {
     const end = Date.now() + ms;
     let last;
@@ -146,6 +150,35 @@ let browser;
 let page;
 let exitCode = 1;
 
+/** Watch `fn` for `ms`: its first truthy value as soon as there is one, or undefined once the whole
+ * window has passed without (an absence check where nothing signals that the thing will not come:
+ * see its use). */
+async function firstWithin(fn, ms, every = 100) {
+    const end = Date.now() + ms;
+    while (Date.now() < end) {
+        const seen = await fn();
+        if (seen) {
+            return seen;
+        }
+        await sleep(every);
+    }
+    return undefined;
+}
+
+/** The Engram output channel as VS Code writes it to disk (a LogOutputChannel: a file under the
+ * user-data logs; it also gets the client's protocol trace, engram.trace.server = messages). */
+function engramLog() {
+    const logs = join(userData, 'logs');
+    if (!existsSync(logs)) {
+        return '';
+    }
+    const file = readdirSync(logs, { recursive: true })
+        .filter((f) => String(f).endsWith(join('engram.engram-vscode', 'Engram.log')))
+        .sort()
+        .pop();
+    return file ? readFileSync(join(logs, file), 'utf8') : '';
+}
+
 async function shot(name) {
     if (!page) {
         return;
@@ -197,17 +230,58 @@ async function clickInWebview(needle, selector) {
     }, `${selector} in the webview`);
 }
 
-async function runCommand(title) {
-    await page.keyboard.press('F1');
+/** Press `key` (Control+P, Control+G, F1) and wait for the quick input; pressed again only if it
+ * has not opened 3 s later (a key pressed while the workbench is still starting up can be lost). */
+async function openQuickInput(key) {
     const input = page.locator('.quick-input-widget input');
-    await input.waitFor({ state: 'visible', timeout });
+    await waitFor(async () => {
+        if (!(await input.isVisible())) {
+            await page.keyboard.press(key);
+        }
+        await input.waitFor({ state: 'visible', timeout: 3000 });
+        return true;
+    }, `the quick input (${key})`);
+    return input;
+}
+
+/** Put the cursor at `line`:`col` of the active editor (Go to Line) and wait until it is there
+ * (the quick input closed, the status bar's cursor position says so). */
+async function goToLine(line, col) {
+    const input = await openQuickInput('Control+G');
+    await input.fill(`:${line}:${col}`);
+    await page.keyboard.press('Enter');
+    await input.waitFor({ state: 'hidden' });
+    const position = page.locator('[id="status.editor.selection"]');
+    await waitFor(async () => new RegExp(`Ln ${line}, Col ${col}\\b`).test(await position.innerText({ timeout: 2000 })), `the cursor at ${line}:${col}`, timeout, 100);
+}
+
+/** The text of the output panel's editor (Engram: Show Log), once it shows any. */
+async function panelText() {
+    return waitFor(async () => (await page.locator('.panel .view-lines').first().innerText({ timeout: 2000 })).trim(), 'the output panel to show the log', 10_000);
+}
+
+/** The webview whose text matches `needle` has finished loading (its document and fonts): what a
+ * screenshot of it should show. */
+async function webviewSettled(needle) {
+    await waitFor(async () => {
+        const v = await webviewText(needle);
+        return v && v.frame.evaluate(() => document.readyState === 'complete' && document.fonts.status === 'loaded');
+    }, 'the webview to finish loading', 10_000, 100);
+}
+
+async function runCommand(title) {
+    const input = await openQuickInput('F1');
     await input.fill(`>${title}`);
     await page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first().waitFor({ timeout });
     await page.keyboard.press('Enter');
 }
 
+const statusItem = () => page.locator('#engram\\.engram-vscode\\.engram\\.status, .statusbar-item[id$="engram.status"]');
+/** The hovers on screen (their contents). */
+const hoverShown = () => page.locator('.monaco-hover-content:visible');
+
 async function statusBarText() {
-    const item = page.locator('#engram\\.engram-vscode\\.engram\\.status, .statusbar-item[id$="engram.status"]');
+    const item = statusItem();
     if ((await item.count()) === 0) {
         return '';
     }
@@ -246,14 +320,11 @@ try {
     page.setDefaultTimeout(timeout);
     await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(config.workspace)}`);
     await page.locator('.monaco-workbench').waitFor({ timeout: 90_000 });
-    await sleep(1500);
 
-    // Open the file with Quick Open.
-    await page.keyboard.press('Control+P');
-    const quick = page.locator('.quick-input-widget input');
-    await quick.waitFor({ state: 'visible' });
+    // Open the file with Quick Open (openQuickInput presses again if the workbench was not ready).
+    const quick = await openQuickInput('Control+P');
     await quick.fill(config.file);
-    await page.locator('.quick-input-list .monaco-list-row').first().waitFor();
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: config.file.split('/').pop() }).first().waitFor();
     await page.keyboard.press('Enter');
     await page.locator('.monaco-editor .view-lines').first().waitFor();
     await page.locator('.tab.active', { hasText: config.file.split('/').pop() }).waitFor();
@@ -266,10 +337,10 @@ try {
         const sb = await waitFor(statusBarText, 'the Engram status-bar item');
         observed.statusBar = sb;
         check('status-bar item shows Engram', /Engram/.test(sb), sb);
-        await sleep(1500);
+        await statusItem().first().waitFor({ state: 'visible' });
         await shot('activation');
         await runCommand('Engram: Show Log');
-        await sleep(1500);
+        observed.log = (await panelText()).slice(-4000);
         await shot('activation-log');
     } else {
         // Status bar: server running (with a session count once indexing is done).
@@ -291,23 +362,24 @@ try {
         await shot('codelens');
 
         // Hover (Ctrl+K Ctrl+I at the symbol's line).
-        await page.keyboard.press('Control+G');
-        await quick.waitFor({ state: 'visible' });
-        await quick.fill(`:${config.line}:5`);
-        await page.keyboard.press('Enter');
-        await sleep(300);
+        await goToLine(config.line, 5);
+        const hoverWant = config.expect?.hover?.[0] ?? 'session';
         let hoverText = '';
-        for (let attempt = 0; attempt < 5 && !hoverText.includes(config.expect?.hover?.[0] ?? 'session'); attempt++) {
+        for (let attempt = 0; attempt < 3 && !hoverText.includes(hoverWant); attempt++) {
+            const asked = Date.now();
             await page.keyboard.press('Control+K');
             await page.keyboard.press('Control+I');
+            observed.hoverMs = undefined;
+            let seen = '';
             hoverText = await waitFor(async () => {
-                const contents = await page.locator('.monaco-hover-content:visible').allInnerTexts();
-                const joined = contents.join('\n').trim();
-                return joined || undefined;
-            }, 'the hover', 10_000).catch(() => '');
-            if (!hoverText.includes(config.expect?.hover?.[0] ?? 'session')) {
+                seen = (await hoverShown().allInnerTexts()).join('\n').trim();
+                observed.hoverMs = Date.now() - asked; // how long the enabled hover takes to show
+                return seen.includes(hoverWant) ? seen : undefined;
+            }, 'the Engram hover', 10_000).catch(() => seen);
+            if (!hoverText.includes(hoverWant)) {
+                // another try, once the hover that came without it has closed
                 await page.keyboard.press('Escape');
-                await sleep(1000);
+                await waitFor(async () => (await hoverShown().count()) === 0, 'the hover to close', 10_000);
             }
         }
         observed.hover = hoverText;
@@ -325,7 +397,7 @@ try {
         for (const w of want) {
             check(`explain view (code lens) contains ${JSON.stringify(w)}`, lensView.text.includes(w), lensView.text.slice(0, 500));
         }
-        await sleep(800);
+        await webviewSettled(want[0] ?? 'session');
         await shot('explain-codelens');
 
         // Expand window: re-requests with a larger window.
@@ -343,21 +415,16 @@ try {
 
         // Explain Selection from the command palette (cursor in the symbol, no selection).
         await page.locator('.monaco-editor .view-lines').first().click();
-        await page.keyboard.press('Control+G');
-        await quick.waitFor({ state: 'visible' });
-        await quick.fill(`:${config.line}:3`);
-        await page.keyboard.press('Enter');
+        await goToLine(config.line, 3);
         await runCommand('Engram: Explain Selection');
         // A fresh render: the window is back to the settings' size (the lens view was expanded).
-        const cmdView = await waitFor(
-            () => webviewText((text) => /requested lines/.test(text) && /window 3\s+before/.test(text)),
-            'the explain view (command)',
-        );
+        const freshRender = (text) => /requested lines/.test(text) && /window 3\s+before/.test(text);
+        const cmdView = await waitFor(() => webviewText(freshRender), 'the explain view (command)');
         observed.explainFromCommand = cmdView.text;
         for (const w of want) {
             check(`explain view (command) contains ${JSON.stringify(w)}`, cmdView.text.includes(w), cmdView.text.slice(0, 500));
         }
-        await sleep(800);
+        await webviewSettled(freshRender);
         await shot('explain-command');
 
         // Open tape from the explain view.
@@ -366,7 +433,7 @@ try {
             const tape = await waitFor(() => webviewText('around event #'), 'the tape view');
             observed.tape = tape.text;
             check('Open tape shows the tape around the anchor', /Tape \S+ · around event #\d+/.test(tape.text), tape.text.slice(0, 300));
-            await sleep(800);
+            await webviewSettled('around event #');
             await shot('tape');
         }
     }
@@ -403,25 +470,41 @@ try {
         await page.keyboard.press('Control+A');
         await page.keyboard.press('Control+V');
         await page.keyboard.press('Control+S');
-        await sleep(500);
+        // saved: the file on disk has the new settings and the tab is no longer dirty
+        const settingsFile = join(userData, 'User', 'settings.json');
+        await waitFor(() => {
+            const saved = JSON.parse(readFileSync(settingsFile, 'utf8'));
+            return saved['engram.codeLens.enabled'] === false && saved['engram.hover.enabled'] === false;
+        }, 'settings.json to be saved with the new settings');
+        await page.locator('.tab.active.dirty', { hasText: 'settings.json' }).waitFor({ state: 'detached' });
         await page.locator('.tab', { hasText: config.file.split('/').pop() }).first().click();
         await waitFor(async () => (await page.locator('.codelens-decoration a').count()) === 0, 'the code lens to disappear').catch(async (error) => {
             await runCommand('Engram: Show Log');
-            await sleep(1000);
-            observed.log = (await page.locator('.panel .view-lines').first().innerText().catch(() => '')).slice(-4000);
+            observed.log = (await panelText().catch(() => '')).slice(-4000);
             throw error;
         });
         check('engram.codeLens.enabled = false removes the lens', true);
-        await page.keyboard.press('Control+G');
-        await quick.waitFor({ state: 'visible' });
-        await quick.fill(`:${config.line}:5`);
-        await page.keyboard.press('Enter');
+        // The extension has the new settings (it logs them as it sends them to the server); its hover
+        // middleware reads engram.hover.enabled on every hover.
+        await waitFor(() => /Settings changed: .*"hover":\{"enabled":false\}/.test(engramLog()), 'the extension to log hover.enabled = false');
+        await goToLine(config.line, 5);
+        const traced = engramLog().length;
         await page.keyboard.press('Control+K');
         await page.keyboard.press('Control+I');
-        await sleep(2500);
-        const hoverOff = (await page.locator('.monaco-hover-content:visible').allInnerTexts()).join('\n');
+        // An absence check: VS Code shows nothing, and signals nothing, when no hover provider
+        // answers, so this window deliberately lets time pass: 2.5 s, or 3x what the enabled hover
+        // took above if that was longer; it ends as soon as an Engram hover shows.
+        const engramHover = async () => {
+            const text = (await hoverShown().allInnerTexts()).join('\n');
+            return /Engram/.test(text) ? text : undefined;
+        };
+        const hoverWindow = Math.max(2500, 3 * (observed.hoverMs ?? 0));
+        const hoverOff = (await firstWithin(engramHover, hoverWindow)) ?? (await hoverShown().allInnerTexts()).join('\n');
         observed.hoverWhenDisabled = hoverOff;
         check('engram.hover.enabled = false: no Engram hover', !/Engram/.test(hoverOff), hoverOff);
+        // and the client asked the server for none (the protocol trace in the Engram log)
+        const hoverRequests = engramLog().slice(traced).match(/Sending request 'textDocument\/hover/g) ?? [];
+        check('engram.hover.enabled = false: no textDocument/hover request', hoverRequests.length === 0, `${hoverRequests.length} sent`);
         await shot('disabled');
         await page.keyboard.press('Escape');
     }
@@ -443,7 +526,15 @@ try {
     } catch {
         // already gone
     }
-    await sleep(1000);
+    // until every process of the group has exited (signal 0: is any left?), then kill what is left
+    await waitFor(() => {
+        try {
+            process.kill(-cs.pid, 0);
+            return false;
+        } catch {
+            return true;
+        }
+    }, "code-server's process group to exit", 5000, 100).catch(() => {});
     try {
         process.kill(-cs.pid, 'SIGKILL');
     } catch {
