@@ -81,6 +81,20 @@ class ProgressBar:
 # commands
 
 
+def _read_stdin() -> str:
+    """The text to explain from stdin, at most ``max_file_bytes()`` of it (the limit a file read
+    has): a larger input is refused, not held in memory whole."""
+    from engram.files import ENV_MAX_FILE_BYTES, max_file_bytes
+
+    limit = max_file_bytes()
+    stream = getattr(sys.stdin, "buffer", None)
+    data = stream.read(limit + 1) if stream is not None else sys.stdin.read(limit + 1)
+    if len(data) > limit:
+        raise EngramError(f"stdin: more than {limit} bytes to explain "
+                          f"(set {ENV_MAX_FILE_BYTES} to change the limit)")
+    return data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+
+
 def _engine(args):
     from engram.engine import Engine
 
@@ -123,7 +137,7 @@ def cmd_explain(args) -> int:
                     all=args.all, expand_until=args.expand_until, brief=args.brief,
                     window_sessions=args.windows)
         if args.stdin:
-            res = eng.explain_text(sys.stdin.read(), **{k: v for k, v in opts.items() if v is not None})
+            res = eng.explain_text(_read_stdin(), **{k: v for k, v in opts.items() if v is not None})
         else:
             if not args.span:
                 raise EngramError("give FILE:START-END (or --stdin)")

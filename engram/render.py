@@ -92,6 +92,9 @@ def render_explain(r: dict) -> str:
                    f"confidence {s['confidence']:.2f} via {s['via']}  [{s['tier']}]")
         out.append(f"   session {s['session']}  tape {s['tape_id'][:12]}"
                    + (f"  “{_short(s.get('label'), 80)}”" if s.get("label") else ""))
+        if s.get("unreadable"):
+            out.append(f"   (transcript unreadable: {_short(s['unreadable'], 200)}; "
+                       "`engram ingest --rebuild` rewrites the tape from its log when the log is still there)")
         for w in s.get("windows", []):
             req = w.get("request")
             out.append(f"   ── anchor #{w['anchor']} {w['kind']} {w.get('file') or ''}"

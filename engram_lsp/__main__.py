@@ -44,6 +44,10 @@ def _configure_logging(server, level: str, log_file: str | None) -> None:
     )
     root.addHandler(client)
     if log_file:
+        # the log holds file names and messages: owner-only, whatever the umask (created 0600
+        # here; an existing file loses group and other bits)
+        os.close(os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+        os.chmod(log_file, os.stat(log_file).st_mode & 0o700)
         fh = logging.FileHandler(log_file, encoding="utf-8")
         fh.setLevel(logging.DEBUG)
         fh.setFormatter(fmt)

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from engram.embed.model import EmbedUnavailable, available, resolve_model
 from engram.embed.store import VectorStore, model_slug
+from engram.paths import create_private
 from engram.timestamps import utc_iso
 
 log = logging.getLogger(__name__)
@@ -271,7 +272,9 @@ def embed_index(engine, progress: Callable[[int, int], None] | None = None,
                                   "chunks_per_s", "stopped")}
     record["at"] = utc_iso()
     try:
-        (store.path / _LAST_RUN).write_text(json.dumps(record, sort_keys=True) + "\n")
+        last = store.path / _LAST_RUN
+        create_private(last)
+        last.write_text(json.dumps(record, sort_keys=True) + "\n")
     except OSError:
         log.debug("cannot write %s", store.path / _LAST_RUN, exc_info=True)
     return out

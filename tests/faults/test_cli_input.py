@@ -135,3 +135,18 @@ def test_pretty_output_escapes_terminal_controls_from_logs(world):
     explained = json.loads(engram("explain", "nasty.py:1-6", cwd=root).stdout)
     texts = json.dumps(explained, ensure_ascii=False)
     assert "\u202eevil\u202c" in texts  # JSON carries the original text (escaped on the wire)
+
+
+def test_explain_stdin_is_read_up_to_the_file_limit(tmp_path):
+    """``explain --stdin`` reads at most ENGRAM_MAX_FILE_BYTES: more is refused with one line."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, ENGRAM_MAX_FILE_BYTES="1000", ENGRAM_HOME=str(tmp_path / "home"))
+    (tmp_path / ".git").mkdir()
+    p = subprocess.run([sys.executable, "-m", "engram.cli", "explain", "--stdin"], input=b"x = 1\n" * 1000,
+                       capture_output=True, cwd=tmp_path, env=env, timeout=60)
+    assert p.returncode == 1
+    err = p.stderr.decode()
+    assert err.startswith("Error:") and "more than 1000 bytes" in err and "Traceback" not in err

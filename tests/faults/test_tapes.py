@@ -263,3 +263,12 @@ def test_kill_9_mid_ingest_leaves_temp_files_that_the_next_ingest_and_gc_remove(
     assert gc["temp_files_removed"] == left[-1]
     assert temp_files(tape_dir) == [alive.name]
     assert all(n >= 20 for n in left)
+
+
+def test_pretty_explain_says_which_transcript_is_unreadable(repo):
+    """``--pretty`` names the unreadable session's reason and how to repair it."""
+    victim = list(sessions(engram_json("explain", "mixed.txt", cwd=repo)))[-1]
+    flip(tape_path(repo, victim), "middle")
+    out = engram("explain", "mixed.txt", "--pretty", cwd=repo, check=True).stdout
+    assert "transcript unreadable: corrupt-tape: " in out and "ingest --rebuild" in out
+    assert out.count("transcript unreadable") == 1
