@@ -13,7 +13,6 @@ import functools
 import logging
 import os
 import threading
-import time
 from pathlib import Path
 
 import apsw
@@ -26,6 +25,7 @@ from engram.index import db, queries
 from engram.index.access import TapeAccess
 from engram.ingest.ingestor import Ingestor
 from engram.query import explain, walk, window
+from engram.timestamps import utc_iso
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ class Engine:
             try:
                 summary = Ingestor(self.root, self.config, conn).run(
                     seal=seal, paths_=paths, progress=progress)
-                db.set_meta(conn, "last_ingest", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+                db.set_meta(conn, "last_ingest", utc_iso())
             finally:
                 conn.close()
         summary["index"] = str(self.index_path)
