@@ -494,9 +494,35 @@ LABEL_MAX = 80                # characters of a session label
 
 
 def label_of(text: str) -> str:
-    """One line of at most ``LABEL_MAX`` characters (an ellipsis marks a cut)."""
-    one = " ".join(text.split())
-    return one if len(one) <= LABEL_MAX else one[: LABEL_MAX - 1].rstrip() + "…"
+    """One line of at most ``LABEL_MAX`` characters (an ellipsis marks a cut). Secrets are redacted
+    before the cut: cut first, half a key would no longer look like one to the redactor."""
+    one = " ".join(redact.redact_text(text)[0].split())
+    if len(one) <= LABEL_MAX:
+        return one
+    cut = one[: LABEL_MAX - 1]
+    mark = cut.rfind("[REDACTED:")
+    if mark >= 0 and "]" not in cut[mark:]:
+        cut = cut[:mark]  # no half marker either
+    return cut.rstrip() + "…"
+
+
+def _relabel_cut(events: list[dict]) -> None:
+    """A label an adapter cut from a message itself (not with ``label_of``) is made again from the
+    whole message, with its secrets redacted before the cut."""
+    meta = events[0]
+    label = meta.get("label")
+    if not isinstance(label, str) or not label.endswith("…"):
+        return
+    head = label[:-1]
+    seen = 0
+    for ev in events[1:]:
+        if ev.get("k") == "msg.in" and isinstance(ev.get("text"), str):
+            if " ".join(ev["text"].split()).startswith(head):
+                meta["label"] = label_of(ev["text"])
+                return
+            seen += 1
+            if seen == 5:
+                return
 
 
 def cap_output(text: str | None) -> tuple[str | None, bool]:
@@ -771,6 +797,7 @@ def finish_session(events: list[dict], *, degraded_reasons: Iterable[str] = ()) 
     if rewritten:
         degraded_reasons = [*degraded_reasons,
                             "values rewritten so the tape can be written: " + "; ".join(rewritten)]
+    _relabel_cut(events)  # before redaction: it needs the message as it was
     total = 0
     for ev in events:
         total += redact.redact_event(ev)
