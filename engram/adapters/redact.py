@@ -9,18 +9,19 @@ gigabytes of logs, so nothing here scans a text once per rule):
 
 * **Tokens with a shape of their own** (``ghp_…``, ``sk-ant-…``, ``AKIA…``, ``xoxb-…``, JWTs, ...):
   one regex pass finds the runs of at least 16 token characters; a run's first two characters pick
-  the few token rules that can start there (``_TOKENS``), and only those are tried, anchored.
+  the few token rules that can start there (``_TOKEN_TABLE``), and only those are tried, anchored.
   A handful of formats whose distinctive part sits in the middle (``…Q~…``, ``…+ACR…``) are found
-  by looking for that literal (``_PIVOTS``).
+  by that literal (``_PIVOT_TABLE``), in the keyword pass below.
 * **Values named as secrets**: wherever a keyword occurs (``key``, ``secret``, ``token``, ``pass``,
-  ``pwd``, ``auth``, ``cred``, ``sig``, ``_pat``), the whole name around it is read and judged
+  ``pwd``, ``auth``, ``cred``, ``sig``, ``pat``; one regex pass over the lower-cased text, which
+  stops only at each keyword's rarest letter), the whole name around it is read and judged
   (``token_endpoint`` and ``secret_name`` are not secret names, ``SecretAccessKey`` and
   ``X-API-Key`` are), then the value after ``=``, ``:``, ``=>`` or ``>`` (quoted, JSON-escaped,
   in brackets, in a URL query or a connection string) is judged by the kind of name: a password
   may be short and human, a key must look random.
 * **Structures**: private-key blocks (also cut short, JSON-escaped or under line-number gutters),
   credentials in URLs and webhook URLs, ``Authorization``/``Bearer``/``Cookie`` headers,
-  ``curl -u``, ``mysql -p``/``sshpass -p`` and ``.netrc`` lines.
+  ``curl -u``, ``mysql -p``/``sshpass -p``, ``.netrc`` and ``… config set NAME VALUE`` lines.
 
 Calibrated against false positives in real logs and real code: source code that *builds* or
 *describes* keys (``'sk-ant-' + 'a'.repeat(95)``, regexes), placeholders (``${API_KEY}``,
@@ -436,6 +437,11 @@ def _classes(v: str) -> int:
             + any(not c.isalnum() for c in v))
 
 
+def _stand_in(v: str) -> bool:
+    """A placeholder or a reference in place of a secret: ``$TOKEN``, ``<pw>``, ``{token}``, ``xxx``."""
+    return bool(v.startswith(("[REDACTED", "$", "<", "{", "%")) or _PLACEHOLDER.match(v) or _REFERENCE.search(v))
+
+
 def _code(v: str) -> bool:
     """``self.password``, ``get_token()``, ``(constants.SECRET or "")``, a regex: code, not a value."""
     core = v.lstrip("([{!*&-")
@@ -650,8 +656,7 @@ def _auth_header(text: str, i: int, out: list, done: list) -> None:
         if not scheme and " " in v:
             return  # prose: "Authorization: the header must ..."
         v = v.split(" ", 1)[0]
-    if (len(v) < 8 or v.startswith(("[REDACTED", "{", "$", "<", "+", "%")) or _PLACEHOLDER.match(v)
-            or _REFERENCE.search(v) or _WORDISH.match(v) or _code(v)):
+    if len(v) < 8 or v.startswith("+") or _stand_in(v) or _WORDISH.match(v) or _code(v):
         return
     rule = BEARER if scheme == "bearer" else BASIC if scheme == "basic" else AUTH_HEADER
     s = m.start("v")
@@ -683,9 +688,8 @@ def _url(text: str, i: int, out: list) -> None:
     if m is not None:
         v = m.group("v")
         plain = unquote(v)
-        if not (v.startswith(("[REDACTED", "{", "$", "<", "%")) or len(v) < 3 or _PLACEHOLDER.match(plain)
-                or _REFERENCE.search(v) or plain.isalpha() and plain.islower() or any(c.isspace() for c in plain)
-                or ("." in m.group("user") and v[:1].isdigit())):  # ``host:port,host2``, not ``user:pw``
+        if not (len(v) < 3 or _stand_in(v) or _PLACEHOLDER.match(plain) or plain.isalpha() and plain.islower()
+                or _SPACE.search(plain) or ("." in m.group("user") and v[:1].isdigit())):  # ``host:port,h2``
             out.append((m.start("v"), m.end("v"), URL_CREDENTIALS))
         return
     m = _URL_HOST.match(text, i)
@@ -707,8 +711,7 @@ def _curl(text: str, i: int, out: list, done: list) -> None:
     end = _line_end(text, i)
     done[1] = end
     for m in _CURL_USER.finditer(text, i, end):
-        v = m.group("v")
-        if not (_PLACEHOLDER.match(v) or _REFERENCE.search(v) or v.startswith(("$", "<", "{"))):
+        if not _stand_in(m.group("v")):
             out.append((m.start("v"), m.end("v"), CURL_USER))
 
 
@@ -718,8 +721,7 @@ def _dash_p(text: str, i: int, out: list, spaced: bool = False) -> None:
     for m in _DASH_P.finditer(text, i, end):
         if bool(m.group("sp")) != spaced:
             continue
-        v = m.group("v")
-        if len(v) >= 4 and not (_PLACEHOLDER.match(v) or _REFERENCE.search(v) or v.startswith(("$", "<", "{"))):
+        if len(m.group("v")) >= 4 and not _stand_in(m.group("v")):
             out.append((m.start("v"), m.end("v"), CLI_PASSWORD))
         return
 
@@ -753,8 +755,9 @@ def _putty(text: str, i: int, out: list) -> None:
         while k < len(text) and text[k] in "0123456789abcdefABCDEF":
             k += 1
         out.append((i, k, PRIVATE_KEY))
-    else:
-        out.append((i, _PEM_TAIL.match(text, i + 20).end(), PRIVATE_KEY))
+    else:  # cut short: the header line, then what looks like key material
+        first = text.find("\n", i)
+        out.append((i, _PEM_TAIL.match(text, len(text) if first < 0 else first).end(), PRIVATE_KEY))
 
 
 # --------------------------------------------------------------------------------------------
@@ -782,12 +785,12 @@ def _keyword_regex() -> tuple[re.Pattern, dict[str, tuple[str, int]]]:
 
 
 _KW_RX, _KW_GROUPS = _keyword_regex()
-_ASSIGN_KW = {"key", "secret", "token", "pass", "pwd", "auth", "cred", "sig", "pat"}
 # after these keywords a lower-case letter means another word (``keys``, ``tokenizer``, ``author``,
 # ``passed``, ``credit``, ``assign``), except for these continuations
 _GOES_ON = {"pass": ("word", "wd", "phrase", "code"), "auth": ("orization", "token", "key"),
             "cred": ("ential", "s"), "sig": ("nature",), "secret": ("key",), "token": (), "key": (), "pwd": (),
             "pat": ()}
+_ASSIGN_KW = frozenset(_GOES_ON)
 
 
 def find_secrets(text: str) -> list[tuple[int, int, str]]:
