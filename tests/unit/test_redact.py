@@ -243,3 +243,12 @@ def test_docs_list_every_rule(update_golden):
         return
     assert table == rules_markdown(), "docs/security.md: rule table out of date (pytest --update-golden)"
     assert set(re.findall(r"^\| `([a-z0-9-]+)` \|", table, re.M)) == set(RULES)
+
+
+def test_engram_record_labels_hold_no_part_of_a_secret():
+    """``engram record`` cuts its labels itself (engram/ingest/record.py): remade before redaction."""
+    from engram.ingest.record import record_stdin
+
+    evs = record_stdin("user: Could you check why the deploy fails since I set " + KEY + " in the env?\n")
+    assert KEY[13:20] not in evs[0]["label"] and KEY[30:37] not in evs[0]["label"]
+    assert KEY[13:20] not in evs[1]["text"]
