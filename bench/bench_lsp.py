@@ -180,37 +180,13 @@ def big_file(repo: Path, min_lines: int = 5000) -> Path:
 
 
 def live_record(cwd: str, session: str, rel: str, content: str) -> str:
-    return (
-        json.dumps(
-            {
-                "parentUuid": None,
-                "isSidechain": False,
-                "userType": "external",
-                "cwd": cwd,
-                "sessionId": session,
-                "version": "2.0.64",
-                "type": "assistant",
-                "uuid": str(uuid.uuid4()),
-                "timestamp": "2026-01-01T00:00:00.000Z",
-                "message": {
-                    "model": "claude-sonnet-4-5",
-                    "id": "msg_bench",
-                    "type": "message",
-                    "role": "assistant",
-                    "stop_reason": None,
-                    "content": [
-                        {
-                            "type": "tool_use",
-                            "id": f"toolu_{uuid.uuid4().hex[:20]}",
-                            "name": "Write",
-                            "input": {"file_path": f"{cwd}/{rel}", "content": content},
-                        }
-                    ],
-                },
-            }
-        )
-        + "\n"
-    )
+    """A live session's next log line: a Write of ``rel`` (the tests' Claude Code record writer)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from claude_log import write_record
+
+    rec = write_record(cwd, session, rel, content, timestamp="2026-01-01T00:00:00.000Z",
+                       model="claude-sonnet-4-5", msg_id="msg_bench")
+    return json.dumps(rec) + "\n"
 
 
 class RawClient:

@@ -19,6 +19,26 @@ VERSION = "2.0.64"
 MODEL = "claude-sonnet-4-5-20250929"
 
 
+def write_record(cwd: str, session: str, rel: str, content: str, *, text: str | None = None,
+                 timestamp: str = "2025-12-10T19:40:00.000Z", model: str = MODEL,
+                 msg_id: str = "msg_live") -> dict:
+    """One assistant record, as Claude Code logs it, whose ``tool_use`` writes ``content`` to
+    ``<cwd>/<rel>`` (optionally after a text block): what a live session appends when it writes a
+    file. The one writer of such records for the tests and the benchmarks."""
+    return {
+        "parentUuid": None, "isSidechain": False, "userType": "external", "cwd": cwd,
+        "sessionId": session, "version": VERSION, "type": "assistant",
+        "uuid": str(uuid_mod.uuid4()), "timestamp": timestamp,
+        "message": {
+            "model": model, "id": msg_id, "type": "message", "role": "assistant",
+            "content": ([{"type": "text", "text": text}] if text else []) + [{
+                "type": "tool_use", "id": f"toolu_{uuid_mod.uuid4().hex[:20]}", "name": "Write",
+                "input": {"file_path": f"{cwd}/{rel}", "content": content}}],
+            "stop_reason": None,
+        },
+    }
+
+
 class World:
     def __init__(self, tmp: Path, start: str = "2026-01-05T09:00:00"):
         self.tmp = Path(tmp)

@@ -11,8 +11,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import uuid
 from pathlib import Path
+
+from claude_log import write_record
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "data" / "harness" / "claude_code"
@@ -56,35 +57,7 @@ class Workspace:
 
     def append_write(self, rel: str, content: str, *, text: str | None = None) -> None:
         """Append one assistant record to the log: a Write of ``rel`` (as Claude Code logs it)."""
-        record = {
-            "parentUuid": None,
-            "isSidechain": False,
-            "userType": "external",
-            "cwd": self.cwd,
-            "sessionId": self.session,
-            "version": "2.0.64",
-            "type": "assistant",
-            "uuid": str(uuid.uuid4()),
-            "timestamp": "2025-12-10T19:40:00.000Z",
-            "message": {
-                "model": "claude-sonnet-4-5-20250929",
-                "id": "msg_live",
-                "type": "message",
-                "role": "assistant",
-                "content": (
-                    ([{"type": "text", "text": text}] if text else [])
-                    + [
-                        {
-                            "type": "tool_use",
-                            "id": f"toolu_{uuid.uuid4().hex[:20]}",
-                            "name": "Write",
-                            "input": {"file_path": f"{self.cwd}/{rel}", "content": content},
-                        }
-                    ]
-                ),
-                "stop_reason": None,
-            },
-        }
+        record = write_record(self.cwd, self.session, rel, content, text=text)
         with open(self.log, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
             f.flush()
