@@ -51,7 +51,7 @@ FILES = ("src/auth.py src/cache.py engram/index/store.py lib/parser.ts app/route
 
 def prose(rng: random.Random, n_words: int) -> str:
     out = []
-    for i in range(n_words):
+    for _ in range(n_words):
         r = rng.random()
         if r < 0.05:
             out.append(f"`{rng.choice(FUNCS)}()`")

@@ -320,7 +320,7 @@ def structured_patch(before: list[str], after: list[str], lo: int, hi_b: int, hi
     hunks = []
     cur = None
     for line in difflib.unified_diff(wb, wa, n=3, lineterm=""):
-        if line.startswith("---") or line.startswith("+++"):
+        if line.startswith(("---", "+++")):
             continue
         if line.startswith("@@"):
             m = re.match(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", line)
@@ -354,7 +354,7 @@ def join_lines(lines: list[str]) -> str:
 class CCSession:
     """Builds one Claude Code JSONL log with the record shapes of real logs (see FORMATS.md §1)."""
 
-    def __init__(self, gen: "Generator", cwd: str, t: dt.datetime, kind: str, sid: str | None = None,
+    def __init__(self, gen: Generator, cwd: str, t: dt.datetime, kind: str, sid: str | None = None,
                  version: tuple[str, str] | None = None):
         self.gen = gen
         self.rng = gen.rng
@@ -502,7 +502,7 @@ class CCSession:
 class OCSession:
     """An OpenClaw (pi coding-agent v3) orchestrator transcript (FORMATS.md §6)."""
 
-    def __init__(self, gen: "Generator", t: dt.datetime):
+    def __init__(self, gen: Generator, t: dt.datetime):
         self.gen = gen
         self.rng = gen.rng
         self.sid = gen.ids.uuid()
@@ -760,7 +760,7 @@ class Generator:
                     continue
                 al, bl = split_lines(a[f]), split_lines(b[f])
                 sm = difflib.SequenceMatcher(None, al, bl, autojunk=False)
-                ops = [o for o in sm.get_opcodes()]
+                ops = list(sm.get_opcodes())
                 changed = sum(max(i2 - i1, j2 - j1) for t, i1, i2, j1, j2 in ops if t != "equal")
                 if changed > REWRITE_FRACTION * max(len(al), 1) and len(al) > 20:
                     units.append(Unit(pkg, p, f, "rewrite", before=a[f], after=b[f]))
@@ -1115,7 +1115,7 @@ class Generator:
     def gen_orchestrator(self, pkg: str, main: Unit, pieces, nt: str, req: str, state, t: dt.datetime) -> str:
         """An orchestrator that plans the change and dispatches it, quoting current and drafted code."""
         rng = self.rng
-        fs = state[main.file]
+        _fs = state[main.file]  # (unused; kept so the generated corpus stays byte-identical)
         u, groups = pieces[0]
         a_lines = split_lines(u.before)
         b_lines = split_lines(u.after)

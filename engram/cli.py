@@ -45,7 +45,8 @@ def emit(obj, pretty: bool, render=None) -> None:
         text = printable(render(obj))
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     elif pretty:
-        sys.stdout.write(json_printable(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()) + "\n")
+        text = orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
+        sys.stdout.write(json_printable(text) + "\n")
     else:
         sys.stdout.write(json_printable(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode()) + "\n")
     sys.stdout.flush()
@@ -133,9 +134,9 @@ def cmd_explain(args) -> int:
 
     eng = _engine(args)
     try:
-        opts = dict(before=args.before, after=args.after, min_confidence=args.min_confidence,
-                    all=args.all, expand_until=args.expand_until, brief=args.brief,
-                    window_sessions=args.windows)
+        opts = {"before": args.before, "after": args.after, "min_confidence": args.min_confidence,
+                "all": args.all, "expand_until": args.expand_until, "brief": args.brief,
+                "window_sessions": args.windows}
         if args.stdin:
             res = eng.explain_text(_read_stdin(), **{k: v for k, v in opts.items() if v is not None})
         else:

@@ -392,7 +392,7 @@ class Engine:
         t = queries.tape_by_id(conn, tape_id)
         if t is None:
             raise UnknownTape(f"no indexed tape {tape_id!r}; see `engram tapes`")
-        evs = TapeAccess(conn).read(t, range(0, t.n_events))
+        evs = TapeAccess(conn).read(t, range(t.n_events))
         if raw:
             return [e for _o, e in evs]
         return {"tape_id": t.tape_id, "path": t.path, "events": [window.render_event(o, e, full=True)

@@ -50,6 +50,7 @@ class _Invalid:
     jsonrpc = "invalid"
 
 
+_PENDING_WRITES: set[asyncio.Future] = set()  # websocket writes still in flight
 _HEADER = b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n"
 
 
@@ -129,8 +130,10 @@ class EngramProtocol(LanguageServerProtocol):
             return super()._send_data(data)
         try:
             res = self.writer.write(_HEADER % len(body) + body)  # StdoutWriter: write and flush
-            if inspect.isawaitable(res):  # a websocket
-                asyncio.ensure_future(res)
+            if inspect.isawaitable(res):  # a websocket: keep the write alive until it is done
+                task = asyncio.ensure_future(res)
+                _PENDING_WRITES.add(task)
+                task.add_done_callback(_PENDING_WRITES.discard)
         except BrokenPipeError:
             log.error("sending a message failed: the client closed the pipe")
             raise

@@ -637,7 +637,7 @@ def join_lines(lines: list[str]) -> str:
 # Event builders
 
 
-def ev_meta(t: str | None, *, harness: str, session: str, adapter: "Adapter", source_path: str,
+def ev_meta(t: str | None, *, harness: str, session: str, adapter: Adapter, source_path: str,
             harness_version: str | None = None, model: str | None = None, cwd: str | None = None,
             repo_head: str | None = None, tier: str | None = None, label: str | None = None,
             **extra) -> dict:
@@ -771,7 +771,7 @@ def edits_from_hunks(t, file: str, hunks: Iterable[dict], cwd: str | None = None
                 last = i
         if first is None:
             continue
-        for ln in lines[:first]:
+        for _ln in lines[:first]:
             old_no += 1
             new_no += 1
         region = lines[first:last + 1]

@@ -4,8 +4,8 @@ Selected (``reasoning_texts``), per event offset:
 
 * ``meta.label`` (the session title);
 * ``msg.in`` / ``msg.out`` ``text`` — user requests, assistant messages, compaction summaries (the
-  adapters emit those as messages), fenced code blocks replaced by ``[code]`` — plus string ``reasoning`` / ``thinking`` / ``summary`` fields
-  when an adapter keeps reasoning beside the text;
+  adapters emit those as messages), fenced code blocks replaced by ``[code]`` — plus string
+  ``reasoning`` / ``thinking`` / ``summary`` fields when an adapter keeps reasoning beside the text;
 * ``tool.call``: a short rendering ``"<tool>: <description>"`` built from the whitelisted argument
   keys in ``TOOL_ARG_KEYS`` (``description``, a sub-agent ``prompt``, a plan ``explanation``, a
   search ``query``/``pattern``, a shell ``command``), each capped at ``TOOL_ARG_MAX_CHARS``;

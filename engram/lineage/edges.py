@@ -433,7 +433,7 @@ class Linker:
                         found[key] = cand
         # per earlier tape: the latest read, and edits that add coverage (best first)
         by_tape: dict[tuple[int, int], list] = defaultdict(list)
-        for (eid, qi), c in found.items():
+        for (_eid, qi), c in found.items():
             by_tape[(c[9].id, qi)].append(c)
         out = []
         for (_tid, _qi), cs in sorted(by_tape.items()):
@@ -574,8 +574,8 @@ class Linker:
         if not row:
             return 0.0
         tape = queries.tapes(conn, [row[1]])[row[1]]
-        evs = self.access.read(tape, [row[2]]) if not tape.live else [
-            x for x in self.access.read(tape, range(row[2], row[2] + 1))]
+        evs = self.access.read(tape, [row[2]]) if not tape.live else list(
+            self.access.read(tape, range(row[2], row[2] + 1)))
         if not evs:
             return 0.0
         texts = [tx for tx, rl, _ in event_blocks(evs[0][1]) if rl == role]

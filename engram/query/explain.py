@@ -868,7 +868,7 @@ def _session_entries(conn, sessions: list[Candidate], evidence: dict[int, Eviden
         r = erows[it[0]]
         return (-round(it[1], 4), _KIND_RANK.get(r.kind, 6), -round(it[2], 4), r.ofs)
 
-    for rank, (tid, v, produced, conf, items) in enumerate(sessions):
+    for rank, (tid, v, _produced, conf, items) in enumerate(sessions):
         t = trows[tid]
         light = rank >= shown  # beyond the top sessions: anchors only, no tape reads
         touches = len(items)
@@ -901,7 +901,7 @@ def _windows(conn, access: TapeAccess, t, items: list[tuple[int, float, float]],
     windows = []
     best = items[0][2] if len(items) == 1 else max(c for _e, _p, c in items)
     covered: list[tuple[int, int]] = []
-    for eid, p, c in items:
+    for eid, _p, c in items:
         if len(windows) >= (1 if light else MAX_WINDOWS):
             break
         r = erows[eid]

@@ -94,7 +94,7 @@ def trace(engine, file: str) -> dict:
     erows = queries.events(conn, hits)
     trows = queries.tapes(conn, {r.tape for r in erows.values()})
     per_tape: dict[int, list] = defaultdict(list)
-    for eid, r in erows.items():
+    for _eid, r in erows.items():
         per_tape[r.tape].append(r)
     sessions = []
     for tid, rows in per_tape.items():

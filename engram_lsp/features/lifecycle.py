@@ -32,7 +32,7 @@ def register(server) -> None:
         ls.loop = asyncio.get_running_loop()
         for warning in getattr(ls, "_init_warnings", []):
             log.warning("%s", warning)
-        asyncio.ensure_future(_startup(ls))
+        _keep(asyncio.ensure_future(_startup(ls)))
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls, params=None) -> None:
@@ -45,7 +45,17 @@ async def _startup(ls) -> None:
     await ls.indexer.start()
     from engram_lsp.server import collect_when_idle
 
-    asyncio.ensure_future(collect_when_idle(ls))
+    _keep(asyncio.ensure_future(collect_when_idle(ls)))
+
+
+_TASKS: set[asyncio.Future] = set()
+
+
+def _keep(task: asyncio.Future) -> None:
+    """Hold a reference to a background task until it ends (the event loop keeps only a weak
+    one: an unreferenced task can be garbage-collected before it runs)."""
+    _TASKS.add(task)
+    task.add_done_callback(_TASKS.discard)
 
 
 def stop(ls) -> None:

@@ -154,7 +154,8 @@ _VALID = ("\n# aider chat started at 2026-01-02 03:04:05\n\n> Aider v0.86.1  \n"
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.one_of(st.text(alphabet=st.characters(blacklist_characters="\n#>`<=\r", blacklist_categories=("Cs",)),
+@given(st.lists(st.one_of(st.text(alphabet=st.characters(blacklist_characters="\n#>`<=\r",
+                                                         blacklist_categories=("Cs",)),
                                   max_size=30),
                           st.dictionaries(st.text(max_size=5), st.integers(), max_size=3).map(
                               json.dumps)), max_size=5))

@@ -279,7 +279,8 @@ _json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_siz
 _junk = st.one_of(st.dictionaries(st.text(max_size=8), _json, max_size=4).map(json.dumps),
                   st.sampled_from([json.dumps(r) for r in _VALID]).map(
                       lambda s: s[: max(1, len(s) // 2)]),
-                  st.text(alphabet=st.characters(blacklist_characters="\n\r", blacklist_categories=("Cs",)), max_size=20))
+                  st.text(alphabet=st.characters(blacklist_characters="\n\r", blacklist_categories=("Cs",)),
+                          max_size=20))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
