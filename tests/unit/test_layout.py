@@ -322,3 +322,18 @@ def test_engram_lsp_imports_only_the_engine_surface():
     if bad:
         pytest.fail(_report("engram_lsp imports beyond " + ", ".join(LSP_MAY_IMPORT), bad),
                     pytrace=False)
+
+
+def test_no_function_is_longer_than_120_lines():
+    """A function a newcomer can hold in their head: none in engram/ or engram_lsp/ over 120
+    lines (split it into named steps instead)."""
+    root = Path(__file__).resolve().parents[2]
+    long = []
+    for pkg in ("engram", "engram_lsp"):
+        for p in sorted((root / pkg).rglob("*.py")):
+            for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    n = node.end_lineno - node.lineno + 1
+                    if n > 120:
+                        long.append(f"{p.relative_to(root)}:{node.lineno} {node.name} ({n} lines)")
+    assert not long, "functions over 120 lines:\n" + "\n".join(long)
