@@ -179,20 +179,38 @@ def iter_jsonl(path: Path, start: int = 0) -> Iterator[tuple[int, int, dict | No
         yield from iter_jsonl_stream(f, start)
 
 
+_READ_CHUNK = 1 << 20
+
+
 def iter_jsonl_stream(f, start: int = 0) -> Iterator[tuple[int, int, dict | None, str | None]]:
-    """``iter_jsonl`` over a binary file object positioned at offset ``start``."""
+    """``iter_jsonl`` over a binary file object positioned at offset ``start``: read a chunk at
+    a time (a line longer than a chunk is put together once it ends)."""
     offset = start
     line_no = 0
-    readline = f.readline
+    pending: list[bytes] = []   # the start of a line that has not ended yet
     while True:
-        raw = readline()
-        if not raw or raw[-1:] != b"\n":
-            return  # the end, or an unterminated last line that may still be being written
-        line_no += 1
-        offset += len(raw)
-        rec, err = parse_line(raw)
-        if rec is not None or err is not None:  # blank lines are skipped silently
-            yield line_no, offset, rec, err
+        chunk = f.read(_READ_CHUNK)
+        if not chunk:
+            return  # an unterminated last line (in ``pending``) may still be being written
+        pos = 0
+        while True:
+            nl = chunk.find(b"\n", pos)
+            if nl < 0:
+                if pos < len(chunk):
+                    pending.append(chunk[pos:])
+                break
+            if pending:
+                pending.append(chunk[pos:nl + 1])
+                raw = b"".join(pending)
+                pending = []
+            else:
+                raw = chunk[pos:nl + 1]
+            pos = nl + 1
+            line_no += 1
+            offset += len(raw)
+            rec, err = parse_line(raw)
+            if rec is not None or err is not None:  # blank lines are skipped silently
+                yield line_no, offset, rec, err
 
 
 def iter_jsonl_bytes(data: bytes, start: int = 0) -> Iterator[tuple[int, int, dict | None, str | None]]:

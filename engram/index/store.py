@@ -24,8 +24,10 @@ from engram.index import schema as S
 from engram.sortedset import uniq
 
 log = logging.getLogger(__name__)
+_EMPTY = np.zeros(0, np.int64)
 
 MAX_BLOCK_CHARS = 4_000_000     # text beyond this is not fingerprinted (the tape keeps it all)
+INSERT_CHUNK_ROWS = 1 << 21     # fingerprint rows inserted at a time (``Batch._insert_blocks``)
 MAX_FTS_CHARS = 65_536
 BLOCK_RULES = 2                 # which texts of an event are blocks, and how (``event_blocks``,
 # ``_Derived``); the index keeps it with the fingerprint parameters (another value: rebuild).
@@ -176,6 +178,27 @@ def _fts_text(ev: dict) -> str | None:
     if not isinstance(t, str) or not t.strip():
         return None
     return t[:MAX_FTS_CHARS]
+
+
+_LIGHT_KEYS = ("t", "k", "file", "rel", "range", "before_range", "after_range", "source",
+               "call_id", "note")
+
+
+def light_event(ev: dict) -> dict:
+    """What ``Batch.commit`` (and the lineage cache's ``wanted``) read of an event whose blocks
+    were prepared ahead (``prepare``): its kind, time, file and ranges and its full-text-search
+    text — not its code or output texts. A big session prepared in the parse worker travels to
+    the indexing as these (its tape as the events' canonical JSON: ``ingest/worker.py``)."""
+    out = {k: ev[k] for k in _LIGHT_KEYS if k in ev}
+    k = ev.get("k")
+    if k in ("msg.in", "msg.out") or ev.get("source") == "enrichment":
+        if "text" in ev:
+            out["text"] = ev["text"]
+    elif k == "tool.call":
+        args = ev.get("args")
+        if isinstance(args, dict) and "description" in args:
+            out["args"] = {"description": args["description"]}
+    return out
 
 
 class BlockIds:
@@ -363,13 +386,13 @@ class SessionRecord:
     live_json: list[bytes] | None = dataclasses.field(default=None, repr=False)
 
     def encode(self) -> None:
-        """The JSON the commit stores (the meta; every event of a live session), made now: a
-        value that cannot be written fails here, for this session, not at the commit of a batch
-        of many sources."""
+        """The JSON the commit stores (the meta; every event of a live session, unless given),
+        made now: a value that cannot be written fails here, for this session, not at the commit
+        of a batch of many sources."""
         meta = self.events[0]
         self.meta_json = orjson.dumps({k: v for k, v in meta.items() if k != "coverage"},
                                       option=_JSON).decode()
-        if self.live:
+        if self.live and self.live_json is None:
             self.live_json = [orjson.dumps(ev, option=_JSON) for ev in self.events]
 
 
@@ -493,7 +516,33 @@ class Batch:
                        block_ids: dict[bytes, int], keep: set[bytes] | None = None,
                        ready: dict[bytes, tuple] | None = None) -> int:
         """``new_blocks``: (hash, capped text), or (hash, None) for a block prepared ahead
-        (its values in ``ready``)."""
+        (its values in ``ready``). Inserted a chunk of about ``INSERT_CHUNK_ROWS`` fingerprint
+        rows at a time (blocks in id order), so the row arrays stay small however big the batch
+        (one huge session); the rows, the boilerplate counts and what the ingest cache keeps are
+        those of one pass."""
+        n = 0
+        chunk: list[tuple[bytes, str | None]] = []
+        rows = 0
+        hashes: list[np.ndarray] = []   # the distinct hashes of each chunk's rows
+        for item in new_blocks:
+            chunk.append(item)
+            h, text = item
+            rows += len(text) // 8 if text is not None else len(ready[h][1])
+            if rows >= INSERT_CHUNK_ROWS:
+                n += self._insert_chunk(chunk, block_ids, keep, ready, hashes)
+                chunk, rows = [], 0
+        if chunk:
+            n += self._insert_chunk(chunk, block_ids, keep, ready, hashes)
+        if hashes:  # once all rows are in: the counts are the batch's
+            self._update_boilerplate(hashes[0] if len(hashes) == 1
+                                     else uniq(np.concatenate(hashes)))
+        return n
+
+    def _insert_chunk(self, new_blocks: list[tuple[bytes, str | None]],
+                      block_ids: dict[bytes, int], keep: set[bytes] | None,
+                      ready: dict[bytes, tuple] | None, hashes: list[np.ndarray]) -> int:
+        """``_insert_blocks`` for blocks of consecutive ids; the distinct hashes of the rows
+        inserted go to ``hashes``."""
         conn = self.conn
         todo = [(h, t) for h, t in new_blocks if t is not None]
         texts = [t for _, t in todo]
@@ -509,6 +558,8 @@ class Batch:
             bid = block_ids[h]
             n_lines, fh, fl, kgrams = done[h] if h in done else ready[h][:4]
             if kgrams is not None and self.cache is not None:
+                if h not in done:  # views of the prepared arrays: copies, not all of them kept
+                    fh, kgrams = fh.copy(), kgrams.copy()
                 self.cache.keep_prints(h, fh, kgrams)
             brows.append((bid, h, len(fh), n_lines))
             if len(fh):
@@ -518,6 +569,9 @@ class Batch:
                 counts.append(len(fh))
         conn.executemany("INSERT INTO blocks VALUES (?,?,?,?)", brows)
         if not hs:
+            if self.cache is not None:  # (an empty part keeps the kept block range whole)
+                bids = [block_ids[h] for h, _ in new_blocks]
+                self.cache.keep_postings(_EMPTY, _EMPTY, _EMPTY, min(bids), max(bids))
             return 0
         H = Q.index_keys(np.concatenate(hs))
         B = np.repeat(np.asarray(bids, dtype=np.int64), counts)
@@ -546,7 +600,7 @@ class Batch:
             self.cache.keep_postings(H, B, L, min(bids), max(bids))
         first = np.ones(len(H), dtype=bool)
         first[1:] = H[1:] != H[:-1]
-        self._update_boilerplate(H[first])
+        hashes.append(H[first])
         return n
 
     def _update_boilerplate(self, hashes: np.ndarray) -> None:

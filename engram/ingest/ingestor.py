@@ -39,6 +39,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import apsw
+import orjson
 import xxhash
 
 from engram import adapters, paths
@@ -60,6 +61,11 @@ PROCESS_AHEAD_BYTES = 16 << 20  # source bytes sent to the worker ahead of the i
 #                                 stays queued: this process parses from it while it would wait)
 PROCESS_AHEAD = 1024            # ... and sources: enough for the worker to go on during a commit
 AHEAD_BYTES = 64 << 20          # at most this many source bytes parsed or being parsed ahead in all
+STEAL_MAX_BYTES = 16 << 20      # a bigger source is left to the worker (parsed here, it and its
+#                                 events would be held by this process too)
+COMPACT_MIN_BYTES = 16 << 20    # a group this big comes back from the worker compact: its events
+#                                 cut to what the index reads, and their canonical JSON for the
+#                                 tape (``worker._encoded``): a big session held once, not twice
 GROUP_SOURCES, GROUP_BYTES = 32, 2 << 20  # sources sent to the worker at a time
 WALK_DEPTH = 8                  # directory levels under a location checked for unreadable ones
 Progress = Callable[[int, int, str], None]
@@ -212,6 +218,7 @@ class Ingestor:
         try:
             self._ingest_sources(todo, total_bytes, run, progress)
             self._index_tape_dirs(run.summary, progress)
+            parse_worker.release_freed_memory()  # the lineage pass then starts from what is held
             if self.cache is not None:
                 self.cache.worker = run.procs  # idle now: it computes continuations meanwhile
             self._post_index(run.summary)
@@ -266,6 +273,7 @@ class Ingestor:
                 if progress:
                     progress(done_bytes, total_bytes, str(s.path))
                 self._ingest_one(s, sk, ticket, batch, run)
+                del ticket  # its parse result: the batch holds what the index needs of it
                 size = max(sk[0], 0)
                 done_bytes += size
                 batch_bytes += size
@@ -289,9 +297,10 @@ class Ingestor:
         sessions are then not indexed, its cursor not moved: the next run tries again)."""
         src = str(s.path)
         try:
-            parsed, prepared = self._parsed(s, ticket, run.procs)
+            parsed, prepared, encoded = self._parsed(s, ticket, run.procs)
             self._ingest_source(s, sk, run.cursors.get(src), run.seal, run.now, batch,
-                                run.pending, run.summary, parsed=parsed, prepared=prepared)
+                                run.pending, run.summary, parsed=parsed, prepared=prepared,
+                                encoded=encoded)
         except EngramError as e:
             self._record_errors(src, [e.to_dict()], run.summary, run.pending)
         except OSError as e:  # unreadable (permissions, vanished, not a file): said, not traced
@@ -333,28 +342,32 @@ class Ingestor:
             return None
 
     def _parsed(self, s: Source, fut, procs: parse_worker.ParseProcess | None
-                ) -> tuple[ParseOutput, list | None]:
+                ) -> tuple[ParseOutput, list | None, list | None]:
         """The result of a parse submitted to the thread or the worker process (a worker that
-        died: parsed here instead), and the block work the worker did ahead, if any."""
+        died: parsed here instead), the block work the worker did ahead and the events'
+        canonical JSON (``worker.parse_many``), if any."""
         if procs is None:
-            return fut.result(), None
+            return fut.result(), None, None
         try:
             res = procs.result(fut[0])[fut[1]]
         except WorkerGone:
             log.warning("parse worker exited; parsing %s in-process", s.path)
-            return self._parse(s), None
+            return self._parse(s), None, None
         if res[0] == "ok":
-            return res[1], res[2]
+            return res[1], res[2], res[3]
         if res[0] == "error":
             raise _WorkerError(res[1])
         raise _WorkerCrash(res[1], res[2])
 
     def _ingest_source(self, s: Source, sk, cur, seal: bool, now: float, batch: store.Batch,
                        pending_cursors: list, summary: dict, parsed: ParseOutput | None = None,
-                       prepared: list[store.Prepared] | None = None) -> None:
+                       prepared: list[store.Prepared] | None = None,
+                       encoded: list[list[bytes]] | None = None) -> None:
         """Stage the sealed sessions of one parsed source as tapes and add every session to
         ``batch``; its errors and cursor go to ``pending_cursors`` (committed with the batch).
-        Nothing reaches the batch unless the whole source went through."""
+        Nothing reaches the batch unless the whole source went through. ``encoded``: each
+        session's events as their canonical JSON, its events then cut down to what the index
+        reads (``worker._encoded``)."""
         out: ParseOutput = parsed if parsed is not None else self._parse(s)
         src = str(s.path)
         state = json.loads(cur[5]) if cur is not None else {}
@@ -366,6 +379,7 @@ class Ingestor:
             counts["sessions"] += 1
             events = sess.events
             prep = prepared[i] if prepared is not None else None
+            lines = encoded[i] if encoded is not None else None
             st = state.get(sess.key, {"sealed": 0, "tape": None})
             sealed = int(st.get("sealed", 0))
             if sealed:
@@ -376,9 +390,14 @@ class Ingestor:
                 events = [meta] + events[sealed:]
                 if prep is not None:  # the new meta event is worked out at commit
                     prep = store.Prepared([None] + prep.blocks[sealed:], prep.texts)
+                if lines is not None:
+                    lines = [None] + lines[sealed:]
             lid = live_tape_id(src, sess.key)
             if quiet:
-                ref = self._stage(self._tape_dir_for(events[0]), events, summary)
+                tape_events = events
+                if lines is not None:  # the same bytes as the whole events would give
+                    tape_events = [events[0]] + [orjson.Fragment(b) for b in lines[1:]]
+                ref = self._stage(self._tape_dir_for(events[0]), tape_events, events, summary)
                 counts["tapes_written"] += int(ref.created)
                 counts["sealed"] += 1
                 rec = store.SessionRecord(ref.tape_id, events, path=str(ref.path),
@@ -390,6 +409,8 @@ class Ingestor:
                 counts["live"] += 1
                 rec = store.SessionRecord(lid, events, live=True, source_path=src,
                                           source_key=sess.key, prepared=prep)
+                if lines is not None:
+                    rec.live_json = [writer.encode_event(events[0])] + lines[1:]
             rec.encode()  # a value that cannot be written is this source's error
             records.append(rec)
             counts["events"] += len(events)
@@ -404,18 +425,20 @@ class Ingestor:
             (src, s.adapter.name, sk[0], sk[1], out.end_offset,
              json.dumps(state, sort_keys=True), int(any_live), utc_iso(now))))
 
-    def _stage(self, tape_dir: Path, events: list[dict], summary: dict) -> writer.TapeRef:
-        """Stage a sealed session's tape. A file already there under its name that the index
-        does not know yet is verified first: a corrupt one is replaced (written afresh from the
-        events)."""
-        ref = self.stager.stage(tape_dir, events)
+    def _stage(self, tape_dir: Path, tape_events: list, events: list[dict],
+               summary: dict) -> writer.TapeRef:
+        """Stage a sealed session's tape (``tape_events``: its events, or the ``meta`` event and
+        the others' canonical JSON; ``events``: the events as the index reads them). A file
+        already there under its name that the index does not know yet is verified first: a
+        corrupt one is replaced (written afresh from the events)."""
+        ref = self.stager.stage(tape_dir, tape_events)
         if not ref.created and not self._indexed(ref.tape_id):
             try:
                 reader.read_raw(ref.path)
             except CorruptTape as e:
                 log.warning("%s: %s; writing it again from its log", ref.path, e.message)
                 ref.path.unlink(missing_ok=True)
-                ref = self.stager.stage(tape_dir, events)
+                ref = self.stager.stage(tape_dir, tape_events)
                 summary["tapes_repaired"] = summary.get("tapes_repaired", 0) + 1
         if self.cache is not None:
             self.cache.keep_tape(ref.tape_id, events, ref.raw)
@@ -505,7 +528,7 @@ class _ParseQueue:
 
     def __init__(self, ing: Ingestor, todo: list, run: _Run):
         self.ing, self.run, self.procs = ing, run, run.procs
-        self.queue = iter(todo)
+        self.queue: deque = deque(todo)
         self.ahead: deque = deque()
         self.ahead_bytes = 0
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-parse")
@@ -529,17 +552,22 @@ class _ParseQueue:
     def _items(group: list) -> list[tuple[str, str]]:
         return [(g[0].adapter.name, str(g[0].path)) for g in group]
 
-    def _next_group(self) -> tuple[list, int]:
-        """The next sources of the queue to parse together, and their size in bytes."""
+    def _next_group(self, limit: int | None = None) -> tuple[list, int]:
+        """The next sources of the queue to parse together, and their size in bytes (none
+        bigger than ``limit``)."""
         group: list = []
         size = 0
-        while len(group) < GROUP_SOURCES and size < GROUP_BYTES:
-            nxt = next(self.queue, None)
-            if nxt is None:
+        while len(group) < GROUP_SOURCES and size < GROUP_BYTES and self.queue:
+            if limit is not None and self.queue[0][1][0] > limit:
                 break
+            nxt = self.queue.popleft()
             group.append(nxt)
             size += max(nxt[1][0], 0)
         return group, size
+
+    @staticmethod
+    def _compact(size: int) -> bool:
+        return size >= COMPACT_MIN_BYTES
 
     def _queue_group(self, group: list, size: int, fut: Future) -> None:
         self.ahead.extend((g, (fut, j)) for j, g in enumerate(group))
@@ -547,10 +575,8 @@ class _ParseQueue:
 
     def refill(self) -> None:
         if self.procs is None:
-            while len(self.ahead) < PARSE_AHEAD:
-                nxt = next(self.queue, None)
-                if nxt is None:
-                    return
+            while len(self.ahead) < PARSE_AHEAD and self.queue:
+                nxt = self.queue.popleft()
                 self.ahead.append((nxt, self.pool.submit(self.ing._parse, nxt[0])))
             return
         # the worker parses groups of sources (fewer, bigger batches of its block work)
@@ -558,8 +584,8 @@ class _ParseQueue:
             group, size = self._next_group()
             if not group:
                 return
-            self._queue_group(group, size,
-                              self.procs.submit(self._items(group), self.ing.config.mode))
+            self._queue_group(group, size, self.procs.submit(
+                self._items(group), self.ing.config.mode, self._compact(size)))
 
     def steal(self) -> bool:
         """While the worker is still on the next source and no tape is left to write, parse
@@ -567,14 +593,14 @@ class _ParseQueue:
         same result), queued behind the ones sent to the worker: this core would otherwise
         wait. False when the queue is empty, or when ``AHEAD_BYTES`` of sources are parsed or
         being parsed ahead of the indexing (what is held in memory stays bounded while the
-        worker is on one huge log)."""
+        worker is on one huge log). A source over ``STEAL_MAX_BYTES`` is left to the worker."""
         if self.ahead_bytes >= AHEAD_BYTES:
             return False
-        group, size = self._next_group()
+        group, size = self._next_group(STEAL_MAX_BYTES)
         if not group:
             return False
-        self._queue_group(group, size,
-                          self.procs.answered(self._items(group), self.ing.config.mode))
+        self._queue_group(group, size, self.procs.answered(
+            self._items(group), self.ing.config.mode, self._compact(size)))
         summary = self.run.summary
         summary["parsed_here"] = summary.get("parsed_here", 0) + len(group)
         return True

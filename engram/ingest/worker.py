@@ -14,6 +14,7 @@ reader thread in the parent collects the answers so the worker never blocks on a
 from __future__ import annotations
 
 import collections
+import functools
 import os
 import pickle
 import subprocess
@@ -46,22 +47,55 @@ def parse(harness: str, path: str, mode: str) -> tuple:
         return ("crash", f"{type(e).__name__}: {e}", traceback.format_exc())
 
 
-def parse_many(items: list[tuple[str, str]], mode: str) -> list[tuple]:
-    """``parse`` for each ``(harness, path)``; an ``ok`` result also carries the block work of
-    the indexing for its sessions (``store.prepare``, one batch for the group; None if that
-    failed — the indexing then does it itself)."""
+def parse_many(items: list[tuple[str, str]], mode: str, compact: bool = False) -> list[tuple]:
+    """``parse`` for each ``(harness, path)``; an ``ok`` result is ``("ok", ParseOutput,
+    prepared, encoded)``: the block work of the indexing for its sessions (``store.prepare``, one
+    batch for the group; None if that failed — the indexing then does it itself), and with
+    ``compact`` (a big group: the ingest asks) each session's events as their canonical JSON
+    (``encoded``, see ``_encoded``; None: the events are whole)."""
     res = [parse(h, p, mode) for h, p in items]
     oks = [r[1] for r in res if r[0] == "ok"]
     preps = _prepare([s.events for out in oks for s in out.sessions])
+    if compact:
+        release_freed_memory()  # what parsing and fingerprinting freed, before the encoding
     out, i = [], 0
     for r in res:
         if r[0] != "ok":
             out.append(r)
             continue
         n = len(r[1].sessions)
-        out.append(("ok", r[1], preps[i:i + n] if preps is not None else None))
+        if preps is None:
+            out.append(("ok", r[1], None, None))
+        else:
+            out.append(("ok", r[1], preps[i:i + n], _encoded(r[1]) if compact else None))
         i += n
     return out
+
+
+def _encoded(out) -> list[list[bytes]] | None:
+    """Each session's events as the tape encodes them (``writer.encode_event``), the events
+    themselves cut down to what the indexing reads of prepared events (``store.light_event``;
+    the ``meta`` event stays whole): a big session then exists once, compactly, in each process —
+    not as dicts here, pickled bytes in between and dicts again in the indexing. The ingest writes
+    the tape from these bytes (``orjson.Fragment``: the same bytes, the same tape). None (the
+    events stay whole) when this orjson has no ``Fragment``."""
+    import orjson
+
+    from engram.index import store
+    from engram.tape import writer
+
+    if not hasattr(orjson, "Fragment"):
+        return None
+    encoded = []
+    for sess in out.sessions:
+        events = sess.events
+        lines = []
+        for i, ev in enumerate(events):  # one event at a time: its texts freed as it is encoded
+            lines.append(writer.encode_event(ev))
+            if i:
+                events[i] = store.light_event(ev)
+        encoded.append(lines)
+    return encoded
 
 
 def _prepare(sessions: list[list[dict]]) -> list | None:
@@ -73,6 +107,26 @@ def _prepare(sessions: list[list[dict]]) -> list | None:
     except Exception:  # noqa: BLE001 — only an optimisation: the indexing does it then
         return None
 
+
+def release_freed_memory() -> None:
+    """Give the memory freed so far back to the system (glibc's ``malloc_trim``; elsewhere
+    nothing). After a big session the heap keeps what its texts and arrays took; the next phase
+    (the lineage pass, the next group) allocates large arrays afresh, on top of it, so the peak
+    would be both. A few milliseconds."""
+    global _trim
+    if _trim is None:
+        try:
+            import ctypes
+            import ctypes.util
+
+            _trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _trim = False
+    if _trim:
+        _trim(0)
+
+
+_trim = None
 
 PIPE_BYTES = 1 << 20
 
@@ -110,9 +164,9 @@ class ParseProcess:
         self.reader = threading.Thread(target=self._read, name="engram-parse-reader", daemon=True)
         self.reader.start()
 
-    def submit(self, items: list[tuple[str, str]], mode: str) -> Future:
-        """``parse_many(items, mode)`` in the worker; ``result()`` gives its list."""
-        return self._send(("parse", items, mode))
+    def submit(self, items: list[tuple[str, str]], mode: str, compact: bool = False) -> Future:
+        """``parse_many(items, mode, compact)`` in the worker; ``result()`` gives its list."""
+        return self._send(("parse", items, mode, compact))
 
     def submit_continuations(self, db_path: str, tape_rows: list[int], kept=None) -> Future:
         """``continuations.compute_remote(db_path, tape_rows, kept)`` in the worker."""
@@ -138,20 +192,20 @@ class ParseProcess:
         return fut
 
     def _read(self) -> None:
+        """Unpickle each answer straight from the pipe as it arrives (``_Frames``: no copy of
+        the pickled bytes is ever held whole) and hand it to the oldest pending request."""
         out = self.proc.stdout
         try:
             while True:
-                head = out.read(_HEADER)
-                if len(head) < _HEADER:
-                    break
-                n = int.from_bytes(head, "little")
-                data = out.read(n)
-                if len(data) < n:
+                val = _read_answer(out)
+                if val is _END:
                     break
                 with self._lock:
                     fut = self.pending.popleft()
-                fut.set_result([data])  # a list: ``result`` takes the bytes out once unpickled
-        except (OSError, ValueError):
+                fut.engram_value = val
+                fut.set_result(None)
+                del val, fut  # held here until the next answer, they would outlive their use
+        except Exception:  # noqa: BLE001 — a worker gone mid-answer: its requests fail
             pass
         with self._lock:
             self._fail()
@@ -165,24 +219,19 @@ class ParseProcess:
                 fut.set_exception(WorkerGone("parse worker exited"))
 
     @staticmethod
-    def answered(items: list[tuple[str, str]], mode: str) -> Future:
-        """``parse_many(items, mode)`` run here, as a request already answered (``result``
-        gives it like the worker's)."""
+    def answered(items: list[tuple[str, str]], mode: str, compact: bool = False) -> Future:
+        """``parse_many(items, mode, compact)`` run here, as a request already answered
+        (``result`` gives it like the worker's)."""
         fut: Future = Future()
-        fut.engram_value = parse_many(items, mode)
+        fut.engram_value = parse_many(items, mode, compact)
         fut.set_result(None)
         return fut
 
     @staticmethod
     def result(fut: Future) -> list:
-        """The answer to a request (unpickled once, however often asked; the pickled bytes are
-        dropped then: a big session is not held twice)."""
-        val = getattr(fut, "engram_value", None)
-        if val is None:
-            box = fut.result()
-            val = fut.engram_value = pickle.loads(box[0])
-            box.clear()
-        return val
+        """The answer to a request (unpickled by the reader thread as it arrived)."""
+        fut.result()  # raises ``WorkerGone`` for a request the worker never answered
+        return fut.engram_value
 
     def close(self) -> None:
         try:
@@ -195,6 +244,146 @@ class ParseProcess:
             self.proc.kill()
             self.proc.wait()
         self.reader.join(timeout=10)
+
+
+# Answers travel as a pickle cut into frames: an 8-byte little-endian length, then that many
+# bytes; a frame of length 0 ends the answer, one of length ``_ABORT`` drops it (the pickler
+# failed half-way: the answer that follows replaces it). The pickle is written and read as it is
+# made (``pickle.dump`` / ``pickle.load`` on ``_Frames``): a big session is never also held as
+# one bytes object on either side.
+FRAME_BYTES = 1 << 20
+_ABORT = (1 << 64) - 1
+_END = object()
+
+
+class _Aborted(Exception):
+    pass
+
+
+class _Frames:
+    """A file-like over the frames of one answer: ``write`` (the worker) or ``read`` (the
+    ingest's reader thread)."""
+
+    def __init__(self, f):
+        self.f = f
+        self.buf = bytearray()
+        self.pos = 0
+        self.done = False
+
+    # -- writing --------------------------------------------------------------------------------
+    def write(self, b) -> int:
+        b = memoryview(b).cast("B")  # bytes, a bytearray, a pickle.PickleBuffer (numpy data)
+        n = len(b)
+        if len(self.buf) + n < FRAME_BYTES:
+            self.buf += b
+            return n
+        self._emit(self.buf)
+        self.buf = bytearray()
+        self._emit(b)
+        return n
+
+    def _emit(self, b) -> None:
+        if len(b):
+            self.f.write(len(b).to_bytes(_HEADER, "little"))
+            self.f.write(b)
+
+    def end(self, abort: bool = False) -> None:
+        if abort:
+            self.buf = bytearray()
+        else:
+            self._emit(self.buf)
+            self.buf = bytearray()
+        self.f.write((_ABORT if abort else 0).to_bytes(_HEADER, "little"))
+        self.f.flush()
+
+    # -- reading --------------------------------------------------------------------------------
+    def _fill(self) -> bool:
+        """The next frame into ``buf``; False at the end of the answer."""
+        if self.done:
+            return False
+        head = self.f.read(_HEADER)
+        if len(head) < _HEADER:
+            raise EOFError("worker gone")
+        n = int.from_bytes(head, "little")
+        if n == 0:
+            self.done = True
+            return False
+        if n == _ABORT:
+            raise _Aborted()
+        data = self.f.read(n)
+        if len(data) < n:
+            raise EOFError("worker gone")
+        self.buf, self.pos = data, 0
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        out = bytearray()
+        while n < 0 or len(out) < n:
+            if self.pos >= len(self.buf) and not self._fill():
+                break
+            take = len(self.buf) - self.pos if n < 0 else min(n - len(out), len(self.buf) - self.pos)
+            out += self.buf[self.pos:self.pos + take]
+            self.pos += take
+        return bytes(out)
+
+    def readinto(self, b) -> int:
+        view = memoryview(b).cast("B")
+        got = 0
+        while got < len(view):
+            if self.pos >= len(self.buf) and not self._fill():
+                break
+            take = min(len(view) - got, len(self.buf) - self.pos)
+            view[got:got + take] = self.buf[self.pos:self.pos + take]
+            self.pos += take
+            got += take
+        return got
+
+    def readline(self) -> bytes:
+        out = bytearray()
+        while True:
+            if self.pos >= len(self.buf) and not self._fill():
+                return bytes(out)
+            nl = self.buf.find(b"\n", self.pos)
+            end = len(self.buf) if nl < 0 else nl + 1
+            out += self.buf[self.pos:end]
+            self.pos = end
+            if nl >= 0:
+                return bytes(out)
+
+    def finish(self) -> None:
+        while self._fill():
+            pass
+
+
+def _read_answer(f):
+    """The next answer from the worker's pipe; ``_END`` when the pipe closed between answers."""
+    while True:
+        if not f.peek(1):
+            return _END
+        frames = _Frames(f)
+        try:
+            val = pickle.load(frames)
+            frames.finish()
+            return val
+        except _Aborted:
+            continue  # the replacement answer follows
+
+
+def _write_answer(f, res, fallback) -> None:
+    """``res`` pickled into frames on ``f``; if it cannot be pickled, ``fallback()``'s value."""
+    frames = _Frames(f)
+    try:
+        pickle.dump(res, frames, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 — an unpicklable result
+        frames.end(abort=True)
+        frames = _Frames(f)
+        pickle.dump(fallback(), frames, protocol=pickle.HIGHEST_PROTOCOL)
+    frames.end()
+
+
+def _crashes(n: int) -> list[tuple]:
+    """An unpicklable parse result, reported as a crash of each of its ``n`` sources."""
+    return [("crash", "unpicklable parse result", traceback.format_exc())] * n
 
 
 def main() -> None:
@@ -214,17 +403,15 @@ def main() -> None:
                 res = continuations.compute_remote(request[1], request[2], request[3])
             except Exception as e:  # noqa: BLE001 — the ingest computes them itself then
                 res = ("crash", f"{type(e).__name__}: {e}", traceback.format_exc())
-            data = pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL)
+            _write_answer(reply, res, lambda: ("crash", "unpicklable answer", ""))
         else:
-            _kind, items, mode = request
-            res = parse_many(items, mode)
-            try:
-                data = pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL)
-            except Exception as e:  # noqa: BLE001 — an unpicklable result: reported as crashes
-                crash = ("crash", f"{type(e).__name__}: {e}", traceback.format_exc())
-                data = pickle.dumps([crash] * len(items))
-        reply.write(len(data).to_bytes(_HEADER, "little") + data)
-        reply.flush()
+            _kind, items, mode, compact = request
+            res = parse_many(items, mode, compact)
+
+            _write_answer(reply, res, functools.partial(_crashes, len(items)))
+            del res
+            if compact:
+                release_freed_memory()
 
 
 if __name__ == "__main__":

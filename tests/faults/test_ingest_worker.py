@@ -1,0 +1,123 @@
+"""The parse worker's answers: pickles streamed in frames (never held whole), an answer that
+cannot be pickled replaced by crash reports, a worker gone half-way through an answer; and the
+compact form a big session travels in (events cut to what the index reads, plus their canonical
+JSON) gives the very tape the whole events give."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+from engram import adapters
+from engram.cli import main
+from engram.engine import Engine
+from engram.index import store
+from engram.ingest import ingestor, worker
+from engram.tape import writer
+
+HARNESS = Path(__file__).resolve().parents[1] / "data" / "harness"
+
+
+def _pipe(*answers, fallback=lambda: "fallback") -> io.BufferedReader:
+    out = io.BytesIO()
+    for a in answers:
+        worker._write_answer(out, a, fallback)
+    return io.BufferedReader(io.BytesIO(out.getvalue()))
+
+
+def test_answers_stream_in_frames_and_come_back_whole(monkeypatch):
+    monkeypatch.setattr(worker, "FRAME_BYTES", 4096)  # many frames, pickler frames cut across
+    big = [bytes([i % 251]) * (i * 997 % 20000) for i in range(300)]
+    arr = np.arange(100_000, dtype=np.int64)
+    f = _pipe(("ok", big, arr), {"small": 1})
+    first = worker._read_answer(f)
+    assert first[0] == "ok" and first[1] == big and np.array_equal(first[2], arr)
+    assert worker._read_answer(f) == {"small": 1}
+    assert worker._read_answer(f) is worker._END
+
+
+def test_an_answer_that_cannot_be_pickled_is_replaced():
+    f = _pipe(["ok", lambda: None], ["next"], fallback=lambda: ["crash"])
+    assert worker._read_answer(f) == ["crash"]
+    assert worker._read_answer(f) == ["next"]
+
+
+def test_a_worker_gone_half_way_through_an_answer():
+    out = io.BytesIO()
+    worker._write_answer(out, ["ok", b"x" * 100_000], lambda: None)
+    cut = io.BufferedReader(io.BytesIO(out.getvalue()[:50_000]))
+    with pytest.raises(EOFError):
+        worker._read_answer(cut)
+
+
+@pytest.mark.skipif(not hasattr(orjson, "Fragment"), reason="this orjson has no Fragment")
+@pytest.mark.parametrize("harness", ["claude_code", "codex", "openclaw", "cursor"])
+def test_compact_sessions_give_the_same_tape_and_index_fields(harness):
+    for log in sorted((HARNESS / harness).glob("*.jsonl")):
+        whole = adapters.get(harness).parse_source(log)
+        res = worker.parse_many([(harness, str(log))], "permissive", compact=True)[0]
+        assert res[0] == "ok" and res[3] is not None
+        for sess, full, lines in zip(res[1].sessions, whole.sessions, res[3]):
+            tape = [sess.events[0]] + [orjson.Fragment(b) for b in lines[1:]]
+            assert writer.encode_events(tape) == writer.encode_events(full.events)
+            assert [store.light_event(e) for e in full.events[1:]] == sess.events[1:]
+            assert lines == [writer.encode_event(e) for e in full.events]
+
+
+TABLES = ("tapes", "events", "blocks", "refs", "fingerprints", "block_lines", "boilerplate",
+          "edges", "tombstones", "continuations", "live_events", "cursors", "errors", "fts")
+
+
+def _index(root: Path, home: Path) -> dict:
+    eng = Engine(root)
+    try:
+        conn = eng.conn()
+        out = {t: sorted(map(repr, conn.execute(f"SELECT * FROM {t}"))) for t in TABLES}
+    finally:
+        eng.close()
+    out["cursors"] = [c.split(", '20")[0] for c in out["cursors"]]  # (the time of the run)
+    out["tape files"] = {p.name: p.read_bytes() for p in (home / "tapes").glob("*.zst")}
+    return out
+
+
+@pytest.mark.skipif(not hasattr(orjson, "Fragment"), reason="this orjson has no Fragment")
+@pytest.mark.parametrize("seal", [True, False], ids=["sealed", "live"])
+def test_compact_groups_index_what_whole_events_index(tmp_path, monkeypatch, capsys, seal):
+    """The ingest through the worker with every group compact (tapes written from the events'
+    canonical JSON, live rows from it, the index from the cut-down events) leaves the index and
+    the tapes of the ingest that parses in-process."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for p in sorted((HARNESS / "claude_code").glob("*.jsonl")):
+        shutil.copy(p, logs / p.name)
+    root = tmp_path / "repo"
+    (root / ".git").mkdir(parents=True)
+    (root / ".engram").mkdir()
+    (root / ".engram" / "config.yml").write_text(
+        f"harnesses:\n  claude_code:\n    paths: [{logs}]\n" + "".join(
+            f"  {h}: false\n" for h in ("codex", "gemini_cli", "opencode", "cursor", "openclaw",
+                                         "aider")))
+    monkeypatch.chdir(root)
+    home = Path(__import__("os").environ["ENGRAM_HOME"])
+    args = ["ingest", "--rebuild"] + (["--seal"] if seal else [])
+
+    def run() -> dict:
+        shutil.rmtree(home / "tapes", ignore_errors=True)
+        assert main(args) == 0
+        res = json.loads(capsys.readouterr().out)
+        assert res["error_count"] == 0 and res["sessions"] == 8
+        return _index(root, home)
+
+    monkeypatch.setattr(ingestor, "PROCESS_MIN_BYTES", 1 << 62)
+    plain = run()
+    monkeypatch.setattr(ingestor, "PROCESS_MIN_BYTES", 0)
+    monkeypatch.setattr(ingestor, "COMPACT_MIN_BYTES", 0)
+    compact = run()
+    assert compact == plain
+    assert (len(plain["tape files"]) == 8) is seal and (len(plain["live_events"]) > 0) is not seal
