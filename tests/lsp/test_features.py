@@ -8,8 +8,7 @@ import sys
 import urllib.parse
 
 import pytest
-from lsp_helpers import (call, explain_params, hover, lenses, open_doc, plain, request,
-                         wait_indexed)
+from lsp_helpers import call, explain_params, hover, lenses, open_doc, plain, request, wait_indexed
 from lsprotocol import types
 
 pytestmark = pytest.mark.e2e
