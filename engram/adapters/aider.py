@@ -31,9 +31,19 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from engram.adapters.base import (Adapter, ParseOutput, SessionLog, VersionMatrix, ev_edit,
-                                  ev_meta, ev_msg, ev_tool_call, ev_tool_result, finish_session,
-                                  parse_error)
+from engram.adapters.base import (
+    Adapter,
+    ParseOutput,
+    SessionLog,
+    VersionMatrix,
+    ev_edit,
+    ev_meta,
+    ev_msg,
+    ev_tool_call,
+    ev_tool_result,
+    finish_session,
+    parse_error,
+)
 from engram.errors import UnsupportedLog
 
 _HEADER = re.compile(r"^# aider chat started at (\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})\s*$")

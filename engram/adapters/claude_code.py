@@ -38,11 +38,25 @@ import re
 from pathlib import Path
 
 from engram.adapters import base
+from engram.adapters.base import MAX_TOOL_OUTPUT  # noqa: F401  (the limit this module applies)
 from engram.adapters.base import (
-    as_dict as _d, as_int as _int, as_str as _s, cap_output as _cap, iso_utc as _ts,
+    as_dict as _d,
+)
+from engram.adapters.base import (
+    as_int as _int,
+)
+from engram.adapters.base import (
+    as_str as _s,
+)
+from engram.adapters.base import (
+    cap_output as _cap,
+)
+from engram.adapters.base import (
+    iso_utc as _ts,
+)
+from engram.adapters.base import (
     label_of as _label,
 )
-from engram.adapters.base import MAX_TOOL_OUTPUT  # noqa: F401  (the limit this module applies)
 from engram.errors import UnsupportedLog
 
 #: tool output (``tool.result`` stdout/stderr) kept per event, in characters
@@ -68,7 +82,7 @@ class ClaudeCodeAdapter(base.Adapter):
         path = Path(path)
         p = _Parser(self, path)
         end = 0
-        for line_no, end, rec, err in base.iter_jsonl(path):
+        for line_no, end, rec, err in base.iter_jsonl(path):  # noqa: B007 (end: the offset parsed to)
             if err is not None:
                 p.errors.append(base.record_error(path, line_no, err, rec))
                 if rec is None:
@@ -226,7 +240,7 @@ class _Parser:
     def _usage_totals(self) -> dict:
         keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
                 "cache_read_input_tokens")
-        tot = {k: 0 for k in keys}
+        tot = dict.fromkeys(keys, 0)
         for u in self.usage.values():
             for k in keys:
                 tot[k] += _int(u.get(k)) or 0

@@ -38,9 +38,23 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from engram.adapters import base
-from engram.adapters.base import (Adapter, ParseOutput, SessionLog, VersionMatrix, ev_edit,
-                                  ev_meta, ev_msg, ev_read, ev_tool_call, ev_tool_result,
-                                  finish_session, join_lines, lines_of, parse_error, rel_path)
+from engram.adapters.base import (
+    Adapter,
+    ParseOutput,
+    SessionLog,
+    VersionMatrix,
+    ev_edit,
+    ev_meta,
+    ev_msg,
+    ev_read,
+    ev_tool_call,
+    ev_tool_result,
+    finish_session,
+    join_lines,
+    lines_of,
+    parse_error,
+    rel_path,
+)
 from engram.errors import UnsupportedLog
 
 _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}")
@@ -86,7 +100,7 @@ def parse_patch(text: str) -> list[dict]:
     lines = text.split("\n")
     for raw in lines:
         ln = raw[:-1] if raw.endswith("\r") else raw
-        if ln.startswith("*** Begin Patch") or ln.startswith("*** End Patch"):
+        if ln.startswith(("*** Begin Patch", "*** End Patch")):
             cur = None if ln.startswith("*** End Patch") else cur
             continue
         m = re.match(r"^\*\*\* (Add|Update|Delete) File: (.+)$", ln)
@@ -103,7 +117,7 @@ def parse_patch(text: str) -> list[dict]:
         if m:
             cur["move_to"] = m.group(1).strip()
             continue
-        if ln.startswith("*** End of File") or ln.startswith("*** "):
+        if ln.startswith(("*** End of File", "*** ")):
             continue
         if cur["op"] == "delete":
             continue
@@ -143,7 +157,7 @@ def _diff_hunks(diff: str) -> list[dict]:
         if m:
             hunks.append({"oldStart": int(m.group(1)), "newStart": int(m.group(3)), "lines": []})
             continue
-        if not hunks or ln.startswith("---") or ln.startswith("+++"):
+        if not hunks or ln.startswith(("---", "+++")):
             continue
         if ln[:1] in ("+", "-", " ", "\\"):
             hunks[-1]["lines"].append(ln)

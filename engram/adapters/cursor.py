@@ -38,11 +38,24 @@ import orjson
 
 from engram.adapters import base, sqlite_store, unified_diff
 from engram.adapters.base import (
-    as_dict as _d, as_int as _int, as_str as _s, cap_output as _cap, iso_any as _ts,
+    as_dict as _d,
+)
+from engram.adapters.base import (
+    as_int as _int,
+)
+from engram.adapters.base import (
+    as_str as _s,
+)
+from engram.adapters.base import (
+    cap_output as _cap,
+)
+from engram.adapters.base import (
+    iso_any as _ts,
+)
+from engram.adapters.base import (
     label_of as _label,
 )
 from engram.errors import UnsupportedLog
-
 
 _USER_QUERY = re.compile(r"^\s*<user_query>\n?(.*?)\n?</user_query>\s*$", re.S)
 _SLUG = re.compile(r"[^A-Za-z0-9]+")
@@ -465,7 +478,7 @@ def _vscdb_edits(tool: str, file: str | None, args: dict, result: dict, t, cwd, 
     if tool == "apply_patch":
         patch = _s(args.get("patch"))
         out = []
-        for op, p, pairs in unified_diff.parse_codex_patch(patch or ""):
+        for _op, p, pairs in unified_diff.parse_codex_patch(patch or ""):
             for before, after in pairs:
                 out.append(base.ev_edit(t, p, 1, before, 1, after, cwd=cwd, range_known=False,
                                         **x))

@@ -32,9 +32,21 @@ import re
 from pathlib import Path
 
 from engram.adapters import base
-from engram.adapters.base import (Adapter, ParseOutput, SessionLog, VersionMatrix, edits_from_texts,
-                                  ev_edit, ev_meta, ev_msg, ev_read, ev_tool_call, ev_tool_result,
-                                  finish_session, parse_error)
+from engram.adapters.base import (
+    Adapter,
+    ParseOutput,
+    SessionLog,
+    VersionMatrix,
+    edits_from_texts,
+    ev_edit,
+    ev_meta,
+    ev_msg,
+    ev_read,
+    ev_tool_call,
+    ev_tool_result,
+    finish_session,
+    parse_error,
+)
 from engram.errors import UnsupportedLog
 
 _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}")
@@ -402,8 +414,8 @@ def _abs(path: str, cwd: str | None) -> str:
 
 def _strip_read_notice(output: str) -> tuple[str, bool]:
     """Drop the truncation notice read_file prepends to partial reads."""
-    if output.startswith("\nIMPORTANT: The file content has been truncated") or \
-            output.startswith("IMPORTANT: The file content has been truncated"):
+    if output.startswith(("\nIMPORTANT: The file content has been truncated",
+                          "IMPORTANT: The file content has been truncated")):
         i = output.find("--- FILE CONTENT (truncated) ---")
         return (output[i + len("--- FILE CONTENT (truncated) ---\n"):] if i >= 0 else ""), True
     return output, False

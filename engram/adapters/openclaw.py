@@ -38,11 +38,24 @@ from pathlib import Path
 
 from engram.adapters import base
 from engram.adapters.base import (
-    as_dict as _d, as_int as _int, as_str as _s, iso_any as _ts, label_of as _label,
     MAX_TOOL_OUTPUT,
 )
+from engram.adapters.base import (
+    as_dict as _d,
+)
+from engram.adapters.base import (
+    as_int as _int,
+)
+from engram.adapters.base import (
+    as_str as _s,
+)
+from engram.adapters.base import (
+    iso_any as _ts,
+)
+from engram.adapters.base import (
+    label_of as _label,
+)
 from engram.errors import UnsupportedLog
-
 
 _NAME = re.compile(r"^(?P<stem>.+)\.jsonl(?:\.(?P<variant>reset|deleted|bak)\.(?P<stamp>.+))?$")
 _PI_NOTE = re.compile(

@@ -50,11 +50,24 @@ import orjson
 
 from engram.adapters import base, sqlite_store, unified_diff
 from engram.adapters.base import (
-    as_dict as _d, as_int as _int, as_str as _s, cap_output as _cap, iso_from_epoch_ms as iso_ms,
+    as_dict as _d,
+)
+from engram.adapters.base import (
+    as_int as _int,
+)
+from engram.adapters.base import (
+    as_str as _s,
+)
+from engram.adapters.base import (
+    cap_output as _cap,
+)
+from engram.adapters.base import (
+    iso_from_epoch_ms as iso_ms,
+)
+from engram.adapters.base import (
     label_of as _label,
 )
 from engram.errors import UnsupportedLog
-
 
 _EDIT_TOOLS = ("edit", "write", "multiedit", "patch", "apply_patch")
 _SILENT_PARTS = ("step-start", "step-finish", "snapshot", "patch", "agent", "retry", "compaction",

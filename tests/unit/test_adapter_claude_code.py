@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from engram.adapters import base, get
 from engram.adapters.claude_code import ADAPTER, MAX_TOOL_OUTPUT
-from engram.errors import UnsupportedLog
 from engram.digest import text_hash
+from engram.errors import UnsupportedLog
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path("tests/data/harness/claude_code")  # relative: goldens must not name this machine
@@ -387,7 +387,7 @@ def test_edit_fallback_locates_old_string_in_known_file(tmp_path):
 
 
 def test_edit_fallback_without_known_file(tmp_path):
-    recs = [r for r in records(THINK)]
+    recs = list(records(THINK))
     for r in recs:
         r.pop("toolUseResult", None)
     out = ADAPTER.parse_source(write_log(tmp_path / "s.jsonl", recs))
@@ -403,7 +403,8 @@ def test_multiedit_and_notebook_fallback(tmp_path):
     content = "a = 1\nb = 2\nc = 3\n"
     recs = [
         {**env, "type": "assistant", "uuid": "u1", "message": {"id": "m1", "role": "assistant", "content": [
-            {"type": "tool_use", "id": "t1", "name": "Write", "input": {"file_path": "/repo/x.py", "content": content}}]}},
+            {"type": "tool_use", "id": "t1", "name": "Write",
+             "input": {"file_path": "/repo/x.py", "content": content}}]}},
         {**env, "type": "user", "uuid": "u2", "message": {"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": "t1", "content": "File created successfully at: /repo/x.py"}]},
          "toolUseResult": {"type": "create", "filePath": "/repo/x.py", "content": content,
@@ -415,7 +416,8 @@ def test_multiedit_and_notebook_fallback(tmp_path):
             {"type": "tool_result", "tool_use_id": "t2", "content": "Applied 2 edits"}]}},
         {**env, "type": "assistant", "uuid": "u5", "message": {"id": "m3", "role": "assistant", "content": [
             {"type": "tool_use", "id": "t3", "name": "NotebookEdit", "input": {
-                "notebook_path": "/repo/n.ipynb", "cell_id": "c1", "new_source": "print(1)\n", "edit_mode": "replace"}}]}},
+                "notebook_path": "/repo/n.ipynb", "cell_id": "c1", "new_source": "print(1)\n",
+                "edit_mode": "replace"}}]}},
         {**env, "type": "user", "uuid": "u6", "message": {"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": "t3", "content": "Updated cell c1"}]}},
     ]

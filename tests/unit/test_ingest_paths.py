@@ -9,9 +9,9 @@ import json
 import pytest
 from claude_log import World
 
-from engram.ingest import ingestor as ingest
 from engram.cli import main
 from engram.engine import Engine
+from engram.ingest import ingestor as ingest
 from engram.lineage import continuations
 
 PARSE = '''def parse_header(line):
