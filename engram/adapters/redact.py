@@ -417,6 +417,10 @@ _CALL = re.compile(r"^[A-Za-z_$@][\w$.]*(?:\(|\[)")
 _URLISH = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://|^(?:~|\.{1,2})?/[\w.@~-]+(?:/[\w.@~-]*)*$")
 _WORDISH = re.compile(r"^(?:[A-Za-z]+[.:!?…]*|[a-z]+[0-9]*(?:[./_\-](?:[a-z]+[0-9]*|[0-9]+))+)$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_$][A-Za-z_$-]*$")
+# a namespaced id: ``agent:coder:subagent:<uuid>`` (an OpenClaw child session key), ``run:<uuid>``.
+# A bare UUID may be a key (Heroku's API keys are UUIDs); one under a name space is an identifier.
+_NAMESPACED_ID = re.compile(r"(?:[A-Za-z][\w.-]*:)+[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
+                            r"[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _NOT_ALNUM = re.compile(r"[^A-Za-z0-9]+")
 _SPACE = re.compile(r"\s")
 _TOKENISH = re.compile(r"^[A-Za-z0-9+/=_\-.~:]+$")
@@ -472,7 +476,7 @@ def _value_ok(kind: str, v: str) -> bool:
     if kind == "sig":
         return len(v) >= 16
     # a key or token: random-looking
-    if len(v) < 8 or _WORDISH.match(v) or (v.isdigit() and len(v) < 16):
+    if len(v) < 8 or _WORDISH.match(v) or (v.isdigit() and len(v) < 16) or _NAMESPACED_ID.fullmatch(v):
         return False
     if _WORDISH.match(_NOT_ALNUM.sub("", v)):
         return False  # a word in punctuation: ``*(optional)*``, ``]<]image[>[``
