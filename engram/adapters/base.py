@@ -32,8 +32,6 @@ from typing import ClassVar
 from engram.adapters import redact
 from engram.digest import text_hash
 
-ADAPTER_API = 1
-
 
 @dataclasses.dataclass(frozen=True)
 class VersionMatrix:

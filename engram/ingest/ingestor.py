@@ -86,15 +86,6 @@ def live_tape_id(source: str, key: str) -> str:
     return "live-" + xxhash.xxh3_64_hexdigest(f"{source}\0{key}".encode("utf-8", "surrogatepass"))
 
 
-def _size_of(p: Path) -> int:
-    try:
-        if p.is_dir():
-            return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
-        return p.stat().st_size
-    except OSError:
-        return 0
-
-
 def _stat_key(p: Path) -> tuple[int, int]:
     """(size, mtime_ns) of a file, or of the newest file in a directory store."""
     try:
