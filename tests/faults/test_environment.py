@@ -23,48 +23,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
-DATA = Path(__file__).resolve().parents[1] / "data" / "harness" / "claude_code"
-DEADLINE_S = 60.0
-
-
-def engram(*argv: str, cwd: Path, env: dict | None = None, preexec=None,
-           check: bool = False) -> subprocess.CompletedProcess:
-    run = subprocess.run([sys.executable, "-m", "engram.cli", *argv], cwd=cwd, text=True,
-                         capture_output=True, timeout=DEADLINE_S, preexec_fn=preexec,
-                         env={**os.environ, "ENGRAM_NO_PROGRESS": "1",
-                              "PYTHONDONTWRITEBYTECODE": "1", **(env or {})})
-    if check:
-        assert run.returncode == 0, run.stderr
-    return run
-
-
-def engram_json(*argv: str, cwd: Path, **kw):
-    return json.loads(engram(*argv, cwd=cwd, check=True, **kw).stdout)
-
-
-def assert_one_line_error(run: subprocess.CompletedProcess, *needles: str) -> str:
-    assert run.returncode == 1, (run.returncode, run.stderr)
-    assert run.stderr.startswith("Error: ") and run.stderr.count("\n") == 1, run.stderr
-    assert "Traceback" not in run.stderr
-    for n in needles:
-        assert n in run.stderr, run.stderr
-    return run.stderr
+from engram_process import DEADLINE_S, assert_one_line_error, engram, engram_json, make_repo
 
 
 @pytest.fixture
 def repo(tmp_path) -> Path:
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    for log in DATA.glob("*.jsonl"):
-        shutil.copy(log, logs / log.name)
-    root = tmp_path / "repo"
-    (root / ".git").mkdir(parents=True)
-    (root / ".engram").mkdir()
-    cfg = f"harnesses:\n  claude_code:\n    paths: [{logs}]\n"
-    cfg += "".join(f"  {h}: false\n" for h in
-                   ("codex", "gemini_cli", "opencode", "cursor", "openclaw", "aider"))
-    (root / ".engram" / "config.yml").write_text(cfg)
+    root = make_repo(tmp_path)
     (root / "hello.py").write_text('def main():\n    print("Hello, World!")\n')
     return root
 

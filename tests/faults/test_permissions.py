@@ -8,28 +8,20 @@ Real Claude Code logs, the real CLI as processes started with the umask under te
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from engram_process import DATA, engram_json
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "harness" / "claude_code"
 COMMITTED = {".engram", ".engram/config.yml", ".gitignore"}  # the repo's, not Engram's data
 
 
 def engram(*argv: str, cwd: Path, umask: int, stdin: str | None = None) -> dict | list:
-    run = subprocess.run([sys.executable, "-m", "engram.cli", *argv], cwd=cwd, text=True,
-                         input=stdin, capture_output=True, timeout=60,
-                         preexec_fn=lambda: os.umask(umask),
-                         env={**os.environ, "ENGRAM_NO_PROGRESS": "1"})
-    assert run.returncode == 0, run.stderr
-    return json.loads(run.stdout)
+    return engram_json(*argv, cwd=cwd, stdin=stdin, preexec=lambda: os.umask(umask))
 
 
 def modes(top: Path) -> dict[str, str]:

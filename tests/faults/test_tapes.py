@@ -7,7 +7,6 @@ Real Claude Code logs (``tests/data/harness/claude_code``) and the real CLI, as 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -17,44 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
+from engram_process import DEADLINE_S, engram, engram_json, make_repo
+from engram_process import assert_one_line_error as one_line_error
 
 from engram.tape.reader import read_tape
-
-DATA = Path(__file__).resolve().parents[1] / "data" / "harness" / "claude_code"
-BIG_LOG = "codemie__session-624a4a58__compaction.jsonl"  # 2.6 MB: left out of the kill corpus
-DEADLINE_S = 60.0
-
-
-def engram(*argv: str, cwd: Path, check: bool = False) -> subprocess.CompletedProcess:
-    run = subprocess.run([sys.executable, "-m", "engram.cli", *argv], cwd=cwd, text=True,
-                         capture_output=True, timeout=DEADLINE_S,
-                         env={**os.environ, "ENGRAM_NO_PROGRESS": "1"})
-    if check:
-        assert run.returncode == 0, run.stderr
-    return run
-
-
-def engram_json(*argv: str, cwd: Path):
-    return json.loads(engram(*argv, cwd=cwd, check=True).stdout)
-
-
-def make_repo(tmp: Path, copies: int = 1) -> Path:
-    """A repo whose config points Claude Code at copies of the real fixture logs."""
-    logs = tmp / "logs"
-    logs.mkdir()
-    for i in range(copies):
-        for log in sorted(DATA.glob("*.jsonl")):
-            if copies > 1 and log.name == BIG_LOG:
-                continue
-            shutil.copy(log, logs / (f"c{i}__{log.name}" if copies > 1 else log.name))
-    root = tmp / "repo"
-    (root / ".git").mkdir(parents=True)
-    (root / ".engram").mkdir()
-    cfg = f"harnesses:\n  claude_code:\n    paths: [{logs}]\n"
-    cfg += "".join(f"  {h}: false\n" for h in
-                   ("codex", "gemini_cli", "opencode", "cursor", "openclaw", "aider"))
-    (root / ".engram" / "config.yml").write_text(cfg)
-    return root
 
 
 @pytest.fixture
@@ -81,11 +46,8 @@ def tape_path(root: Path, tape_id: str) -> Path:
 
 
 def assert_one_line_error(run: subprocess.CompletedProcess, *needles: str) -> None:
-    assert run.returncode == 1 and run.stdout == ""
-    assert run.stderr.startswith("Error: ") and run.stderr.count("\n") == 1, run.stderr
-    assert "Traceback" not in run.stderr
-    for n in needles:
-        assert n in run.stderr, run.stderr
+    assert run.stdout == ""
+    one_line_error(run, *needles)
 
 
 def flip(path: Path, where: str) -> None:
