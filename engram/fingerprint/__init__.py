@@ -6,6 +6,7 @@ path). Changing any output means bumping ``FP_VERSION``; the index stores it wit
 and refuses to mix.
 """
 
+from engram.fingerprint import winnow
 from engram.fingerprint.tokenize import Tokens, tokenize
 from engram.fingerprint.winnow import (
     FP_VERSION,
@@ -25,9 +26,7 @@ __all__ = ["FP_VERSION", "DEFAULT_K", "DEFAULT_W", "Fingerprints", "Tokens", "al
 
 
 def __getattr__(name: str) -> int:
-    # DEFAULT_K / DEFAULT_W come from the environment on first use (winnow.default_params)
-    if name == "DEFAULT_K":
-        return default_params()[0]
-    if name == "DEFAULT_W":
-        return default_params()[1]
+    # DEFAULT_K / DEFAULT_W come from the environment on first use: winnow answers for both
+    if name in ("DEFAULT_K", "DEFAULT_W"):
+        return getattr(winnow, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
