@@ -17,14 +17,13 @@ from pathlib import Path
 import orjson
 
 from engram import __version__
+from engram.commands import _engine, emit, register_all
 from engram.errors import EngramError
 from engram.render import (
     _event_line,
     _short,
     _table,
     _vrange,
-    json_printable,
-    printable,
     render_blame,
     render_explain,
     render_ingest,
@@ -36,20 +35,6 @@ log = logging.getLogger("engram")
 
 # ---------------------------------------------------------------------------------------------
 # output
-
-
-def emit(obj, pretty: bool, render=None) -> None:
-    """Write a result: ``render(obj)`` for ``--pretty`` when given, else JSON. Neither carries a
-    terminal control or bidi character from a log as it is (``engram.render.printable``)."""
-    if pretty and render is not None:
-        text = printable(render(obj))
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
-    elif pretty:
-        text = orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
-        sys.stdout.write(json_printable(text) + "\n")
-    else:
-        sys.stdout.write(json_printable(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode()) + "\n")
-    sys.stdout.flush()
 
 
 class ProgressBar:
@@ -94,15 +79,6 @@ def _read_stdin() -> str:
         raise EngramError(f"stdin: more than {limit} bytes to explain "
                           f"(set {ENV_MAX_FILE_BYTES} to change the limit)")
     return data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
-
-
-def _engine(args):
-    from engram.engine import Engine
-
-    root = Path(args.root) if getattr(args, "root", None) else None
-    index = Path(args.index) if getattr(args, "index", None) else None
-    semantic = bool(getattr(args, "semantic", False)) or os.environ.get("ENGRAM_SEMANTIC") == "1"
-    return Engine(root, index_path=index, semantic=semantic)
 
 
 def cmd_init(args) -> int:
@@ -495,6 +471,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("embed", parents=[common], help="embed reasoning text for semantic search")
     s.set_defaults(fn=cmd_embed)
+    register_all(sub, common)
     return p
 
 

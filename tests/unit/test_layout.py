@@ -36,16 +36,23 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(LEAVES, 0), "": 0,
     "adapters": 1, "tape": 1, "fingerprint": 1,
     "index": 2,
-    "lineage": 3,
+    "lineage": 3, "retrieval": 3,
     "query": 4, "embed": 4, "ingest": 4,
-    "engine": 5,
-    "render": 6,
-    "cli": 7,
+    "commits": 5, "share": 5, "agents": 5,
+    "engine": 6,
+    "mcp": 7,
+    "render": 8,
+    "commands": 9,
+    "cli": 10,
 }
 """Layer of each part of ``engram`` (``engram.<part>...``). A module imports from its own part
 and from lower layers only: leaves ← adapters ← ingest; tape, fingerprint and index below
 lineage; lineage ← query ← engine ← render ← cli; ``ingest`` (which drives tape writing, indexing
-and the lineage pass) beside ``query``, neither importing the other."""
+and the lineage pass) beside ``query``, neither importing the other. ``retrieval`` (scoring
+signals, feedback, the retrieval log) sits beside lineage so queries can rank with it;
+``commits`` (git), ``share`` (push/pull) and ``agents`` (notes, brief, hooks) build on queries and
+are reached through the engine; ``mcp`` serves the engine; ``commands`` holds the subcommands that
+live outside ``cli``."""
 
 PEERS_INSIDE_FUNCTIONS = {frozenset({"query", "embed"})}
 """Parts of one layer that may import each other, but only inside functions: semantic search

@@ -1,0 +1,7 @@
+"""Team sharing commands: ``push``, ``pull``, ``share``."""
+
+from __future__ import annotations
+
+
+def register(sub, common) -> None:
+    """Nothing yet."""
