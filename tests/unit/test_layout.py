@@ -34,7 +34,7 @@ any module may import any other (the cycle check still applies)."""
 
 LAYERS: dict[str, int] = {
     **dict.fromkeys(LEAVES, 0), "": 0,
-    "adapters": 1, "tape": 1, "fingerprint": 1,
+    "adapters": 1, "tape": 1, "fingerprint": 1, "sdk": 1,
     "index": 2,
     "lineage": 3, "retrieval": 3,
     "query": 4, "embed": 4, "ingest": 4,
