@@ -413,6 +413,14 @@ class Engine:
                         "continues": t.continues, "path": t.path})
         return out
 
+    # -- history -------------------------------------------------------------------------------
+    def blame(self, file: str, text: str | None = None) -> dict:
+        """Per line of ``file`` the session that most likely wrote it (``engram blame``);
+        ``text``: the buffer as an editor holds it, instead of the file on disk."""
+        from engram.query import history
+
+        return history.blame(self, file, text=text)
+
     # -- search --------------------------------------------------------------------------------
     def search(self, query: str, limit: int = 20, before: int = 2, after: int = 2) -> dict:
         from engram.query import search as search_mod

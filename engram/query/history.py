@@ -171,10 +171,14 @@ def _content_events(conn, text: str) -> list[int]:
 # blame
 
 
-def blame(engine, file: str) -> dict:
-    """Per line of ``file``, the session that most likely produced it (see the module's doc)."""
+def blame(engine, file: str, text: str | None = None) -> dict:
+    """Per line of ``file``, the session that most likely produced it (see the module's doc).
+    ``text``: the file's content as an editor holds it (unsaved edits included) instead of disk."""
     conn = engine.conn()
-    p, text = _read(engine, file)
+    if text is None:
+        p, text = _read(engine, file)
+    else:
+        p = Path(file) if Path(file).is_absolute() else Path.cwd() / file
     if text is None:
         raise BadSpan("no such file", path=file)
     rel = _rel(engine, p)
