@@ -171,9 +171,11 @@ def _content_events(conn, text: str) -> list[int]:
 # blame
 
 
-def blame(engine, file: str, text: str | None = None) -> dict:
+def blame(engine, file: str, text: str | None = None, *, earlier: bool = True) -> dict:
     """Per line of ``file``, the session that most likely produced it (see the module's doc).
-    ``text``: the file's content as an editor holds it (unsaved edits included) instead of disk."""
+    ``text``: the file's content as an editor holds it (unsaved edits included) instead of disk.
+    ``earlier=False`` skips the lineage walk behind ``result["earlier"]`` (commit attribution
+    needs only the lines)."""
     conn = engine.conn()
     if text is None:
         p, text = _read(engine, file)
@@ -210,7 +212,8 @@ def blame(engine, file: str, text: str | None = None) -> dict:
     result["lines"] = out_lines
     _add_sessions(result, out_lines, line_tapes, trows)
     result["runs"] = _runs(out_lines)
-    _earlier(conn, result, {**erows, **log_rows}, trows)
+    if earlier:
+        _earlier(conn, result, {**erows, **log_rows}, trows)
     return result
 
 
