@@ -148,3 +148,13 @@ ALTER TABLE block_lines ADD COLUMN exact BLOB;
 MIGRATIONS.append(("0005_events_file", """
 CREATE INDEX IF NOT EXISTS events_file ON events(file) WHERE file IS NOT NULL;
 """))
+
+# Commit provenance (``engram/commits/``): one row per (repository, commit) with its attribution
+# as JSON (a commit never changes; ``tapes_max`` is the newest tape the row had seen, so a session
+# ingested later that predates the commit makes the row stale). Derived like everything here.
+MIGRATIONS.append(("0006_commits", """
+CREATE TABLE IF NOT EXISTS commit_attr(
+    repo TEXT NOT NULL, sha TEXT NOT NULL, version INTEGER NOT NULL, tapes_max INTEGER NOT NULL,
+    committed TEXT, data BLOB NOT NULL, PRIMARY KEY (repo, sha)
+) WITHOUT ROWID;
+"""))
