@@ -50,7 +50,7 @@ class Engine:
         self.config = config or config_mod.load(root)
         self.root = Path(root).resolve() if root is not None else self.config.root
         self.config.root = self.root
-        self.index_path = Path(index_path) if index_path else paths.default_index_path(self.root)
+        self.index_path = Path(index_path) if index_path else self.config.index_file()
         self._index_key = os.path.abspath(self.index_path)
         self._local = threading.local()
         self._display: dict[tuple[str, str], str] = {}  # ``_display_path`` memo
@@ -160,14 +160,21 @@ class Engine:
             span_text = "\n".join(lines[s - 1:e]) + "\n"
             explain.span_fingerprints(span_text, (full, s - 1, e - 1))
         span = {"file": self._display_path(file), "start": s, "end": e, "requested": [start, end]}
-        return explain.explain_text(
+        return self._with_notes(explain.explain_text(
             self.conn(), span_text, span=span,
             before=self.config.window_before if before is None else before,
             after=self.config.window_after if after is None else after,
             min_confidence=self.config.min_confidence if min_confidence is None else min_confidence,
             all=all, expand_until=expand_until, brief=brief, semantic=self._semantic(),
             window_sessions=self.config.window_sessions if window_sessions is None else window_sessions,
-            path=self._abs_path(file), context=full)
+            path=self._abs_path(file), context=full), full)
+
+    def _with_notes(self, result: dict, file_text: str | None) -> dict:
+        """Notes among the sessions get their ``note`` (kind, text, stale, ...), warnings first
+        (``engram.agents.notes.annotate``)."""
+        from engram.agents import notes
+
+        return notes.annotate(self.conn(), result, file_text)
 
     def explain_text(self, text: str, **kw) -> dict:
         """Explain raw text (no file): e.g. ``engram explain --stdin``."""
@@ -178,7 +185,7 @@ class Engine:
         kw.setdefault("min_confidence", self.config.min_confidence)
         kw.setdefault("window_sessions", self.config.window_sessions)
         kw.setdefault("semantic", self._semantic())
-        return explain.explain_text(self.conn(), text, span=span, **kw)
+        return self._with_notes(explain.explain_text(self.conn(), text, span=span, **kw), text)
 
     def _semantic(self):
         """The hybrid-explain callable when embedding is enabled and vectors exist, else None
@@ -366,6 +373,33 @@ class Engine:
         except Exception:  # optional signal
             log.debug("embedding preload skipped", exc_info=True)
 
+    # -- agents (engram/agents) ----------------------------------------------------------------
+    def add_note(self, file: str, start: int, end: int, kind: str, text: str,
+                 related: str | None = None, *, tier: str = "human", via: str = "cli",
+                 t: str | None = None) -> dict:
+        """Write a note on lines ``start..end`` of ``file`` as a tape of harness ``engram`` and
+        index it (``engram.agents.notes``): ``{tape_id, path, created, note}``. ``related``:
+        ``TAPE#EVENT`` of an indexed tape."""
+        from engram.agents import notes
+        from engram.tape import writer
+
+        rel = notes.resolve_related(self.conn(), related)
+        events = notes.note_events(self.root, file, start, end, kind, text, related=rel,
+                                   tier=tier, t=t, via=via)
+        ref = writer.write_tape(notes.tape_dir(self.root, events), events)
+        self.ingest(paths=[ref.path])
+        note = notes.note_object(events[0], events[1]["text"], events[1]["text"], events[0]["t"])
+        note["at"] = events[0]["note"]["stored_range"]
+        return {"tape_id": ref.tape_id, "path": str(ref.path), "created": ref.created,
+                "note": note}
+
+    def brief(self, paths: list[str] | None = None, budget: int = 1500) -> dict:
+        """What to know before touching ``paths`` (none: the repository's recent work), within
+        ``budget`` tokens (``engram.agents.brief``): ``{paths, items, tokens, markdown, ...}``."""
+        from engram.agents import brief
+
+        return brief.brief(self, paths or [], budget=budget)
+
     # -- navigation ----------------------------------------------------------------------------
     def view(self, tape_id: str, at: int = 0, before: int = 5, after: int = 5) -> dict:
         conn = self.conn()
@@ -482,19 +516,20 @@ class Engine:
 
     # -- status ----------------------------------------------------------------------------------
     def status(self) -> dict:
+        old = old_cache_report(self.root)
         if not self.index_path.exists():
             return {"root": str(self.root), "index": str(self.index_path), "indexed": False,
                     "counts": None, "last_ingest": None, "live_sessions": [],
-                    "embedding": embedding_state(self.config)}
+                    "embedding": embedding_state(self.config, self), "old_cache": old}
         conn = self.conn()
         live = [{"tape_id": r[0], "harness": r[1], "session": r[2], "source": r[3], "last_t": r[4]}
                 for r in conn.execute("SELECT tape_id, harness, session, source_path, last_t FROM tapes"
                                       " WHERE live=1 ORDER BY tape_id")]
         return {"root": str(self.root), "index": str(self.index_path), "indexed": True,
-                "index_bytes": _file_size(self.index_path),
+                "index_bytes": _file_size(self.index_path), "old_cache": old,
                 "counts": queries.counts(conn), "last_ingest": db.get_meta(conn, "last_ingest"),
                 "fingerprint": db.fingerprint_params(), "live_sessions": live,
-                "embedding": embedding_state(self.config),
+                "embedding": embedding_state(self.config, self),
                 "config_warnings": self.config.warnings}
 
 
@@ -507,7 +542,20 @@ def _file_size(p: Path) -> int:
     return total
 
 
-def embedding_state(cfg: config_mod.Config) -> dict:
+def old_cache_report(root: Path) -> dict | None:
+    """``{"path", "bytes"}`` of ``<root>/.engram-cache`` when an older Engram left its
+    per-repository index there (nothing reads it now: ``engram gc --old-caches`` removes it)."""
+    d = paths.old_cache_dir(root)
+    try:
+        if not (d / "index.sqlite").is_file():
+            return None
+        size = sum(p.stat().st_size for p in d.rglob("*") if p.is_file() and not p.is_symlink())
+    except OSError:
+        return None
+    return {"path": str(d), "bytes": size}
+
+
+def embedding_state(cfg: config_mod.Config, engine: Engine | None = None) -> dict:
     """The embedding scorer as ``engram status`` / ``engram/status`` report it: ``enabled``,
     ``available`` + ``reason``, ``model`` (configured) and ``model_id``, ``device`` (configured),
     ``device_in_use`` (when loaded in this process), ``vectors`` (stored for this model),
@@ -518,7 +566,7 @@ def embedding_state(cfg: config_mod.Config) -> dict:
     from engram.embed import run as embed_run
 
     try:
-        return embed_run.state(cfg)
+        return embed_run.state(engine if engine is not None else cfg)
     except Exception as e:  # status never fails over the optional scorer
         log.debug("embedding state failed", exc_info=True)
         state.update({"available": False, "reason": str(e), "state": f"off: {e}", "vectors": 0})
