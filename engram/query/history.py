@@ -36,6 +36,7 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
+import apsw
 import numpy as np
 
 from engram import fingerprint
@@ -195,8 +196,8 @@ def blame(engine, file: str, text: str | None = None, *, earlier: bool = True) -
     if n_lines == 0:
         return result
     uq, inv = np.unique(allk, return_inverse=True)
-    hash_blocks, after_events, before_of, block_other, erows = _block_roles(conn, uq)
-    tape_list, prod, other = _tape_matrices(uq, hash_blocks, after_events, before_of, block_other)
+    pairs, after_rows, other_rows, erows = _block_roles(conn, uq)
+    tape_list, prod, other = _tape_matrices(uq, pairs, after_rows, other_rows)
     L = n_lines
     kl = np.clip(klines, 0, L - 1)
     per_line_total = np.bincount(kl, minlength=L).astype(np.float64)
@@ -218,57 +219,84 @@ def blame(engine, file: str, text: str | None = None, *, earlier: bool = True) -
 
 
 def _block_roles(conn, uq: np.ndarray):
-    """The index's postings of the file's distinct hashes ``uq`` (less boilerplate), by role:
-    ``(hash → its blocks, block → (edit, tape) whose after-text it is, edit → its before-text
-    block, block → tapes holding it otherwise, the events)``."""
+    """The index's postings of the file's distinct hashes ``uq`` (less boilerplate), by role, as
+    arrays: ``(pairs, after, other, the events)`` where ``pairs`` are the distinct
+    ``(column of the hash in uq, block)`` codes ``column << 32 | block``, sorted; ``after`` the
+    rows ``(block, tape, block of the edit's before-text or -1)`` of edits whose after-text a block
+    is; ``other`` the rows ``(block, tape)`` of the tapes holding a block otherwise."""
     bp = queries.boilerplate(conn, uq)
     keep = ~np.isin(uq, np.fromiter(bp, np.int64, len(bp))) if bp else np.ones(len(uq), bool)
-    # hash → tapes that wrote it (edit-after) / that hold it otherwise
-    rows = queries.postings(conn, uq[keep])
-    hash_blocks: dict[int, list[int]] = defaultdict(list)
-    for h, b, _ln in rows:
-        hash_blocks[h].append(b)
-    refs = queries.refs_for_blocks(conn, {b for _h, b, _l in rows})
+    pairs = _posting_pairs(conn, uq, keep)
+    blocks = np.unique(pairs & _LO32)
+    refs = queries.refs_for_blocks(conn, blocks.tolist())
     erows = queries.events(conn, {eid for _b, eid, _r, _l in refs})
     # an edit produced a hash when it is in its after-text but not in its before-text (lines
     # carried over as context were there before the edit: they belong to whoever wrote them)
-    after_events: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    before_of: dict[int, int] = {}
-    block_other: dict[int, set[int]] = defaultdict(set)
+    after, other, before_of = [], [], {}
     for b, eid, role, _l in refs:
         r = erows.get(eid)
         if r is None:
             continue
         if role == schema.ROLE_EDIT_AFTER:
-            after_events[b].append((eid, r.tape))
+            after.append((b, r.tape, eid))
         else:
-            block_other[b].add(r.tape)
+            other.append((b, r.tape))
             if role == schema.ROLE_EDIT_BEFORE:
                 before_of[eid] = b
-    return hash_blocks, after_events, before_of, block_other, erows
+    after_rows = np.array([(b, t, before_of.get(eid, -1)) for b, t, eid in after],
+                          dtype=np.int64).reshape(-1, 3)
+    other_rows = np.array(sorted(set(other)), dtype=np.int64).reshape(-1, 2)
+    return pairs, after_rows, other_rows, erows
 
 
-def _tape_matrices(uq: np.ndarray, hash_blocks, after_events, before_of, block_other):
+_LO32 = (1 << 32) - 1
+
+
+def _posting_pairs(conn, uq: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """Distinct ``column << 32 | block`` codes of the postings of ``uq[keep]`` (the index holds
+    the top bits of each hash, ``queries.index_keys``: a key stands for the largest of the
+    hashes that share it, as ``queries.postings`` answers)."""
+    if not keep.any():
+        return np.zeros(0, dtype=np.int64)
+    keys = queries.index_keys(uq)
+    want = np.unique(keys[keep])
+    packed = conn.execute(
+        "SELECT group_concat((hash << 32) | block) FROM fingerprints WHERE hash IN carray(?)",
+        (apsw.carray(queries._i64(want)),)).fetchone()[0]
+    codes = np.fromstring(packed, dtype=np.int64, sep=",") if packed else np.zeros(0, np.int64)
+    col = np.searchsorted(keys, codes >> 32, "right") - 1  # the largest hash with that key
+    return np.unique((col << 32) | (codes & _LO32))
+
+
+def _tape_matrices(uq: np.ndarray, pairs: np.ndarray, after_rows: np.ndarray,
+                   other_rows: np.ndarray):
     """``(tapes, produced, other)``: the tapes that hold any of the hashes ``uq`` (sorted), and
-    per tape × hash whether one of its edits produced the hash / whether it holds it otherwise."""
-    col = {h: i for i, h in enumerate(uq.tolist())}
-    tape_list = sorted({t for v in after_events.values() for _e, t in v}
-                       | {t for v in block_other.values() for t in v})
-    tindex = {t: i for i, t in enumerate(tape_list)}
-    n_t = len(tape_list)
-    prod = np.zeros((max(n_t, 1), len(uq)), dtype=bool)
-    other = np.zeros((max(n_t, 1), len(uq)), dtype=bool)
-    for h, bl in hash_blocks.items():
-        c = col[h]
-        bset = set(bl)
-        for b in bl:
-            for eid, t in after_events.get(b, ()):
-                if before_of.get(eid) in bset:
-                    other[tindex[t], c] = True
-                else:
-                    prod[tindex[t], c] = True
-            for t in block_other.get(b, ()):
-                other[tindex[t], c] = True
+    the (tape, hash) pairs, as ``tape index × len(uq) + hash index`` (sorted, distinct), where
+    one of the tape's edits produced the hash / where the tape holds it otherwise (an edit whose
+    before-text block also holds the hash only carried it over)."""
+    p_col, p_blk = pairs >> 32, pairs & _LO32
+    order = np.argsort(p_blk, kind="stable")
+    by_blk = p_blk[order]
+
+    def join(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(row, column) for every row whose block is in a pair with that column."""
+        lo = np.searchsorted(by_blk, blocks, "left")
+        n = np.searchsorted(by_blk, blocks, "right") - lo
+        rows = np.repeat(np.arange(len(blocks)), n)
+        idx = np.repeat(lo - np.cumsum(n) + n, n) + np.arange(int(n.sum()))
+        return rows, p_col[order[idx]]
+
+    a_row, a_col = join(after_rows[:, 0])
+    o_row, o_col = join(other_rows[:, 0])
+    a_tape, o_tape = after_rows[a_row, 1], other_rows[o_row, 1]
+    before = after_rows[a_row, 2]
+    carried = (before >= 0) & np.isin((a_col << 32) | np.maximum(before, 0), pairs)
+    tape_list = sorted(set(np.unique(a_tape).tolist()) | set(np.unique(o_tape).tolist()))
+    tl = np.asarray(tape_list, dtype=np.int64)
+    n_u = len(uq)
+    prod = np.unique(np.searchsorted(tl, a_tape[~carried]) * n_u + a_col[~carried])
+    other = np.unique(np.concatenate([np.searchsorted(tl, a_tape[carried]) * n_u + a_col[carried],
+                                      np.searchsorted(tl, o_tape) * n_u + o_col]))
     return tape_list, prod, other
 
 
@@ -277,41 +305,68 @@ def _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total):
 
     Per line: counts of k-grams starting in [L - ctx, L + ctx], and how many each tape holds;
     also with no context (``strict``: the k-grams starting on the line itself). Producers first
-    (latest tape wins ties), then any tape, on lines no producer reached ``BLAME_MIN``."""
+    (latest tape wins ties), then any tape, on lines no producer reached ``BLAME_MIN``. Computed
+    on the (tape, line) pairs that have a k-gram (sparse: a file's lines meet few of the tapes).
+    A line's score is found / total with the same total for every tape, so the best tape is the
+    one that holds the most of its k-grams."""
     L = len(per_line_total)
     n_t = len(tape_list)
-    win = np.ones(2 * BLAME_CONTEXT + 1)
-
-    def around(x: np.ndarray) -> np.ndarray:
-        """Sum of ``x`` over [L - ctx, L + ctx] for each line (``convolve(mode="same")`` gives
-        ``len(win)`` values, not ``L``, on a file shorter than the window)."""
-        return np.convolve(x, win, mode="full")[BLAME_CONTEXT:BLAME_CONTEXT + L]
-
-    total = around(per_line_total)
+    totals = {"context": _around(per_line_total, L), "strict": per_line_total}
     best = {m: (np.full(L, -1, dtype=np.int64), np.zeros(L), np.zeros(L, dtype=bool))
             for m in ("context", "strict")}
-    if n_t:
-        recency = [_time_rank(trows[t]) for t in tape_list]
-        order = sorted(range(n_t), key=lambda i: recency[i], reverse=True)  # latest first
-        for pass_prod in (True, False):
-            mat = prod if pass_prod else (prod | other)
-            for i in order:
-                hitk = mat[i][inv]
-                if not hitk.any():
-                    continue
-                own_found = np.bincount(kl[hitk], minlength=L).astype(np.float64)
-                for mode, found, tot in (("context", around(own_found), total),
-                                         ("strict", own_found, per_line_total)):
-                    b_tape, b_conf, b_prod = best[mode]
-                    conf = np.divide(found, tot, out=np.zeros(L), where=tot > 0)
-                    better = conf > b_conf + 1e-9
-                    if not pass_prod:
-                        better &= ~b_prod
-                    b_conf[better] = conf[better]
-                    b_tape[better] = tape_list[i]
-                    if pass_prod:
-                        b_prod |= better & (conf >= BLAME_MIN)
+    if not n_t:
+        return best
+    recency = [_time_rank(trows[t]) for t in tape_list]
+    order = sorted(range(n_t), key=lambda i: recency[i], reverse=True)  # latest first
+    rank = np.empty(n_t, dtype=np.int64)
+    rank[order] = np.arange(n_t)
+    tapes = np.asarray(tape_list, dtype=np.int64)[order]  # by rank
+    n_u = int(inv.max()) + 1 if len(inv) else 1
+    by_col = np.argsort(inv, kind="stable")
+    cols = inv[by_col]
+    found1 = {}
+    for pass_prod in (True, False):
+        pairs = prod if pass_prod else np.union1d(prod, other)
+        t_idx, c_idx = pairs // n_u, pairs % n_u
+        lo = np.searchsorted(cols, c_idx, "left")
+        n = np.searchsorted(cols, c_idx, "right") - lo
+        ks = by_col[np.repeat(lo - np.cumsum(n) + n, n) + np.arange(int(n.sum()))]
+        own = np.unique(np.repeat(rank[t_idx], n) * L + kl[ks], return_counts=True)
+        for mode in ("context", "strict"):
+            code, found = own if mode == "strict" else _spread(*own, L)
+            r, line = code // L, code % L
+            key = np.full(L, -1, dtype=np.int64)  # most k-grams, then the lowest rank
+            np.maximum.at(key, line, found.astype(np.int64) * (n_t + 1) + (n_t - r))
+            has = key >= 0
+            f = np.where(has, key // (n_t + 1), 0)
+            b_tape, b_conf, b_prod = best[mode]
+            if pass_prod:
+                win = has
+                found1[mode] = f
+            else:
+                win = has & ~b_prod & (f > found1[mode])
+            tot = totals[mode]
+            b_tape[win] = tapes[n_t - key[win] % (n_t + 1)]
+            b_conf[win] = f[win] / tot[win]
+            if pass_prod:
+                b_prod |= win & (b_conf >= BLAME_MIN)
     return best
+
+
+def _around(x: np.ndarray, L: int) -> np.ndarray:
+    """Sum of ``x`` over [L - ctx, L + ctx] for each line (``convolve(mode="same")`` gives
+    ``len(win)`` values, not ``L``, on a file shorter than the window)."""
+    return np.convolve(x, np.ones(2 * BLAME_CONTEXT + 1), mode="full")[BLAME_CONTEXT:BLAME_CONTEXT + L]
+
+
+def _spread(code: np.ndarray, count: np.ndarray, L: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(row * L + line, count)`` pairs summed over [line - ctx, line + ctx] of each line."""
+    off = np.arange(-BLAME_CONTEXT, BLAME_CONTEXT + 1)
+    line = (code % L)[:, None] + off
+    spread = ((code // L) * L)[:, None] + line
+    ok = (line >= 0) & (line < L)
+    u, at = np.unique(spread[ok], return_inverse=True)
+    return u, np.bincount(at, weights=np.broadcast_to(count[:, None], line.shape)[ok])
 
 
 def _line_entries(L: int, best, own: np.ndarray, log, log_rows, trows) -> tuple[list[dict], list[int]]:
@@ -345,8 +400,11 @@ def _line_entries(L: int, best, own: np.ndarray, log, log_rows, trows) -> tuple[
 def _add_sessions(result: dict, out_lines: list[dict], line_tapes: list[int], trows) -> None:
     """``result["sessions"]``: each session some line is attributed to, with its line count."""
     used = {trows[t].tape_id: trows[t] for t in set(line_tapes) if t >= 0}
+    count: dict[str, int] = defaultdict(int)
+    for ln in out_lines:
+        count[ln["tape_id"]] += 1
     for tid, t in sorted(used.items()):
-        n = sum(1 for ln in out_lines if ln["tape_id"] == tid)
+        n = count[tid]
         if n == 0:
             continue
         result["sessions"][tid] = {"harness": t.harness, "session": t.session,
