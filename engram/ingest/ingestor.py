@@ -184,7 +184,9 @@ class Ingestor:
         return out
 
     def tape_dirs(self) -> list[Path]:
-        dirs = [paths.repo_tapes_dir(self.root), paths.user_tapes_dir(), *self.config.source_dirs()]
+        # ``$ENGRAM_HOME/pulled``: the verified tapes ``engram pull`` unpacked (engram/share/pull.py)
+        dirs = [paths.repo_tapes_dir(self.root), paths.user_tapes_dir(), paths.user_dir() / "pulled",
+                *self.config.source_dirs()]
         out = []
         for d in dirs:
             if d not in out:
