@@ -1,0 +1,158 @@
+"""``engram mcp``: an MCP server over stdio on the official ``mcp`` SDK (low-level ``Server``).
+
+One warm ``Engine`` for the life of the process, driven from one worker thread (its SQLite
+connection lives there; a slow call never blocks the protocol loop). Tools are
+``engram.mcp.tools``; a tool's result is the CLI's JSON object as ``structuredContent`` and as
+text (``brief``: its Markdown as text). A bad call — unknown tool, missing or wrong-typed
+argument, a span that does not exist — is a tool result with ``isError: true`` and one line
+``Error: ...``; the server keeps serving. Tapes are resources ``engram://tape/<tape id>`` (the
+``engram show`` object, JSON). Nothing is written to stdout but the protocol; logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+from pathlib import Path
+
+import mcp_types as types
+import orjson
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+from engram import __version__
+from engram.errors import EngramError
+from engram.mcp import tools
+
+log = logging.getLogger(__name__)
+
+URI_PREFIX = "engram://tape/"
+MAX_LISTED_TAPES = 500
+
+INSTRUCTIONS = (
+    "Engram knows which agent sessions wrote the code in this repository and why. Before "
+    "changing code you did not write, call `brief` with the paths (warnings first) or `explain` "
+    "with the lines. When you learn something the next agent must know (\"don't change X, "
+    "because Y\"), call `note` with kind warning or decision.")
+
+
+def _dumps(obj) -> str:
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode()
+
+
+class EngramMCP:
+    """The tools and resources over one engine (``call`` is what the protocol handlers run)."""
+
+    def __init__(self, root: Path | None = None, index: Path | None = None):
+        from engram.engine import Engine
+
+        self.engine = Engine(root, index_path=index, semantic=False)
+        self.engine.client = "mcp"
+        self.names = tools.available(type(self.engine))
+        self.pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="engram-mcp")
+
+    def close(self) -> None:
+        self.pool.submit(self.engine.close).result()
+        self.pool.shutdown(wait=True)
+
+    async def run(self, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
+
+    def call(self, name: str, arguments: dict | None) -> types.CallToolResult:
+        """Validate and run one tool call (on the worker thread)."""
+        if name not in self.names:
+            return _error(f"unknown tool {name!r}; tools: {', '.join(self.names)}", "unknown-tool")
+        try:
+            args = tools.check(name, arguments)
+            result = tools.TOOLS[name][2](self.engine, args)
+        except ValueError as e:
+            return _error(str(e), "bad-arguments")
+        except EngramError as e:
+            return _error(f"{name}: {e}", e.code)
+        except OSError as e:
+            return _error(f"{name}: {e.filename + ': ' if e.filename else ''}{e.strerror or e}",
+                          "os-error")
+        text = result["markdown"] if name == "brief" else _dumps(result)
+        if not isinstance(result, dict):
+            result = {"result": result}
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
+                                    structured_content=result)
+
+    def list_tools(self) -> list[types.Tool]:
+        out = []
+        for name in self.names:
+            desc, schema, _fn = tools.TOOLS[name]
+            ro = name not in ("note", "feedback")
+            out.append(types.Tool(name=name, description=desc, input_schema=schema,
+                                  annotations=types.ToolAnnotations(read_only_hint=ro,
+                                                                    open_world_hint=False)))
+        return out
+
+    def list_tapes(self) -> list[types.Resource]:
+        rows = self.engine.tapes() if self.engine.index_path.exists() else []
+        rows = sorted(rows, key=lambda r: (r["last_t"] or "", r["tape_id"]), reverse=True)
+        return [types.Resource(name=r["tape_id"], uri=URI_PREFIX + r["tape_id"],
+                               title=f"{r['harness']}: {r['label'] or ''}"[:120],
+                               mime_type="application/json")
+                for r in rows[:MAX_LISTED_TAPES]]
+
+    def read_tape(self, uri: str) -> str:
+        if not uri.startswith(URI_PREFIX):
+            raise EngramError(f"unknown resource {uri!r}; tapes are {URI_PREFIX}<tape id>")
+        return _dumps(self.engine.show(uri[len(URI_PREFIX):]))
+
+
+def _error(message: str, code: str) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=f"Error: {message}")],
+        structured_content={"error": {"code": code, "message": message}}, is_error=True)
+
+
+def build(app: EngramMCP) -> Server:
+    """The SDK server whose handlers call ``app``."""
+
+    async def on_list_tools(ctx, params) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=app.list_tools())
+
+    async def on_call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return await app.run(app.call, params.name, params.arguments)
+
+    async def on_list_resources(ctx, params) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=await app.run(app.list_tapes))
+
+    async def on_list_resource_templates(ctx, params) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=[types.ResourceTemplate(
+            name="tape", uri_template=URI_PREFIX + "{tape_id}", mime_type="application/json",
+            description="a session's tape: every event (engram show)")])
+
+    async def on_read_resource(ctx, params: types.ReadResourceRequestParams
+                               ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        text = await app.run(app.read_tape, uri)
+        return types.ReadResourceResult(contents=[types.TextResourceContents(
+            uri=uri, mime_type="application/json", text=text)])
+
+    return Server("engram", version=__version__, instructions=INSTRUCTIONS,
+                  on_list_tools=on_list_tools, on_call_tool=on_call_tool,
+                  on_list_resources=on_list_resources,
+                  on_list_resource_templates=on_list_resource_templates,
+                  on_read_resource=on_read_resource)
+
+
+async def _serve(app: EngramMCP) -> None:
+    server = build(app)
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def serve(root: Path | None = None, index: Path | None = None) -> None:
+    """Serve until the client closes stdin (a client that goes away mid-call ends the process
+    quietly once the call is done)."""
+    app = EngramMCP(root, index)
+    try:
+        asyncio.run(_serve(app))
+    except (KeyboardInterrupt, BrokenPipeError):
+        pass
+    finally:
+        app.close()
