@@ -1,0 +1,148 @@
+"""What may leave this machine: the tapes ``engram push`` publishes.
+
+Private by default. A tape is shared when
+
+* its session's ``cwd`` lies inside this repository (``meta.cwd``; ``reason: "cwd"``), or
+* it is a note or feedback tape (harness ``engram``) made in this repository: it sits in the
+  repository's ``.engram/tapes/`` (``reason: "engram"``), or
+* someone named it with ``engram share TAPE`` in this clone (``reason: "shared"``; the list is
+  ``<git dir>/engram/share``, one tape id a line, private to the clone).
+
+Candidates are the files of ``.engram/tapes/`` and the tapes the index knows whose ``cwd`` is
+inside the repository (sessions ingested from elsewhere land in ``$ENGRAM_HOME/tapes/``), plus the
+share list. A tape is read and verified (its name against its content) before it may leave, and
+its ``meta`` decides; a tape that fails is not pushed and is reported.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import orjson
+
+from engram import paths
+from engram.errors import CorruptTape, UnknownTape
+from engram.share.git import Git, ShareError
+from engram.share.verify import TAPE_ID
+from engram.tape import reader
+from engram.tape.writer import SUFFIX
+
+ENGRAM_HARNESS = "engram"
+
+
+def share_list_path(git: Git) -> Path:
+    common = git.out("rev-parse", "--git-common-dir").strip()
+    p = Path(common)
+    return (p if p.is_absolute() else git.repo / p) / "engram" / "share"
+
+
+def read_share_list(git: Git) -> list[str]:
+    p = share_list_path(git)
+    try:
+        text = p.read_text(encoding="ascii", errors="replace")
+    except FileNotFoundError:
+        return []
+    return sorted({ln.strip() for ln in text.splitlines() if TAPE_ID.match(ln.strip())})
+
+
+def write_share_list(git: Git, ids: list[str]) -> Path:
+    p = share_list_path(git)
+    paths.private_dir(p.parent)
+    tmp = p.with_name(p.name + f".{os.getpid()}.tmp")
+    paths.create_private(tmp)
+    tmp.write_text("".join(i + "\n" for i in sorted(set(ids))), encoding="ascii")
+    os.replace(tmp, p)
+    return p
+
+
+def tape_dirs(root: Path, config) -> list[Path]:
+    """Where a tape named by id may be found on this machine."""
+    out = [paths.repo_tapes_dir(root), paths.user_tapes_dir(), *config.source_dirs()]
+    return list(dict.fromkeys(out))
+
+
+def index_rows(conn) -> list[tuple[str, str | None, str | None]]:
+    """``(tape_id, path, cwd)`` of every sealed tape the index knows (none without an index)."""
+    if conn is None:
+        return []
+    return [(r[0], r[1], r[2]) for r in conn.execute(
+        "SELECT tape_id, path, cwd FROM tapes WHERE live=0 ORDER BY tape_id")]
+
+
+def find_tape(tape_id: str, root: Path, config, conn) -> Path | None:
+    for d in tape_dirs(root, config):
+        p = d / f"{tape_id}{SUFFIX}"
+        if p.is_file():
+            return p
+    if conn is not None:
+        r = conn.execute("SELECT path FROM tapes WHERE tape_id=? AND live=0",
+                         (tape_id,)).fetchone()
+        if r and r[0] and Path(r[0]).is_file():
+            return Path(r[0])
+    return None
+
+
+def candidates(root: Path, config, conn, git: Git) -> dict[str, tuple[Path, str | None]]:
+    """``{tape_id: (path, reason known without reading it or None)}`` of every tape that might be
+    shared; ``reason`` is settled by ``judge`` once the tape is read."""
+    out: dict[str, tuple[Path, str | None]] = {}
+    repo_dir = paths.repo_tapes_dir(root)
+    if repo_dir.is_dir():
+        for p in sorted(repo_dir.glob("*" + SUFFIX)):
+            tid = p.name[:-len(SUFFIX)]
+            if TAPE_ID.match(tid) and p.is_file():
+                out[tid] = (p, None)
+    for tid, path, cwd in index_rows(conn):
+        if tid in out or not path or not paths.is_within(cwd, root) or not os.path.isabs(cwd):
+            continue
+        if Path(path).is_file():
+            out[tid] = (Path(path), None)
+    for tid in read_share_list(git):
+        p = out[tid][0] if tid in out else find_tape(tid, root, config, conn)
+        if p is not None:
+            out[tid] = (p, "shared")
+    return out
+
+
+def judge(path: Path, root: Path, forced: str | None) -> tuple[str | None, dict]:
+    """Read and verify a candidate; ``(reason it may be shared or None, its meta)``."""
+    raw = reader.read_raw(path)  # CorruptTape: the caller reports it
+    meta = orjson.loads(raw[:raw.index(b"\n")] if b"\n" in raw else raw)
+    if not isinstance(meta, dict):
+        raise CorruptTape("tape does not start with a meta event", path=str(path), line=1)
+    if forced:
+        return forced, meta
+    cwd = meta.get("cwd")
+    if isinstance(cwd, str) and os.path.isabs(cwd) and paths.is_within(cwd, root):
+        return "cwd", meta
+    in_repo_dir = Path(path).parent == paths.repo_tapes_dir(root)
+    if meta.get("harness") == ENGRAM_HARNESS and in_repo_dir:
+        return "engram", meta
+    return None, meta
+
+
+def describe(tape_id: str, meta: dict, reason: str) -> dict:
+    """What a listing shows of a tape that leaves (ids and the redacted label; no transcript)."""
+    return {"tape_id": tape_id, "harness": meta.get("harness"), "session": meta.get("session"),
+            "label": meta.get("label"), "cwd": meta.get("cwd"), "reason": reason}
+
+
+def resolve(spec: str, root: Path, config, conn) -> tuple[str, Path]:
+    """A ``TAPE`` argument of ``engram share``: a tape file, a tape id, or a unique prefix of an
+    indexed tape id (at least 6 characters)."""
+    p = Path(spec)
+    if spec.endswith(SUFFIX) and p.is_file():
+        return reader.tape_id_of(p), p
+    if TAPE_ID.match(spec):
+        found = find_tape(spec, root, config, conn)
+        if found is not None:
+            return spec, found
+    if conn is not None and len(spec) >= 6 and all(c in "0123456789abcdef" for c in spec):
+        rows = list(conn.execute("SELECT tape_id, path FROM tapes WHERE live=0 AND tape_id >= ?"
+                                 " AND tape_id < ? LIMIT 2", (spec, spec + "g")))
+        if len(rows) == 1 and rows[0][1] and Path(rows[0][1]).is_file():
+            return rows[0][0], Path(rows[0][1])
+        if len(rows) > 1:
+            raise ShareError(f"tape prefix {spec!r} names more than one tape; give more of it")
+    raise UnknownTape(f"no sealed tape {spec!r} here; see `engram tapes`")
