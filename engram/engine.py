@@ -455,6 +455,45 @@ class Engine:
 
         return history.blame(self, file, text=text)
 
+    # -- commits (engram/commits): git-native provenance ----------------------------------------
+    def log(self, revs: list[str] | None = None, limit: int | None = None,
+            agent: str | None = None, files: bool = False) -> dict:
+        """``engram log``: commits of ``revs`` (git syntax, default HEAD) with their sessions."""
+        from engram.commits import log as log_mod
+
+        return log_mod.log(self, list(revs or []), limit=limit, agent=agent, files=files)
+
+    def show_commit(self, rev: str) -> dict:
+        """``engram show COMMIT``: one commit's sessions, files, reasoning and tokens."""
+        from engram.commits import log as log_mod
+
+        return log_mod.show(self, rev)
+
+    def span_commits(self, file: str, start: int, end: int) -> dict:
+        """The commits that brought lines ``start``-``end`` of ``file`` in, with their sessions."""
+        from engram.commits import span
+
+        return span.span_commits(self, file, start, end)
+
+    def review(self, range_: str) -> dict:
+        """``engram review A..B`` as JSON (``engram.commits.review.markdown`` renders it)."""
+        from engram.commits import review as review_mod
+
+        return review_mod.review(self, range_)
+
+    def stats(self, by: str = "model", since: str | None = None, all_: bool = False,
+              head: bool = True) -> dict:
+        """``engram stats``: sessions, tokens, cost, agent lines at HEAD."""
+        from engram.commits import stats as stats_mod
+
+        return stats_mod.stats(self, by=by, since=since, all_=all_, head=head)
+
+    def graph(self, target: str, fmt: str = "json") -> dict:
+        """``engram graph``: the lineage graph of a span, file or tape (json, dot, mermaid)."""
+        from engram.commits import graph as graph_mod
+
+        return graph_mod.graph(self, target, fmt=fmt)
+
     # -- search --------------------------------------------------------------------------------
     def search(self, query: str, limit: int = 20, before: int = 2, after: int = 2) -> dict:
         from engram.query import search as search_mod
