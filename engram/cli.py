@@ -150,6 +150,10 @@ def cmd_view(args) -> int:
 
 
 def cmd_show(args) -> int:
+    from engram.commands.commits import show_commit
+
+    if show_commit(args):  # COMMIT|HEAD: the sessions behind a commit (engram/commits)
+        return 0
     eng = _engine(args)
     try:
         res = eng.show(args.tape_id, raw=args.raw)
@@ -429,8 +433,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--after", type=_count, default=5, help="events after --at (default 5)")
     s.set_defaults(fn=cmd_view)
 
-    s = sub.add_parser("show", parents=[common], help="print a whole tape")
-    s.add_argument("tape_id")
+    s = sub.add_parser("show", parents=[common],
+                       help="the sessions behind a commit (COMMIT, HEAD), or a whole tape (TAPE)")
+    s.add_argument("tape_id", metavar="COMMIT|TAPE")
     s.add_argument("--raw", action="store_true", help="the tape's JSONL lines, untrimmed")
     s.set_defaults(fn=cmd_show)
 
