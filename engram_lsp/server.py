@@ -489,6 +489,7 @@ FEATURES = (
     "search",
     "status",
     "commands",
+    "annotate",
 )
 
 
