@@ -184,7 +184,9 @@ def cmd_tapes(args) -> int:
 def cmd_search(args) -> int:
     eng = _engine(args)
     try:
-        res = eng.search(args.query, limit=args.limit)
+        res = eng.search(args.query, limit=args.limit, intent=args.intent, agent=args.agent,
+                         since=args.since, file=args.file, kind=args.kind,
+                         min_confidence=args.min_confidence)
     finally:
         eng.close()
 
@@ -193,7 +195,9 @@ def cmd_search(args) -> int:
         for i, s in enumerate(r["results"], 1):
             sig = s["signals"]
             out.append(f"{i}. {s['harness']} · {s.get('model') or '?'} · {s.get('last_t') or ''} "
-                       f"keyword {sig['keyword']} semantic {sig['semantic']}  tape {s['tape_id'][:12]}")
+                       f"score {s['score']} (keyword {sig['keyword']} semantic {sig['semantic']}, "
+                       f"confidence {s['confidence']}, {s['validations']} validations)  "
+                       f"tape {s['tape_id'][:12]}")
             for w in s["windows"]:
                 for ev in w.get("events", []):
                     mark = "→" if ev["offset"] == w["anchor"] else " "
@@ -445,6 +449,16 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("search", parents=[common], help="full-text (+ semantic) search of reasoning")
     s.add_argument("query")
     s.add_argument("--limit", type=_count, default=20, help="results to return (default 20)")
+    s.add_argument("--intent", choices=("general", "planning", "design", "debugging", "review",
+                                        "history"), help="weighs the matched event's role "
+                   "(docs/retrieval.md; default general)")
+    s.add_argument("--agent", help="only sessions of this harness (or whose model contains it)")
+    s.add_argument("--since", help="only sessions active on or after this ISO date/time")
+    s.add_argument("--file", help="only events on, or sessions that touched, this file")
+    s.add_argument("--kind", choices=("edit", "read", "request", "reply", "message", "tool", "note"),
+                   help="only matches of this role")
+    s.add_argument("--min-confidence", type=_unit, help="only sessions whose feedback confidence "
+                   "is at least this (0.5 without feedback)")
     s.set_defaults(fn=cmd_search)
 
     s = sub.add_parser("status", parents=[common], help="index counts, live sessions, last ingest")

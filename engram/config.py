@@ -93,6 +93,7 @@ class Config:
         "enabled": "auto", "device": "auto", "model": None, "maxChunksPerMinute": None})
     warnings: list[str] = dataclasses.field(default_factory=list)
     files: list[str] = dataclasses.field(default_factory=list)
+    retrieval: dict = dataclasses.field(default_factory=lambda: {"log": True, "authority": False})
 
     def harness_paths(self, name: str, default: list[Path]) -> list[Path]:
         """Configured paths for a harness (``~`` expanded, relative to the repo root), else defaults."""
@@ -289,6 +290,11 @@ SCHEMA: tuple[Setting, ...] = (
             doc="how many of the ranked sessions get transcript windows"),
     Setting("min_confidence", _number(0, 1), 0.5, aliases=("minConfidence",),
             attr="min_confidence", doc="lowest confidence of a session or lineage edge shown"),
+    Setting("retrieval.log", _boolean, True, where=frozenset({FILE}), attr="retrieval",
+            doc="append a line per explain/search/brief/MCP answer and per use to "
+                "retrieval_log/<day>.jsonl beside the index (ids, hashes and scores only)"),
+    Setting("retrieval.authority", _boolean, False, where=frozenset({FILE}), attr="retrieval",
+            doc="rank search results by tier too (human note > orchestrator > agent)"),
     Setting("embedding.enabled", _enabled, "auto", attr="embedding",
             doc="semantic scoring: auto | true | false"),
     Setting("embedding.device", _string, "auto", attr="embedding", doc="auto | cpu | cuda"),
@@ -390,8 +396,8 @@ def apply_values(cfg: Config, values: Mapping[str, Any]) -> None:
                 if "enabled" in entry:
                     hc.enabled = entry["enabled"]
                 hc.paths.extend(p for p in entry.get("paths", ()) if p not in hc.paths)
-        elif setting.attr == "embedding":
-            cfg.embedding[key.rpartition(".")[2]] = value
+        elif setting.attr in ("embedding", "retrieval"):
+            getattr(cfg, setting.attr)[key.rpartition(".")[2]] = value
         else:
             setattr(cfg, setting.attr, value)
 

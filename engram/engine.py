@@ -47,6 +47,8 @@ class Engine:
         vectors exist (a long-running server wants it; a one-shot CLI call opts in, since it
         would load the model for every invocation)."""
         self.semantic = semantic
+        #: who asks (``cli`` / ``lsp`` / ``mcp`` / ``api``): recorded in the retrieval log
+        self.client = "api"
         self.config = config or config_mod.load(root)
         self.root = Path(root).resolve() if root is not None else self.config.root
         self.config.root = self.root
@@ -145,7 +147,7 @@ class Engine:
                 before: int | None = None, after: int | None = None,
                 min_confidence: float | None = None, all: bool = False,
                 expand_until: int | None = None, brief: bool = False,
-                window_sessions: int | None = None) -> dict:
+                window_sessions: int | None = None, client: str | None = None) -> dict:
         if start < 1 or end < start:
             raise BadSpan(f"bad line range {start}-{end} (1-based, start ≤ end)", path=file)
         full, lines = self._read_span(file, start, end, text)
@@ -160,14 +162,22 @@ class Engine:
             span_text = "\n".join(lines[s - 1:e]) + "\n"
             explain.span_fingerprints(span_text, (full, s - 1, e - 1))
         span = {"file": self._display_path(file), "start": s, "end": e, "requested": [start, end]}
-        return self._with_notes(explain.explain_text(
+        return self._logged("explain", f"{span['file']}:{s}-{e}", self._with_notes(explain.explain_text(
             self.conn(), span_text, span=span,
             before=self.config.window_before if before is None else before,
             after=self.config.window_after if after is None else after,
             min_confidence=self.config.min_confidence if min_confidence is None else min_confidence,
             all=all, expand_until=expand_until, brief=brief, semantic=self._semantic(),
             window_sessions=self.config.window_sessions if window_sessions is None else window_sessions,
-            path=self._abs_path(file), context=full), full)
+            path=self._abs_path(file), context=full), full), client)
+
+    def _logged(self, op: str, query: str, result: dict, client: str | None) -> dict:
+        """``result``, its sessions recorded in the retrieval log (``engram.retrieval.log``)."""
+        from engram.retrieval import log as rlog
+
+        rlog.log_answer(self, op, query, result.get("sessions", result.get("results", [])),
+                        client or self.client)
+        return result
 
     def _with_notes(self, result: dict, file_text: str | None) -> dict:
         """Notes among the sessions get their ``note`` (kind, text, stale, ...), warnings first
@@ -495,10 +505,70 @@ class Engine:
         return graph_mod.graph(self, target, fmt=fmt)
 
     # -- search --------------------------------------------------------------------------------
-    def search(self, query: str, limit: int = 20, before: int = 2, after: int = 2) -> dict:
+    def search(self, query: str, limit: int = 20, before: int = 2, after: int = 2, *,
+               client: str | None = None, **filters) -> dict:
+        """``engram search``; ``filters``: ``intent``, ``agent``, ``since``, ``file``, ``kind``,
+        ``min_confidence`` (``engram.query.search``)."""
         from engram.query import search as search_mod
 
-        return search_mod.search(self, query, limit=limit, before=before, after=after)
+        return self._logged("search", query, search_mod.search(
+            self, query, limit=limit, before=before, after=after, **filters), client)
+
+    # -- the retrieval loop ----------------------------------------------------------------------
+    def resolve_session(self, session: str) -> tuple[str, str | None]:
+        """A session id, or a tape id (or unique prefix) → ``(session id, tape id)``; raises
+        ``BadFeedback`` when the index knows neither."""
+        from engram.retrieval.feedback import BadFeedback
+
+        conn = self.conn()
+        t = queries.tape_by_id(conn, session) if len(session) >= 6 else None
+        if t is not None:
+            return t.session or t.tape_id, t.tape_id
+        row = conn.execute("SELECT tape_id FROM tapes WHERE session=? ORDER BY first_t, tape_id"
+                           " LIMIT 1", (session,)).fetchone()
+        if row is None:
+            raise BadFeedback(f"no indexed session or tape {session!r}; see `engram tapes`")
+        return session, row[0]
+
+    def feedback(self, session: str, verdict: str, file: str | None = None,
+                 start: int | None = None, end: int | None = None, note: str | None = None,
+                 text: str | None = None) -> dict:
+        """Record feedback on a session (``engram feedback``; the editors' buttons, MCP): a tape
+        in the repository, indexed at once. ``file``/``start``/``end``: the span it is about;
+        ``text``: the file's text (an editor's buffer), else the file is read. Returns the tape
+        and the session's replayed feedback (confidence, validations)."""
+        from engram.retrieval import feedback as fb
+
+        sid, tape_id = self.resolve_session(session)
+        span, span_text = None, None
+        if file is not None:
+            if start is None:
+                raise fb.BadFeedback("a span needs its start line")
+            span = (self._display_path(file), int(start), int(end if end is not None else start))
+            if text is not None:
+                span_text = "\n".join(text.split("\n")[span[1] - 1:span[2]]) + "\n"
+        ref = fb.record_feedback(self.root, sid, verdict, span, note, tape_id=tape_id,
+                                 span_text=span_text, file_path=file)
+        self.ingest(paths=[ref.path])
+        st = fb.load(self.conn()).get(sid)
+        return {"tape_id": ref.tape_id, "session": sid, "verdict": verdict,
+                "span": None if span is None else {"file": span[0], "start": span[1], "end": span[2]},
+                **(st.summary() if st else fb.SessionFeedback().summary())}
+
+    def used(self, session: str, answer: str | None = None, client: str | None = None) -> dict:
+        """Record that an answer containing ``session`` was used (``engram used``; the editors'
+        "open session"): salience +0.1, counted by ``engram stats --retrieval``."""
+        from engram.retrieval import log as rlog
+
+        sid, tape_id = self.resolve_session(session)
+        ok = rlog.log_use(self, sid, client or self.client, answer)
+        return {"session": sid, "tape_id": tape_id, "recorded": ok}
+
+    def retrieval_report(self, since: str | None = None) -> dict:
+        """``engram stats --retrieval``: answers logged, and how often one was used."""
+        from engram.retrieval import report
+
+        return report.usage(self.index_path, since=since)
 
     def adapters_report(self) -> list[dict]:
         """Per harness: where its logs are, whether found, how many sources and sessions, the

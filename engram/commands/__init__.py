@@ -49,4 +49,6 @@ def _engine(args):
     root = Path(args.root) if getattr(args, "root", None) else None
     index = Path(args.index) if getattr(args, "index", None) else None
     semantic = bool(getattr(args, "semantic", False)) or os.environ.get("ENGRAM_SEMANTIC") == "1"
-    return Engine(root, index_path=index, semantic=semantic)
+    eng = Engine(root, index_path=index, semantic=semantic)
+    eng.client = "cli"  # the retrieval log's client
+    return eng

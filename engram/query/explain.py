@@ -26,6 +26,7 @@ from engram import fingerprint
 from engram.index import postings, queries, schema, store
 from engram.index.access import TapeAccess
 from engram.query import location, walk, window
+from engram.retrieval import feedback
 
 DIRECT_FLOOR = 0.25       # direct evidence below this is noise unless --all
 PRODUCED_FLOOR = 0.0      # a session that wrote any line of the span (line blame) produced it
@@ -677,6 +678,8 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
                                     shown, before, after, expand_until, brief)
     if semantic is not None:
         _add_semantic(conn, semantic, text, out_sessions, shown, before, after, brief, stats)
+    # feedback (engram/retrieval/feedback.py): a no-op when the index holds none
+    out_sessions = feedback.rerank_explain(conn, span_fingerprints(text)[2], span, out_sessions)
     stats["elapsed_ms"] = round((time.perf_counter() - t0) * 1000, 2)
     return {"span": span, "sessions": out_sessions, "lineage": walked.lineage,
             "tombstones": walked.tombstones, "truncated": walked.truncated, "stats": stats}

@@ -1,6 +1,17 @@
 """``engram search``: full-text (SQLite FTS5) over reasoning text, merged with semantic neighbours
-when the embedding scorer is enabled and has vectors. Each result carries per-signal scores; a
-result whose tape cannot be read carries ``unreadable`` (its window has no events)."""
+when the embedding scorer is enabled and has vectors, ranked by named signals
+(``engram.retrieval.signals``: similarity × salience^w × authority × confidence × type × intent +
+keyword boost, with adaptive dampening). One result per session (tape): its best-scoring event.
+Each result carries ``score`` and ``signals`` (raw and effective value of each signal, plus the
+``keyword`` and ``semantic`` similarities it came from); a result whose tape cannot be read carries
+``unreadable`` (its window has no events).
+
+Filters (applied to candidates before scoring, so dampening sees only what can be returned):
+``agent`` (harness name, or a substring of the model), ``since`` (the session's last activity on
+or after this ISO date/time), ``file`` (the event's file, or a file the session edited or read,
+ends with it), ``kind`` (the matched event's role: edit, read, request, reply, tool, note; or
+``message`` for request and reply), ``min_confidence`` (feedback confidence).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +21,17 @@ import time
 from engram.index import queries, schema
 from engram.index.access import TapeAccess
 from engram.query import window
+from engram.retrieval import feedback, signals
+from engram.retrieval import log as rlog
+
+#: candidate events gathered per requested result (before grouping by session).
+POOL_PER_RESULT = 5
+KINDS = signals.ROLES + ("message",)
+_EDIT = schema.KIND_CODE["code.edit"]
+_READ = schema.KIND_CODE["code.read"]
+_MSG_IN = schema.KIND_CODE["msg.in"]
+_MSG_OUT = schema.KIND_CODE["msg.out"]
+_TOOL = {schema.KIND_CODE["tool.call"], schema.KIND_CODE["tool.result"]}
 
 
 def fts_query(text: str) -> str | None:
@@ -36,63 +58,165 @@ def keyword_hits(conn, text: str, limit: int) -> list[tuple[int, float]]:
     return [(eid, round(s / best, 4) if best else 1.0) for eid, s in rows]
 
 
-def search(engine, text: str, *, limit: int = 20, before: int = 2, after: int = 2) -> dict:
-    """Hybrid search: one result per session (its best event), each with per-signal scores.
+def event_roles(conn, erows: dict, trows: dict) -> dict[int, str]:
+    """Each candidate event's role (``signals.ROLES``): edits, reads and tool traffic by kind; a
+    message by its turn (from one ``msg.in`` to the next): ``edit`` when the turn edited code,
+    ``read`` when it only read code, else ``request``/``reply``; sidecar notes and tapes of
+    harness ``engram`` (notes) are ``note``."""
+    out: dict[int, str] = {}
+    turns: dict[int, list[tuple[int, int]]] = {}
+    for eid, r in erows.items():
+        t = trows.get(r.tape)
+        if r.ofs < 0 or (t is not None and t.harness == "engram"):
+            out[eid] = "note"
+        elif r.kind == _EDIT:
+            out[eid] = "edit"
+        elif r.kind == _READ:
+            out[eid] = "read"
+        elif r.kind in _TOOL:
+            out[eid] = "tool"
+        elif r.kind in (_MSG_IN, _MSG_OUT):
+            if r.tape not in turns:
+                turns[r.tape] = list(conn.execute(
+                    "SELECT ofs, kind FROM events WHERE tape=? AND kind IN (?, ?, ?) ORDER BY ofs",
+                    (r.tape, _MSG_IN, _EDIT, _READ)))
+            out[eid] = _turn_role(turns[r.tape], r.ofs, r.kind)
+        else:
+            out[eid] = "reply"
+    return out
 
-    Without semantic hits (scorer off, no vectors, or a semantic pool with no spread) results are
-    ranked by keyword score alone and ``score`` is that score. With them, keyword and semantic
-    event rankings are fused by Reciprocal Rank Fusion (``engram.embed.search.merge_signals``) and
-    ``score`` is the fused score. Ties break by event id, then tape id: the order is total."""
-    t0 = time.perf_counter()
+
+def _turn_role(rows: list[tuple[int, int]], ofs: int, kind: int) -> str:
+    start = max((o for o, k in rows if k == _MSG_IN and o <= ofs), default=-1)
+    end = min((o for o, k in rows if k == _MSG_IN and o > start), default=1 << 62)
+    kinds = {k for o, k in rows if start <= o < end}
+    if _EDIT in kinds:
+        return "edit"
+    if _READ in kinds:
+        return "read"
+    return "request" if kind == _MSG_IN else "reply"
+
+
+def _session_files(conn, tape: int) -> list[str]:
+    return [r[0] for r in conn.execute("SELECT DISTINCT file FROM events WHERE tape=? AND file IS"
+                                       " NOT NULL", (tape,))]
+
+
+def _passes(conn, t, r, role: str, conf: float, f: dict) -> bool:
+    agent = f.get("agent")
+    if agent and not (t.harness == agent or (t.model and agent.lower() in t.model.lower())):
+        return False
+    since = f.get("since")
+    if since and (t.last_t or "") < since:
+        return False
+    kind = f.get("kind")
+    if kind and not (role == kind or (kind == "message" and role in ("request", "reply"))):
+        return False
+    mc = f.get("min_confidence")
+    if mc is not None and conf < mc - 1e-9:
+        return False
+    file = f.get("file")
+    if file:
+        files = [r.file] if r.file else []
+        files += _session_files(conn, t.id)
+        if not any(x == file or x.endswith("/" + file.lstrip("./")) for x in files if x):
+            return False
+    return True
+
+
+def _index_now(conn, uses: dict[str, list[str]]) -> str | None:
+    """The index's own clock: its newest event or use (never the wall clock)."""
+    row = conn.execute("SELECT max(last_t) FROM tapes").fetchone()
+    times = [row[0]] if row and row[0] else []
+    times += [max(v) for v in uses.values() if v]
+    return max(times) if times else None
+
+
+def candidates(engine, text: str, pool: int) -> tuple[dict[int, dict], str]:
+    """``({event id: {"keyword": s | None, "semantic": s | None}}, semantic state)``."""
     conn = engine.conn()
-    kw = keyword_hits(conn, text, limit)
+    kw = keyword_hits(conn, text, pool)
     from engram.embed import hybrid
 
-    sem, semantic_state = hybrid.semantic_event_hits(engine, text, limit * 5)
-    fused: dict[int, float] | None = None
-    if sem:
-        from engram.embed.search import merge_signals
-
-        merged = merge_signals(kw, sem)
-        if any(m["signals"]["semantic"] is not None for m in merged):
-            fused = {m["key"]: m["score"] for m in merged}
-        else:  # no spread: the semantic signal counts for nothing
-            sem = []
+    sem, semantic_state = hybrid.semantic_event_hits(engine, text, pool * POOL_PER_RESULT)
+    if sem and signals.normalised_entropy([s for _e, s in sem]) == 0 and len(sem) > 1:
+        sem = []  # no spread: the semantic signal counts for nothing
     scores: dict[int, dict] = {}
     for eid, s in kw:
         scores.setdefault(eid, {"keyword": None, "semantic": None})["keyword"] = s
     for eid, s in sem:
         scores.setdefault(eid, {"keyword": None, "semantic": None})["semantic"] = s
+    return scores, semantic_state
+
+
+def search(engine, text: str, *, limit: int = 20, before: int = 2, after: int = 2,
+           intent: str | None = None, agent: str | None = None, since: str | None = None,
+           file: str | None = None, kind: str | None = None,
+           min_confidence: float | None = None, raw: bool = False) -> dict:
+    """Search: one result per session, ranked by ``score`` (``raw``: by similarity alone, the
+    baseline the benchmark compares with). Ties break by tape id: the order is total."""
+    t0 = time.perf_counter()
+    conn = engine.conn()
+    filters = {"agent": agent, "since": since, "file": file, "kind": kind,
+               "min_confidence": min_confidence}
+    narrow = any(v is not None for v in filters.values())
+    scores, semantic_state = candidates(engine, text, limit * (4 if narrow else 1))
     erows = queries.events(conn, scores.keys())
     trows = queries.tapes(conn, {r.tape for r in erows.values()})
-    # one result per session (tape): its best event
-    per_tape: dict[int, tuple[float, int]] = {}
-    for eid, sig in scores.items():
+    roles = event_roles(conn, erows, trows)
+    fb = feedback.load(conn)
+    uses = rlog.uses(engine.index_path)
+    now = _index_now(conn, uses)
+    auth_on = bool(getattr(engine.config, "retrieval", {}).get("authority", False))
+    cands = []
+    for eid in sorted(scores):
         r = erows.get(eid)
-        if r is None:
+        if r is None or r.tape not in trows:
             continue
-        combined = fused[eid] if fused is not None else max(sig["keyword"] or 0.0,
-                                                             sig["semantic"] or 0.0)
-        cur = per_tape.get(r.tape)
-        if cur is None or (combined, -eid) > (cur[0], -cur[1]):
-            per_tape[r.tape] = (combined, eid)
-    ranked = sorted(per_tape.items(), key=lambda kv: (-kv[1][0], trows[kv[0]].tape_id))[:limit]
+        t = trows[r.tape]
+        st = fb.get(t.session or "") or fb.get(t.tape_id)
+        conf = st.confidence if st else feedback.START
+        if not _passes(conn, t, r, roles[eid], conf, filters):
+            continue
+        sig = scores[eid]
+        sim = max(v for v in (sig["keyword"], sig["semantic"]) if v is not None)
+        cands.append({"eid": eid, "similarity": sim, "keyword": sig["keyword"] is not None,
+                      "salience": signals.salience(t.last_t, uses.get(t.session or "", []), now),
+                      "authority": signals.authority(t.tier, auth_on), "confidence": conf,
+                      "type_intent": signals.type_intent(roles[eid], intent), "fb": st})
+    kept = signals.score(cands, intent)
+    rank_of = (lambda c: c["similarity"]) if raw else (lambda c: c["score"])
+    per_tape: dict[int, dict] = {}
+    for c in kept:
+        tape = erows[c["eid"]].tape
+        cur = per_tape.get(tape)
+        if cur is None or (rank_of(c), -c["eid"]) > (rank_of(cur), -cur["eid"]):
+            per_tape[tape] = c
+    ranked = sorted(per_tape.items(), key=lambda kv: (-rank_of(kv[1]), trows[kv[0]].tape_id))[:limit]
     access = TapeAccess(conn)
-    results = []
-    for tid, (score, eid) in ranked:
-        t, r = trows[tid], erows[eid]
-        w = {"anchor": r.ofs, "kind": schema.kind_name(r.kind)}
-        if r.ofs < 0:  # a sidecar note (engram/index/sidecar.py): the window around its ``at``
-            from engram.embed.hybrid import sidecar_anchor
-
-            w.update(sidecar_anchor(conn, t, eid))
-        w.update(window.window(access, t, w["anchor"], before, after))
-        results.append(window.lift_unreadable({
-            "tape_id": t.tape_id, "harness": t.harness, "session": t.session,
-            "tier": t.tier or "agent", "label": t.label, "model": t.model,
-            "first_t": t.first_t, "last_t": t.last_t,
-            "score": round(score, 6 if fused is not None else 4),
-            "signals": scores[eid], "windows": [w]}))  # a tape that cannot be read: marked
-    return {"query": text, "results": results, "semantic": semantic_state,
-            "stats": {"keyword_hits": len(kw), "semantic_hits": len(sem),
+    results = [_result(conn, access, trows[tid], erows[c["eid"]], c, scores[c["eid"]], roles,
+                       before, after) for tid, c in ranked]
+    return {"query": text, "intent": intent or "general", "results": results,
+            "semantic": semantic_state,
+            "filters": {k: v for k, v in filters.items() if v is not None},
+            "stats": {"keyword_hits": sum(1 for s in scores.values() if s["keyword"] is not None),
+                      "semantic_hits": sum(1 for s in scores.values() if s["semantic"] is not None),
+                      "candidates": len(kept),
                       "elapsed_ms": round((time.perf_counter() - t0) * 1000, 2)}}
+
+
+def _result(conn, access, t, r, c: dict, sig: dict, roles, before: int, after: int) -> dict:
+    w = {"anchor": r.ofs, "kind": schema.kind_name(r.kind), "role": roles[c["eid"]]}
+    if r.ofs < 0:  # a sidecar note (engram/index/sidecar.py): the window around its ``at``
+        from engram.embed.hybrid import sidecar_anchor
+
+        w.update(sidecar_anchor(conn, t, c["eid"]))
+    w.update(window.window(access, t, w["anchor"], before, after))
+    out = {"tape_id": t.tape_id, "harness": t.harness, "session": t.session,
+           "tier": t.tier or "agent", "label": t.label, "model": t.model,
+           "first_t": t.first_t, "last_t": t.last_t, "score": c["score"],
+           "confidence": round(c["confidence"], signals.ROUND),
+           "validations": c["fb"].validations if c["fb"] else 0,
+           "signals": {"keyword": sig["keyword"], "semantic": sig["semantic"], **c["signals"]},
+           "windows": [w]}
+    return window.lift_unreadable(out)  # a tape that cannot be read: marked
