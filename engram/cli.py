@@ -86,10 +86,16 @@ def cmd_init(args) -> int:
 
     root = Path(args.root) if args.root else paths.find_root()
     res = config.init_repo(root)
+    if getattr(args, "agents", False):  # the AGENTS.md section (engram.agents.agents_md)
+        from engram.commands.agents import init_agents
+
+        res["agents"] = init_agents(root)
     emit(res, args.pretty, lambda r: (
         f"{'Wrote' if r['created'] else 'Kept existing'} {r['config']}\n"
         f"{'Added .engram-cache/ to' if r['gitignore_updated'] else 'Already ignored in'} {r['gitignore']}\n"
-        "Next: engram ingest\n"))
+        + "".join(f"{'Updated' if f['changed'] else 'Already current:'} {f['path']}\n"
+                  for f in r.get("agents", {}).get("files", []))
+        + "Next: engram ingest\n"))
     return 0
 
 
@@ -400,6 +406,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
 
     s = sub.add_parser("init", parents=[common], help="write .engram/config.yml and ignore .engram-cache/")
+    s.add_argument("--agents", action="store_true",
+                   help="also write the Engram section of AGENTS.md (and CLAUDE.md when present)")
     s.set_defaults(fn=cmd_init)
 
     s = sub.add_parser("ingest", parents=[common], help="read harness logs into tapes and the index",

@@ -67,7 +67,10 @@ def register(sub, common) -> None:
                    help="claude: also ingest the session's transcript after each tool call")
     s.set_defaults(fn=cmd_hooks)
 
-    s = sub.add_parser("hook-ingest", parents=[common], help=argparse.SUPPRESS)
+    s = sub.add_parser("hook-ingest", parents=[common],
+                       help="(run by harness hooks) ingest the transcript the hook names")
+    s.add_argument("--codex", action="store_true", help="called by Codex's notify")
+    s.add_argument("payload", nargs="?", help="Codex's notify JSON")
     s.set_defaults(fn=cmd_hook_ingest)
 
 
