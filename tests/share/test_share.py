@@ -1,0 +1,241 @@
+"""``engram push`` / ``engram pull`` / ``engram share`` with real git: a bare remote and clones
+with separate HOMEs and ENGRAM_HOMEs, real Claude Code logs, ``engram`` as a real process."""
+
+from __future__ import annotations
+
+import json
+import stat
+import time
+from pathlib import Path
+
+import pytest
+from gitworld import Clone, bare_remote, git, remote_tapes
+
+ALPHA = ("def parse_pairs(text):\n"
+         "    items = [line.split('=', 1) for line in text.splitlines() if '=' in line]\n"
+         "    return {key.strip(): value.strip() for key, value in items}\n")
+ALPHA2 = ALPHA + ("\n\ndef dump_pairs(pairs):\n"
+                  "    return '\\n'.join(f'{key} = {value}' for key, value in sorted(pairs.items()))\n")
+BETA = ("class RetryBudget:\n"
+        "    def __init__(self, attempts, backoff_seconds):\n"
+        "        self.attempts = attempts\n"
+        "        self.backoff_seconds = backoff_seconds\n\n"
+        "    def delays(self):\n"
+        "        return [self.backoff_seconds * 2 ** n for n in range(self.attempts)]\n")
+SECRET_OUTSIDE = ("def unrelated_side_project(widget_count):\n"
+                  "    return sum(widget * 3 for widget in range(widget_count)) + 17\n")
+
+
+def _in_repo_tapes(clone: Clone) -> set[str]:
+    return {t["tape_id"] for t in clone.json("tapes")
+            if t["cwd"] and t["cwd"].startswith(str(clone.root))}
+
+
+def _sessions(result: dict) -> list[str]:
+    return [s["session"] for s in result["sessions"]]
+
+
+@pytest.fixture
+def team(tmp_path):
+    remote = bare_remote(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    alice = Clone(tmp_path, "alice", remote, extra_logs=[outside / "logs"])
+    bob = Clone(tmp_path, "bob", remote)
+    return remote, alice, bob, outside
+
+
+def _alice_work(alice: Clone) -> None:
+    alice.world.session(session_id="aaaaaaaa-0000-0000-0000-000000000001") \
+        .user("write a parser for key=value lines").write("src/alpha.py", ALPHA).save()
+    alice.world.session(session_id="aaaaaaaa-0000-0000-0000-000000000002") \
+        .user("add dump_pairs").write("src/alpha.py", ALPHA2).save()
+    alice.commit_code("alpha")
+
+
+def _bob_work(bob: Clone) -> None:
+    bob.world.session(session_id="bbbbbbbb-0000-0000-0000-000000000001") \
+        .user("a retry budget with exponential backoff").write("src/beta.py", BETA).save()
+    bob.commit_code("beta")
+
+
+def _outside_session(alice: Clone, outside: Path) -> None:
+    """A session of alice's in another project (its cwd is not inside the repository)."""
+    from claude_log import World
+
+    class Elsewhere(World):
+        def write_config(self) -> None:
+            pass
+
+    w = Elsewhere(outside)
+    w.session(session_id="cccccccc-0000-0000-0000-00000000000c") \
+        .user("my side project").write("side.py", SECRET_OUTSIDE).save()
+
+
+def test_two_push_third_pulls_and_explains(team, tmp_path):
+    remote, alice, bob, outside = team
+    _alice_work(alice)
+    _outside_session(alice, outside)
+    alice.json("ingest", "--seal")
+    mine = _in_repo_tapes(alice)
+    everything = {t["tape_id"] for t in alice.json("tapes")}
+    outside_ids = everything - mine
+    assert len(mine) == 2 and len(outside_ids) == 1
+    head, status = alice.git("rev-parse", "HEAD").stdout, alice.git("status", "--porcelain").stdout
+
+    dry = alice.json("push", "--dry-run")
+    assert dry["dry_run"] and dry["pushed"] == 0
+    assert {t["tape_id"] for t in dry["tapes"]} == mine
+    assert {t["reason"] for t in dry["tapes"]} == {"cwd"}
+    assert remote_tapes(remote) == []  # a dry run sends nothing
+
+    first = alice.json("push")
+    assert first["pushed"] == 2 and sorted(remote_tapes(remote)) == sorted(mine)
+    # nothing on any branch, no change to alice's HEAD, index or working tree
+    refs = git("for-each-ref", "--format=%(refname)", cwd=remote).stdout.split()
+    assert refs == ["refs/engram/tapes", "refs/heads/main"]
+    assert alice.git("rev-parse", "HEAD").stdout == head
+    assert alice.git("status", "--porcelain").stdout == status
+    tip = git("rev-parse", "refs/engram/tapes", cwd=remote).stdout
+
+    again = alice.json("push")  # nothing new: nothing pushed, the ref unchanged
+    assert again["pushed"] == 0 and again["tapes"] == []
+    assert git("rev-parse", "refs/engram/tapes", cwd=remote).stdout == tip
+
+    _bob_work(bob)
+    bob.json("ingest", "--seal")
+    theirs = _in_repo_tapes(bob)
+    assert bob.json("push")["pushed"] == 1
+    on_remote = set(remote_tapes(remote))
+    assert on_remote == mine | theirs
+    assert not on_remote & outside_ids  # a session outside the repository never leaves
+
+    carol = Clone(tmp_path, "carol", remote)  # no logs of her own
+    pulled = carol.json("pull")
+    assert (pulled["new"], pulled["rejected"], pulled["ingest"]["tapes_indexed"]) == (3, [], 3)
+    assert {t["tape_id"] for t in carol.json("tapes")} == on_remote
+    alpha = carol.json("explain", "src/alpha.py:1-3")
+    assert set(_sessions(alpha)) >= {"aaaaaaaa-0000-0000-0000-000000000001"}
+    dump = carol.json("explain", "src/alpha.py:6-7")
+    assert _sessions(dump)[0] == "aaaaaaaa-0000-0000-0000-000000000002"
+    beta = carol.json("explain", "src/beta.py:1-7")
+    assert _sessions(beta) == ["bbbbbbbb-0000-0000-0000-000000000001"]
+    # the same answer as in the clone that wrote the code
+    for span in ("src/alpha.py:1-3", "src/alpha.py:6-7"):
+        mine_ans, theirs_ans = alice.json("explain", span), carol.json("explain", span)
+        for ans in (mine_ans, theirs_ans):
+            ans.get("stats", {}).pop("elapsed_ms", None)
+        assert mine_ans == theirs_ans, span
+    # pulled tapes are private to carol, named by their ids only
+    pulled_dir = Path(pulled["dir"])
+    assert stat.S_IMODE(pulled_dir.stat().st_mode) == 0o700
+    assert sorted(p.name for p in pulled_dir.iterdir()) == sorted(
+        f"{t}.jsonl.zst" for t in on_remote)
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in pulled_dir.iterdir())
+    # a second pull: nothing new
+    assert carol.json("pull")["new"] == 0
+
+
+def test_concurrent_pushes_union(tmp_path):
+    remote = bare_remote(tmp_path)
+    # a slow pre-receive makes the two pushes overlap on the server: one must lose the race
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\ncat >/dev/null\nsleep 2\nexit 0\n")
+    hook.chmod(0o755)
+    dave, erin = Clone(tmp_path, "dave", remote), Clone(tmp_path, "erin", remote)
+    for i, c in enumerate((dave, erin)):
+        for j in range(3):
+            c.world.session(session_id=f"{i + 1:08d}-0000-0000-0000-{j:012d}") \
+                .user(f"module {i} part {j}") \
+                .write(f"src/m{i}_{j}.py", f"def part_{i}_{j}(x):\n    return x * {i * 10 + j} + 1\n") \
+                .save()
+        c.json("ingest", "--seal")
+    ids = _in_repo_tapes(dave) | _in_repo_tapes(erin)
+    assert len(ids) == 6
+    procs = [c.popen("push") for c in (dave, erin)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1] for o in outs]
+    results = [json.loads(o[0]) for o in outs]
+    assert set(remote_tapes(remote)) == ids  # no tape lost
+    assert sum(r["pushed"] for r in results) == 6
+    assert sum(r["retries"] for r in results) >= 1  # the loser fetched, unioned and retried
+    # one line of history per successful push, the second on top of the first
+    log = git("log", "--format=%s", "refs/engram/tapes", cwd=remote).stdout.split("\n")
+    assert log[:2] == ["engram: 3 tapes", "engram: 3 tapes"]
+
+
+def test_pre_receive_rejection_quotes_the_hook(team):
+    remote, alice, _bob, _outside = team
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\ncat >/dev/null\n"
+                    "echo 'transcripts may not be pushed here (policy SEC-7)' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    _alice_work_no_push_main(alice)
+    alice.json("ingest", "--seal")
+    run = alice.engram("push", check=False)
+    assert run.returncode == 1 and run.stderr.count("\n") == 1, run.stderr
+    assert run.stderr.startswith("Error: ") and "Traceback" not in run.stderr
+    assert "policy SEC-7" in run.stderr and "refused" in run.stderr
+    assert remote_tapes(remote) == []
+
+
+def _alice_work_no_push_main(alice: Clone) -> None:
+    alice.world.session().user("write a parser").write("src/alpha.py", ALPHA).save()
+
+
+def test_share_adds_an_outside_session(team):
+    _remote, alice, _bob, outside = team
+    _outside_session(alice, outside)
+    alice.world.session().user("in repo").write("src/alpha.py", ALPHA).save()
+    alice.json("ingest", "--seal")
+    outside_id = next(iter({t["tape_id"] for t in alice.json("tapes")} - _in_repo_tapes(alice)))
+    assert outside_id not in {t["tape_id"] for t in alice.json("push", "--dry-run")["tapes"]}
+    shared = alice.json("share", outside_id[:10])
+    assert shared["added"] == [outside_id] and shared["shared"] == [outside_id]
+    listing = Path(shared["list"])
+    assert stat.S_IMODE(listing.stat().st_mode) == 0o600
+    assert str(listing).startswith(str(alice.root / ".git"))  # per clone, never committed
+    dry = {t["tape_id"]: t["reason"] for t in alice.json("push", "--dry-run")["tapes"]}
+    assert dry[outside_id] == "shared" and len(dry) == 2
+    assert alice.json("share")["shared"] == [outside_id]  # no TAPE: the list
+
+
+def test_bad_input_is_one_line(team, tmp_path):
+    _remote, alice, _bob, _outside = team
+    for argv, needle in ((("push", "nosuchremote"), "nosuchremote"),
+                         (("pull", "--", "--upload-pack=touch /tmp/x"), "not a git remote"),
+                         (("share", "ffffffffffff"), "ffffffffffff")):
+        run = alice.engram(*argv, check=False)
+        assert run.returncode == 1 and run.stderr.startswith("Error: "), (argv, run.stderr)
+        assert run.stderr.count("\n") == 1 and needle in run.stderr, (argv, run.stderr)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    run = alice.engram("push", "--root", str(plain), check=False)
+    assert run.returncode == 1 and "not inside a git repository" in run.stderr, run.stderr
+
+
+def test_corrupt_local_tape_is_not_pushed(team):
+    remote, alice, _bob, _outside = team
+    alice.world.session().user("write").write("src/alpha.py", ALPHA).save()
+    alice.json("ingest", "--seal")
+    good = _in_repo_tapes(alice)
+    bad = alice.root / ".engram" / "tapes" / ("0" * 32 + ".jsonl.zst")
+    bad.write_bytes(b"not zstd at all")
+    res = alice.json("push")
+    assert res["pushed"] == 1 and set(remote_tapes(remote)) == good
+    assert [e["tape_id"] for e in res["errors"]] == ["0" * 32]
+
+
+def test_push_after_rejection_is_fast_forward_only(team):
+    """The ref's history only grows: every push is a child of the remote's tip (never forced)."""
+    remote, alice, bob, _outside = team
+    _alice_work(alice)
+    alice.json("ingest", "--seal")
+    alice.json("push")
+    first = git("rev-parse", "refs/engram/tapes", cwd=remote).stdout.strip()
+    _bob_work(bob)
+    bob.json("ingest", "--seal")
+    time.sleep(0.01)
+    bob.json("push")
+    parent = git("rev-parse", "refs/engram/tapes^", cwd=remote).stdout.strip()
+    assert parent == first
