@@ -145,6 +145,40 @@ local ok, err = pcall(function()
   out.status_text = table.concat(status_lines, "\n")
   step("status")
 
+  -- :EngramAnnotate: every line the session wrote gets a sign, each run its request at the end
+  -- of its first line; hand-written lines (appended to the buffer, unsaved) stay unmarked
+  vim.api.nvim_set_current_buf(buf)
+  vim.cmd("EngramAnnotate")
+  wait(15000, function() return engram.state.annotations[buf] ~= nil end, ":EngramAnnotate")
+  local function marks()
+    local signs, labels = {}, {}
+    for _, m in ipairs(vim.api.nvim_buf_get_extmarks(buf, engram.annotate_ns, 0, -1, { details = true })) do
+      local d = m[4]
+      if d.sign_text then
+        table.insert(signs, { line = m[2], hl = d.sign_hl_group })
+      end
+      if d.virt_text then
+        table.insert(labels, { line = m[2], text = d.virt_text[1][1], hl = d.virt_text[1][2] })
+      end
+    end
+    return signs, labels
+  end
+  out.annotate = engram.state.annotations[buf]
+  out.annotate_signs, out.annotate_labels = marks()
+  out.annotate_lines = vim.api.nvim_buf_line_count(buf)
+  local before_edit = engram.state.annotations[buf]
+  vim.api.nvim_buf_set_lines(buf, -1, -1, false, { "", "def typed_by_a_person(alpha, beta):",
+    "    return [alpha ** 3 - beta // 7, 'written by hand']" })
+  vim.cmd("doautocmd TextChanged")
+  wait(15000, function() return engram.state.annotations[buf] ~= before_edit end, "the annotation after an edit")
+  out.annotate_after_edit = engram.state.annotations[buf]
+  out.annotate_signs_after_edit = marks()
+  out.annotate_lines_after_edit = vim.api.nvim_buf_line_count(buf)
+  vim.cmd("EngramAnnotate off")
+  out.annotate_signs_off = #(marks())
+  vim.cmd("silent! undo")
+  step("annotate")
+
   -- live: append to the Claude Code log; the lens must appear through the refresh request alone
   vim.cmd("edit " .. env.ENGRAM_TEST_ROOT .. "/fib.py")
   local fib = vim.api.nvim_get_current_buf()

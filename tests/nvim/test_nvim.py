@@ -80,7 +80,8 @@ def test_plugin_ran_every_step(run):
     assert run["started_with"] == (
         "vim.lsp.start" if run["_mode"] == "lsp.start" else "vim.lsp.enable"
     )
-    assert {"EngramExplain", "EngramView", "EngramStatus", "EngramReindex"} <= set(run["commands"])
+    assert {"EngramExplain", "EngramView", "EngramStatus", "EngramReindex",
+            "EngramAnnotate"} <= set(run["commands"])
     assert run["root_dir"] == str(run["_ws"].root)
 
 
@@ -125,6 +126,31 @@ def test_status_and_health(run):
     assert run["ok"], run["error"]
     assert "sessions: 1" in run["status_text"]
     assert "OK" in run["health_text"] and "engram" in run["health_text"]
+
+
+def test_annotate_marks_the_session_lines_and_not_hand_written_ones(run):
+    assert run["ok"], run["error"]
+    result = run["annotate"]
+    assert [s["label"] for s in result["sessions"]] == ["create hello.py, md and js"]
+    marked = {line for r in result["runs"] for line in range(r["start"], r["end"] + 1)}
+    text = run["_ws"].files["hello.py"].split("\n")
+    # every non-blank line of hello.py was written by the session
+    assert {i for i, line in enumerate(text) if line.strip()} <= marked
+    # one sign per marked line, in the session's colour; one label per run
+    assert sorted(s["line"] for s in run["annotate_signs"]) == sorted(marked)
+    assert {s["hl"] for s in run["annotate_signs"]} == {"EngramAnnotate1"}
+    assert len(run["annotate_labels"]) == len(result["runs"])
+    assert all(lab["text"] == "◆ create hello.py, md and js · claude_code"
+               for lab in run["annotate_labels"])
+    # the unsaved hand-written lines appended to the buffer: annotated again, left unmarked
+    after = run["annotate_after_edit"]
+    assert run["annotate_lines_after_edit"] == run["annotate_lines"] + 3
+    marked_after = {line for r in after["runs"] for line in range(r["start"], r["end"] + 1)}
+    n = run["annotate_lines"]
+    assert not marked_after & {n + 1, n + 2}, after["runs"]
+    assert marked_after >= {i for i, line in enumerate(text) if line.strip()}
+    # toggled off: no marks left
+    assert run["annotate_signs_off"] == 0
 
 
 def test_live_append_reaches_the_lens_through_the_refresh_request(run):

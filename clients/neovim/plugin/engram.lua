@@ -25,3 +25,13 @@ end, { desc = "Engram: index status" })
 vim.api.nvim_create_user_command("EngramReindex", function()
   require("engram").reindex()
 end, { desc = "Engram: rebuild the index" })
+
+vim.api.nvim_create_user_command("EngramAnnotate", function(cmd)
+  require("engram").annotate(cmd.fargs[1])
+end, {
+  nargs = "?",
+  desc = "Engram: mark each line by the session that wrote it (:EngramAnnotate [on|off], no argument toggles)",
+  complete = function()
+    return { "on", "off" }
+  end,
+})

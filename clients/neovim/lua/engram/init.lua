@@ -79,6 +79,7 @@ end
 --- Handler for the server's workspace/codeLens/refresh request.
 function M.on_codelens_refresh(_)
   M.state.refreshes = M.state.refreshes + 1
+  M.refresh_annotations()
   if not M.config.codelens then
     return
   end
@@ -487,6 +488,113 @@ function M.reindex()
       notify("index rebuilt")
     end
   end)
+end
+
+-- Line annotation ---------------------------------------------------------------------------------
+
+-- Eight colours that stay apart on dark and light backgrounds (Tableau 10's first eight); a session's
+-- colour is its index in engram/annotate's answer (sessions in the order they first appear).
+M.palette = { "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7" }
+local annotate_ns = vim.api.nvim_create_namespace("engram_annotate")
+M.annotate_ns = annotate_ns
+M.state.annotations = {}
+
+local function annotate_highlights()
+  for i, color in ipairs(M.palette) do
+    vim.api.nvim_set_hl(0, "EngramAnnotate" .. i, { fg = color, default = true })
+  end
+end
+
+--- The marks for one engram/annotate answer: a coloured bar in the sign column on every line a
+--- session wrote, and the session's request at the end of each run's first line.
+function M.draw_annotation(bufnr, result)
+  vim.api.nvim_buf_clear_namespace(bufnr, annotate_ns, 0, -1)
+  annotate_highlights()
+  local n = vim.api.nvim_buf_line_count(bufnr)
+  for _, run in ipairs(result.runs or {}) do
+    local session = (result.sessions or {})[run.session + 1]
+    if session and run.start < n then
+      local hl = "EngramAnnotate" .. (run.session % #M.palette + 1)
+      for line = run.start, math.min(run["end"], n - 1) do
+        vim.api.nvim_buf_set_extmark(bufnr, annotate_ns, line, 0, { sign_text = "▎", sign_hl_group = hl, priority = 5 })
+      end
+      local label = session.label ~= vim.NIL and session.label or session.session
+      vim.api.nvim_buf_set_extmark(bufnr, annotate_ns, run.start, 0, {
+        virt_text = { { string.format("◆ %s · %s", oneline(label, 60), session.harness or "agent"), hl } },
+        virt_text_pos = "eol", hl_mode = "combine",
+      })
+    end
+  end
+end
+
+--- Ask engram/annotate for `bufnr` and draw the answer (when the buffer has not changed meanwhile).
+function M.refresh_annotation(bufnr, on_done)
+  local client = M.client(bufnr)
+  if not client or not vim.b[bufnr].engram_annotate then
+    return
+  end
+  local params = { textDocument = { uri = vim.uri_from_bufnr(bufnr) } }
+  request(client, "engram/annotate", params, function(err, result)
+    if not vim.api.nvim_buf_is_valid(bufnr) or not vim.b[bufnr].engram_annotate then
+      return
+    end
+    if err then
+      notify("annotate failed: " .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+      return
+    end
+    local version = vim.lsp.util.buf_versions[bufnr]
+    if result.version ~= vim.NIL and version ~= nil and result.version ~= version then
+      return -- the buffer changed: the TextChanged autocmd asks again
+    end
+    M.state.annotations[bufnr] = result
+    M.draw_annotation(bufnr, result)
+    if on_done then
+      on_done(result)
+    end
+  end, bufnr)
+end
+
+--- :EngramAnnotate [on|off] — toggle the line annotation of the current buffer.
+function M.annotate(mode, on_done)
+  local bufnr = vim.api.nvim_get_current_buf()
+  local on = mode == "on" or (mode ~= "off" and not vim.b[bufnr].engram_annotate)
+  local group = vim.api.nvim_create_augroup("engram_annotate_" .. bufnr, { clear = true })
+  if not on then
+    vim.b[bufnr].engram_annotate = false
+    M.state.annotations[bufnr] = nil
+    vim.api.nvim_buf_clear_namespace(bufnr, annotate_ns, 0, -1)
+    if on_done then
+      on_done(nil)
+    end
+    return
+  end
+  if not need_client() then
+    return
+  end
+  vim.b[bufnr].engram_annotate = true
+  local timer
+  vim.api.nvim_create_autocmd({ "TextChanged", "TextChangedI", "BufWritePost" }, {
+    group = group,
+    buffer = bufnr,
+    callback = function()
+      if timer then
+        timer:stop()
+      end
+      timer = vim.defer_fn(function()
+        M.refresh_annotation(bufnr)
+      end, 400)
+    end,
+  })
+  M.refresh_annotation(bufnr, on_done)
+end
+
+--- After an ingest (the server's workspace/codeLens/refresh): annotated buffers are asked again.
+function M.refresh_annotations()
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_is_loaded(buf) and vim.b[buf].engram_annotate then
+      M.refresh_annotation(buf)
+    end
+  end
 end
 
 -- Code lens clicks (vim.lsp.codelens.run) execute `engram.explain` on the server and get the
