@@ -15,6 +15,7 @@ REGISTRY: dict[str, str] = {
     "cursor": "cursor",
     "openclaw": "openclaw",
     "aider": "aider",
+    "engram_sdk": "engram_sdk",  # custom agents logging through engram.sdk.Session
 }
 
 

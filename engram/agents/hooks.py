@@ -10,7 +10,7 @@ configuration, inside the repository.
 * **codex** — ``.codex/config.toml``: ``notify`` runs ``engram hook-ingest`` after each turn
   (Codex CLI has no session-start hook: the ``AGENTS.md`` section of ``engram init --agents`` is
   how a Codex agent learns about ``engram brief``). A ``notify`` the user set is never replaced.
-* **git** — delegated to ``engram.commits.hooks`` (commit trailers), when present.
+* **git** — ``engram.commits.hooks`` (the commits part), called by ``engram hooks``.
 
 Every entry Engram writes is marked (``# engram-managed`` at the end of the command; a
 ``# >>> engram >>>`` block in TOML), so install is idempotent and uninstall removes only ours:
@@ -196,20 +196,10 @@ FILES = {"claude": ".claude/settings.json", "gemini": ".gemini/settings.json",
 
 
 def apply(root: Path, action: str, harness: str, post_tool: bool = False) -> dict:
-    """Install or uninstall Engram's hooks for ``harness`` in the repository at ``root``:
-    ``{action, harness, file, changed}``."""
+    """Install or uninstall Engram's hooks for ``harness`` (claude, codex, gemini) in the
+    repository at ``root``: ``{action, harness, file, changed}``. (``git``: the commands module
+    calls ``engram.commits.hooks``.)"""
     install = action == "install"
-    if harness == "git":
-        try:
-            from engram.commits import hooks as git_hooks  # type: ignore[attr-defined]
-        except ImportError:
-            raise EngramError("git hooks are not part of this version of Engram") from None
-        res = (git_hooks.install if install else git_hooks.uninstall)(root)
-        out = {"action": action, "harness": harness}
-        out.update(res if isinstance(res, dict) else {"changed": bool(res)})
-        out.setdefault("file", str(root / ".git" / "hooks"))
-        out.setdefault("changed", True)
-        return out
     path = Path(root) / FILES[harness]
     if harness == "codex":
         changed = _apply_codex(path, install)
@@ -266,22 +256,12 @@ def _say(line: str) -> None:
         pass
 
 
-def ingest_from_hook(args, stdin) -> None:
-    """Ingest the transcript a hook names: Claude Code/Gemini CLI send JSON on stdin with
-    ``transcript_path``; Codex's ``notify`` passes its JSON as the last argument (no transcript
-    path: the harness locations are ingested incrementally)."""
-    from engram.engine import Engine
-
+def transcript_of(payload_text: str | None) -> Path | None:
+    """The transcript a hook's JSON names (Claude Code and Gemini CLI send ``transcript_path``
+    on stdin; Codex's ``notify`` JSON names none: then the harness locations are ingested,
+    incrementally)."""
     payload = {}
-    raw = (getattr(args, "payload", None) or "") if getattr(args, "codex", False) \
-        else stdin.read(1_000_000)
-    if raw and raw.strip().startswith("{"):
-        payload = json.loads(raw)
-    transcript = payload.get("transcript_path")
-    root = Path(args.root) if getattr(args, "root", None) else None
-    eng = Engine(root, index_path=Path(args.index) if getattr(args, "index", None) else None,
-                 semantic=False)
-    try:
-        eng.ingest(paths=[Path(transcript)] if transcript else None)
-    finally:
-        eng.close()
+    if payload_text and payload_text.strip().startswith("{"):
+        payload = json.loads(payload_text)
+    t = payload.get("transcript_path") if isinstance(payload, dict) else None
+    return Path(t) if isinstance(t, str) and t else None

@@ -125,19 +125,44 @@ def cmd_hooks(args) -> int:
     from engram.agents import hooks
 
     root = Path(args.root) if args.root else paths.find_root()
-    res = hooks.apply(root, args.action, args.harness, post_tool=args.post_tool)
+    if args.harness == "git":
+        res = _git_hooks(root, args.action)
+    else:
+        res = hooks.apply(root, args.action, args.harness, post_tool=args.post_tool)
     emit(res, args.pretty, lambda r: (
         f"{'Installed' if r['action'] == 'install' else 'Removed'} Engram's {r['harness']} hooks "
         f"in {r['file']}" + ("" if r["changed"] else " (nothing to change)") + "\n"))
     return 0
 
 
+def _git_hooks(root: Path, action: str) -> dict:
+    try:
+        from engram.commits import hooks as git_hooks  # the commits engineer's module
+    except ImportError:
+        from engram.errors import EngramError
+
+        raise EngramError("git hooks are not part of this version of Engram") from None
+    res = (git_hooks.install if action == "install" else git_hooks.uninstall)(root)
+    out = {"action": action, "harness": "git", "file": str(root / ".git" / "hooks"),
+           "changed": True}
+    out.update(res if isinstance(res, dict) else {"changed": bool(res)})
+    return out
+
+
 def cmd_hook_ingest(args) -> int:
-    """``engram hook-ingest`` (Claude Code PostToolUse): ingest the transcript the hook's JSON on
-    stdin names. Never fails the agent."""
+    """``engram hook-ingest`` (Claude Code PostToolUse, Gemini AfterTool, Codex notify): ingest
+    the transcript the hook names. Never fails the agent."""
     from engram.agents import hooks
 
-    return hooks.run_guarded(lambda: hooks.ingest_from_hook(args, sys.stdin), what="engram ingest")
+    def run() -> None:
+        transcript = hooks.transcript_of(args.payload if args.codex else sys.stdin.read(1_000_000))
+        eng = _engine(args)
+        try:
+            eng.ingest(paths=[transcript] if transcript else None)
+        finally:
+            eng.close()
+
+    return hooks.run_guarded(run, what="engram ingest")
 
 
 def init_agents(root: Path) -> dict:
