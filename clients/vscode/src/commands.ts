@@ -8,6 +8,7 @@ import type { ExplainView, LspRange, TapeView, VirtualDocuments } from './explai
 import { renderStatusMarkdown, searchHits, sessionTitle, shortId, summarizeStatus } from './render';
 import { enclosingBlock } from './blocks';
 import type { StatusBar } from './statusBar';
+import type { Annotations } from './annotations';
 
 export interface CommandContext {
     server: EngramServer;
@@ -15,6 +16,7 @@ export interface CommandContext {
     tapeView: TapeView;
     docs: VirtualDocuments;
     statusBar: StatusBar;
+    annotations: Annotations;
 }
 
 const BLOCK_KINDS = new Set([
@@ -244,5 +246,6 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
         vscode.commands.registerCommand(Commands.showStatus, run(() => showStatus(ctx))),
         vscode.commands.registerCommand(Commands.restart, run(() => ctx.server.restart())),
         vscode.commands.registerCommand(Commands.showLog, () => getLogChannel().show()),
+        vscode.commands.registerCommand(Commands.toggleAnnotations, run(() => ctx.annotations.toggle())),
     ];
 }

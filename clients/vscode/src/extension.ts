@@ -1,4 +1,5 @@
 import * as vscode from 'vscode';
+import { Annotations } from './annotations';
 import { registerCommands, refreshStatus } from './commands';
 import { CONFIG_SECTION } from './common/constants';
 import { disposeLog, getLogChannel, traceInfo } from './common/log';
@@ -21,11 +22,15 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
             statusBar.setServerState(state, detail);
             if (state === 'running') {
                 void refreshStatus(ctx);
+                void annotations.refreshVisible();
             }
         },
         onProgress: (progress) => {
             if (statusBar.setProgress(progress)) {
                 void refreshStatus(ctx);
+            }
+            if (progress.done) {
+                void annotations.refreshVisible(); // an ingest ended: the annotation may have changed
             }
         },
         onExplainCommandResult: (result, args) => {
@@ -42,12 +47,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     });
     const tapeView = new TapeView(server);
     const explainView = new ExplainView(server, tapeView, docs);
-    ctx = { server, explainView, tapeView, docs, statusBar };
+    const annotations = new Annotations(server, context.workspaceState);
+    ctx = { server, explainView, tapeView, docs, statusBar, annotations };
 
     context.subscriptions.push(
         statusBar,
         tapeView,
         explainView,
+        annotations,
         vscode.workspace.registerTextDocumentContentProvider(VirtualDocuments.scheme, docs),
         ...registerCommands(ctx),
         vscode.workspace.onDidChangeConfiguration((event) => {

@@ -25,6 +25,7 @@ export const Commands = {
     showStatus: 'engram.showStatus',
     restart: 'engram.restart',
     showLog: 'engram.showLog',
+    toggleAnnotations: 'engram.toggleAnnotations',
 } as const;
 
 /** Custom requests of engram-lsp (see docs/architecture.md, "Language server"). */
@@ -33,6 +34,7 @@ export const Requests = {
     view: 'engram/view',
     search: 'engram/search',
     status: 'engram/status',
+    annotate: 'engram/annotate',
 } as const;
 
 /** How much "Expand window" widens the transcript window on each side. */

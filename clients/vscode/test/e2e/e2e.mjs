@@ -438,6 +438,35 @@ try {
         }
     }
     if (mode !== 'activation') {
+        // Line annotation: "Engram: Toggle Line Annotations" marks every line a session wrote (one
+        // engram/annotate request per file): a coloured bar per run, the session's request after its
+        // first line. Toggled off again, the marks go.
+        await page.locator('.tab', { hasText: config.file.split('/').pop() }).first().click();
+        await page.locator('.monaco-editor .view-lines').first().click();
+        const annotatedBefore = (engramLog().match(/Annotated /g) ?? []).length;
+        await runCommand('Engram: Toggle Line Annotations');
+        const annotatedLine = await waitFor(() => {
+            const lines = engramLog().match(/Annotated [^\n]*/g) ?? [];
+            return lines.length > annotatedBefore ? lines[lines.length - 1] : undefined;
+        }, 'the extension to log the annotation');
+        observed.annotated = annotatedLine;
+        check('annotation answered for the file', /Annotated hello\.py: 1 session, \d+ of \d+ lines/.test(annotatedLine), annotatedLine);
+        const barred = async () => page.locator('.monaco-editor .view-overlays div').evaluateAll((els) =>
+            els.filter((el) => getComputedStyle(el).borderLeftWidth === '3px').map((el) => getComputedStyle(el).borderLeftColor));
+        const bars = await waitFor(async () => {
+            const found = await barred();
+            return found.length ? found : undefined;
+        }, 'annotated lines (coloured bars) in the editor');
+        observed.annotationBars = bars;
+        check('annotated lines carry one colour per session', bars.length >= 3 && new Set(bars).size === 1, JSON.stringify(bars));
+        const labels = await page.locator('.monaco-editor .view-lines span').evaluateAll((els) =>
+            els.map((el) => getComputedStyle(el, '::after').content).filter((c) => c && c.includes('◆')));
+        observed.annotationLabels = labels;
+        check("the run's label names the session's request", labels.some((c) => c.includes(config.expect?.explain?.[0] ?? 'session')), JSON.stringify(labels));
+        await shot('annotations');
+        await runCommand('Engram: Toggle Line Annotations');
+        await waitFor(async () => (await barred()).length === 0, 'the annotation to go when toggled off');
+        check('toggling again removes the annotation', true);
         // Reindex (server command engram.reindex via the client-side engram.reindexIndex), then Show Status.
         await runCommand('Engram: Reindex');
         const progress = await waitFor(async () => {
