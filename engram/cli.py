@@ -222,8 +222,11 @@ def cmd_status(args) -> int:
         eng.close()
 
     def render(r):
+        old = r.get("old_cache")
+        note = (f"{old['path']}: an older per-repository index ({old['bytes'] / 1e6:.1f} MB), no "
+                "longer read: `engram gc --old-caches` removes it\n") if old else ""
         if not r["indexed"]:
-            return f"No index at {r['index']} yet. Run `engram ingest`.\n"
+            return f"No index at {r['index']} yet. Run `engram ingest`.\n" + note
         c = r["counts"]
         emb = r["embedding"]
         return (f"index {r['index']} ({r['index_bytes'] / 1e6:.1f} MB), last ingest {r['last_ingest']}\n"
@@ -231,7 +234,7 @@ def cmd_status(args) -> int:
                 f"{c['fingerprints']} fingerprints, {c['edges']} lineage edges, {c['errors']} errors\n"
                 f"embedding: {emb.get('state') or ('available' if emb.get('available') else 'off')}"
                 f"{'' if emb.get('state') else ' (' + str(emb.get('reason') or '') + ')'}"
-                f", {emb.get('vectors', 0)} vectors\n")
+                f", {emb.get('vectors', 0)} vectors\n" + note)
 
     emit(res, args.pretty, render)
     return 0
@@ -307,23 +310,50 @@ def cmd_gc(args) -> int:
 
     eng = _engine(args)
     try:
-        # temp files of tape writers killed before their rename (kill -9, power loss)
-        temps = sum(len(writer.sweep_temp(d)) for d in
-                    dict.fromkeys((paths.repo_tapes_dir(eng.root), paths.user_tapes_dir())))
-        conn = eng.conn()
-        with conn:
-            n = conn.execute("SELECT count(*) FROM blocks WHERE id NOT IN (SELECT block FROM refs)").fetchone()[0]
-            conn.execute("DELETE FROM fingerprints WHERE block IN (SELECT id FROM blocks WHERE id NOT IN"
-                         " (SELECT block FROM refs))")
-            conn.execute("DELETE FROM blocks WHERE id NOT IN (SELECT block FROM refs)")
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        conn.execute("VACUUM")
+        old = remove_old_cache(eng.root) if args.old_caches else None
+        with eng._ingest_lock():  # the index is shared: one writer at a time
+            # temp files of tape writers killed before their rename (kill -9, power loss)
+            temps = sum(len(writer.sweep_temp(d)) for d in
+                        dict.fromkeys((paths.repo_tapes_dir(eng.root), paths.user_tapes_dir())))
+            conn = eng.conn()
+            with conn:
+                n = conn.execute("SELECT count(*) FROM blocks WHERE id NOT IN (SELECT block FROM refs)").fetchone()[0]
+                conn.execute("DELETE FROM fingerprints WHERE block IN (SELECT id FROM blocks WHERE id NOT IN"
+                             " (SELECT block FROM refs))")
+                conn.execute("DELETE FROM blocks WHERE id NOT IN (SELECT block FROM refs)")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.execute("VACUUM")
     finally:
         eng.close()
-    emit({"orphan_blocks_removed": n, "temp_files_removed": temps}, args.pretty,
-         lambda r: f"Removed {r['orphan_blocks_removed']} unreferenced text block(s) and "
-                   f"{r['temp_files_removed']} abandoned temp file(s); index compacted.\n")
+    res = {"orphan_blocks_removed": n, "temp_files_removed": temps}
+    if args.old_caches:
+        res["old_cache_removed"] = old
+    emit(res, args.pretty, lambda r: (
+        f"Removed {r['orphan_blocks_removed']} unreferenced text block(s) and "
+        f"{r['temp_files_removed']} abandoned temp file(s); index compacted.\n"
+        + (f"Removed the old per-repository cache {r['old_cache_removed']['path']} "
+           f"({r['old_cache_removed']['bytes'] / 1e6:.1f} MB).\n" if r.get("old_cache_removed") else "")))
     return 0
+
+
+def remove_old_cache(root: Path) -> dict | None:
+    """Remove ``<root>/.engram-cache`` (an older Engram's per-repository index) when it holds
+    only what Engram put there; anything else in it is a user's, and the whole is left alone."""
+    import shutil
+
+    from engram import paths
+    from engram.engine import old_cache_report
+
+    found = old_cache_report(root)
+    if found is None:
+        return None
+    d = paths.old_cache_dir(root)
+    foreign = [p.name for p in d.iterdir() if not (p.name.startswith("index.") or p.name == "vectors")]
+    if foreign:
+        raise EngramError(f"{d}: holds {', '.join(sorted(foreign)[:3])}, which Engram did not "
+                          "write: not removed (delete it yourself if it is not needed)")
+    shutil.rmtree(d)
+    return found
 
 
 def cmd_trace(args) -> int:
@@ -394,7 +424,8 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--pretty", action="store_true", help="human-readable output instead of JSON")
     common.add_argument("--root", help="repository root (default: nearest dir with .engram/ or .git)")
-    common.add_argument("--index", help="index file (default: <root>/.engram-cache/index.sqlite)")
+    common.add_argument("--index", help="index file (default: index.path from config, else the "
+                                        "machine's one index, $ENGRAM_HOME/index/index.sqlite)")
     common.add_argument("-v", "--verbose", action="store_true", help="log to stderr")
 
     p = argparse.ArgumentParser(
@@ -494,6 +525,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_watch)
 
     s = sub.add_parser("gc", parents=[common], help="drop unreferenced index rows and compact")
+    s.add_argument("--old-caches", action="store_true",
+                   help="also remove this repository's .engram-cache/ (an older per-repo index)")
     s.set_defaults(fn=cmd_gc)
 
     s = sub.add_parser("embed", parents=[common], help="embed reasoning text for semantic search")
@@ -652,11 +685,13 @@ def _index_path(args) -> Path:
 
     if getattr(args, "index", None):
         return Path(args.index)
+    from engram import config
+
     try:
         root = Path(args.root) if getattr(args, "root", None) else paths.find_root()
-    except OSError:
-        return Path(".engram-cache") / "index.sqlite"
-    return paths.default_index_path(root)
+        return config.load(root).index_file()
+    except (OSError, EngramError):
+        return paths.default_index_path()
 
 
 if __name__ == "__main__":

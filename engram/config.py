@@ -89,6 +89,7 @@ class Config:
     window_after: int = 3
     window_sessions: int = 3
     min_confidence: float = 0.5
+    index_path: str | None = None
     embedding: dict = dataclasses.field(default_factory=lambda: {
         "enabled": "auto", "device": "auto", "model": None, "maxChunksPerMinute": None})
     warnings: list[str] = dataclasses.field(default_factory=list)
@@ -111,6 +112,11 @@ class Config:
         q = Path(os.path.expandvars(os.path.expanduser(p)))
         return q if q.is_absolute() else (self.root / q)
 
+    def index_file(self) -> Path:
+        """The index this configuration uses: ``index.path`` (``~`` and variables expanded,
+        relative to the repository root) when set, else the machine's one index."""
+        return resolve_index_path(self.root, self.index_path)
+
     def is_excluded(self, path: Path) -> bool:
         s = str(path)
         for pat in self.exclude:
@@ -127,8 +133,18 @@ class Config:
                 "sources": self.sources, "exclude": self.exclude, "seal_after": self.seal_after,
                 "mode": self.mode, "window": {"before": self.window_before, "after": self.window_after,
                            "sessions": self.window_sessions},
-                "min_confidence": self.min_confidence, "embedding": self.embedding,
+                "min_confidence": self.min_confidence, "index": str(self.index_file()),
+                "embedding": self.embedding,
                 "warnings": self.warnings}
+
+
+def resolve_index_path(root: Path, value: str | None) -> Path:
+    """``value`` (an ``index.path`` setting) as a path: ``~`` and variables expanded, relative to
+    ``root``; None → the machine's index, ``$ENGRAM_HOME/index/index.sqlite``."""
+    if not value:
+        return paths.default_index_path()
+    q = Path(os.path.expandvars(os.path.expanduser(value)))
+    return q if q.is_absolute() else Path(root) / q
 
 
 # --- the schema ----------------------------------------------------------------------------------
@@ -302,8 +318,9 @@ SCHEMA: tuple[Setting, ...] = (
             doc="a local model directory or hub id (default: the bundled model)"),
     Setting("embedding.maxChunksPerMinute", _optional(_number(0)), None, attr="embedding",
             doc="cap on background embedding"),
-    Setting("indexPath", _path, None, where=frozenset({EDITOR}),
-            doc="index file, relative to the root (default .engram-cache/index.sqlite)"),
+    Setting("index.path", _path, None, aliases=("indexPath",), attr="index_path",
+            doc="a private index file, relative to the root (default: the machine's one index, "
+                "$ENGRAM_HOME/index/index.sqlite)"),
     Setting("codeLens.enabled", _boolean, True, where=frozenset({EDITOR}), doc="show code lenses"),
     Setting("codeLens.minSessions", _integer(1, 1_000_000), 1, where=frozenset({EDITOR}),
             doc="a lens needs at least this many sessions"),
@@ -453,7 +470,9 @@ def load(root: Path | None = None) -> Config:
 
 
 def init_repo(root: Path) -> dict:
-    """Write a commented ``.engram/config.yml`` (never overwriting) and ignore ``.engram-cache/``."""
+    """Write a commented ``.engram/config.yml`` (never overwriting) and ignore ``.engram-cache/``
+    (where an older Engram kept its per-repository index, and where a private ``index.path``
+    conventionally goes)."""
     root = Path(root)
     cfg_path = root / ".engram" / "config.yml"
     created = False

@@ -81,7 +81,7 @@ class Engine:
 
     @contextlib.contextmanager
     def _ingest_lock(self):
-        self.index_path.parent.mkdir(parents=True, exist_ok=True)
+        paths.private_dir(self.index_path.parent)  # as ``db.connect`` makes it (0700, parents too)
         lock_path = self.index_path.with_suffix(".lock")
         with open(lock_path, "a+") as f:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX)

@@ -30,12 +30,20 @@ def find_root(start: Path | None = None) -> Path:
     return start
 
 
-def cache_dir(root: Path) -> Path:
+def index_dir() -> Path:
+    """``$ENGRAM_HOME/index``: the one index of this machine, shared by every repository and
+    every ``engram`` / ``engram-lsp`` process (docs/architecture.md, "One index per machine")."""
+    return user_dir() / "index"
+
+
+def default_index_path() -> Path:
+    return index_dir() / "index.sqlite"
+
+
+def old_cache_dir(root: Path) -> Path:
+    """``<root>/.engram-cache``: where an older Engram kept a per-repository index. Nothing reads
+    it; ``engram status`` reports it and ``engram gc --old-caches`` removes it."""
     return Path(root) / ".engram-cache"
-
-
-def default_index_path(root: Path) -> Path:
-    return cache_dir(root) / "index.sqlite"
 
 
 def repo_tapes_dir(root: Path) -> Path:

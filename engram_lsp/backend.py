@@ -34,6 +34,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from engram.config import resolve_index_path
 from engram_lsp.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -70,11 +71,8 @@ def _open_engine(root: Path, settings: Settings):
     """Build the engine for ``root`` with the editor's settings layered over Engram's config."""
     from engram.engine import Engine  # imported lazily: the server answers initialize first
 
-    index_path = None
-    if settings.index_path:
-        p = Path(settings.index_path).expanduser()
-        index_path = p if p.is_absolute() else root / p
-    return Engine(root, index_path=index_path, config=_engine_config(root, settings))
+    return Engine(root, index_path=resolve_index_path(root, settings.index_path),
+                  config=_engine_config(root, settings))
 
 
 def _engine_config(root: Path, settings: Settings):
@@ -216,10 +214,7 @@ class Backend:
         self.invalidate()
 
     def index_path(self) -> Path | None:
-        if self.settings.index_path:
-            p = Path(self.settings.index_path).expanduser()
-            return p if p.is_absolute() else self.root / p
-        return self.root / ".engram-cache" / "index.sqlite"
+        return resolve_index_path(self.root, self.settings.index_path)
 
     def close(self, timeout: float = 3.0) -> None:
         """Stop: cancel a running ingest at its next progress report, wait briefly, close."""

@@ -17,7 +17,7 @@ Keys (camelCase as in the editor; every one optional)::
     sources: [str]            extra tape directories to ingest
     exclude: [str]            glob patterns to leave out
     harnesses: {name: {enabled: bool, paths: [str]} | false}
-    indexPath: str            index file (default <root>/.engram-cache/index.sqlite)
+    index.path: str           a private index file (default: the machine's one index)
     window: {before: int, after: int, sessions: int}
                               transcript window around each anchor (Engram's config: 3/3), and
                               how many of the ranked sessions get windows (3)
@@ -102,7 +102,7 @@ _FIELDS = {
     "sources": "sources",
     "exclude": "exclude",
     "harnesses": "harnesses",
-    "indexPath": "index_path",
+    "index.path": "index_path",
     "window.before": "before",
     "window.after": "after",
     "window.sessions": "window_sessions",

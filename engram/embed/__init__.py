@@ -26,7 +26,7 @@ API (the names below are re-exported here)::
     chunker_key(window, overlap) -> str                     # selection/chunking version
 
     # engram.embed.store
-    VectorStore(dir, model_id, *, device="auto")            # dir = .engram-cache/vectors
+    VectorStore(dir, model_id, *, device="auto")            # dir = <index dir>/vectors
         .add(hashes, vectors, refs=()) -> int               # refs: (hash, tape_id, offset)
         .add_refs(refs)  .has(hash)  .missing(hashes) -> list[str]  len(store)
         .search(query_vec, top_k=20) -> [(score, hash, [(tape_id, offset), ...]), ...]
@@ -53,7 +53,7 @@ Typical wiring (CLI ``engram embed`` / the LSP after ingest)::
     ok, why = available(cfg.model)
     if ok:
         emb = Embedder(cfg.model, cfg.device)
-        store = VectorStore(root / ".engram-cache" / "vectors", emb.model_id)
+        store = VectorStore(index_dir / "vectors", emb.model_id)
         embed_tapes(tapes, store, emb, progress=report, max_chunks_per_minute=cfg.cap,
                     should_stop=cancelled)
         hits = semantic_neighbours(store, emb, "why does chunked pad the last group?", 50)

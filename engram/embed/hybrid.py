@@ -89,7 +89,7 @@ def active(engine) -> bool:
     on, _ = run.wanted(engine.config)
     if not on:
         return False
-    return run.vector_count(engine.root, run.model_id_for(run._setting(engine.config, "model"))) > 0
+    return run.vector_count(engine.index_path.parent, run.model_id_for(run._setting(engine.config, "model"))) > 0
 
 
 def preload(engine):
@@ -121,7 +121,7 @@ def _scorer(engine):
     except Exception as e:  # noqa: BLE001 - a broken model turns the signal off, never the query
         log.warning("semantic scoring off: %s", e)
         return None, None, f"off: {e}"
-    store = run.get_store(engine.root, emb.model_id)
+    store = run.get_store(engine.index_path.parent, emb.model_id)
     return emb, store, f"on ({emb.model_id}, {emb.device})"
 
 

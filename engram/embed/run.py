@@ -1,6 +1,6 @@
 """``engram embed``: the embedding pass over an index, and the cheap state checks around it.
 
-The vector cache lives under ``<root>/.engram-cache/vectors/<model-slug>/`` (derived: delete it and
+The vector cache lives under ``<index dir>/vectors/<model-slug>/``, beside the index it embeds (derived: delete it and
 run ``engram embed`` again). Only sealed tapes are embedded (a live session's tape does not exist
 yet; it is embedded once sealed). The pass is resumable (``embed_tapes`` skips finished tapes and
 stored chunks) and honours ``embedding.maxChunksPerMinute``.
@@ -44,9 +44,10 @@ _available: dict[str | None, tuple[bool, str]] = {}
 _model_ids: dict[str | None, str] = {}
 
 
-def vectors_dir(root: Path) -> Path:
-    """``<root>/.engram-cache/vectors``: every model's vector cache sits below it."""
-    return Path(root) / ".engram-cache" / "vectors"
+def vectors_dir(where: Path) -> Path:
+    """``<where>/vectors``, ``where`` being the index's directory (``$ENGRAM_HOME/index`` unless
+    ``index.path`` says otherwise): every model's vector cache sits below it."""
+    return Path(where) / "vectors"
 
 
 def _setting(cfg, key: str, default=None):
@@ -242,13 +243,13 @@ def embed_index(engine, progress: Callable[[int, int], None] | None = None,
     t0 = time.perf_counter()
     todo = tapes if tapes is not None else sealed_tapes(engine.conn())
     side = sidecar_chunks(engine.conn(), {t for t, _p in todo} if tapes is not None else None)
-    quick = _nothing_to_do(engine.root, cfg, todo, side)
+    quick = _nothing_to_do(engine.index_path.parent, cfg, todo, side)
     if quick is not None:  # every tape embedded already: answer without loading the model
-        _embed_sidecars(get_store(engine.root, quick["model_id"]), None, side)
+        _embed_sidecars(get_store(engine.index_path.parent, quick["model_id"]), None, side)
         quick["seconds"] = round(time.perf_counter() - t0, 3)
         return quick
     emb = get_embedder(cfg)
-    store = get_store(engine.root, emb.model_id)
+    store = get_store(engine.index_path.parent, emb.model_id)
     cap = _setting(cfg, "maxChunksPerMinute")
     try:
         cap = float(cap) if cap else None
@@ -372,7 +373,8 @@ def _embed_tapes(*args, **kw) -> dict:
 def state(engine) -> dict:
     """What ``engram status`` / ``engram/status`` report; cheap (no torch import, no model load)."""
     cfg = engine.config if hasattr(engine, "config") else engine
-    root = getattr(engine, "root", None) or getattr(cfg, "root", None)
+    root = (engine.index_path.parent if hasattr(engine, "index_path")
+            else cfg.index_file().parent if hasattr(cfg, "index_file") else None)
     model = _setting(cfg, "model")
     out: dict = {"enabled": _setting(cfg, "enabled", "auto"), "device": _setting(cfg, "device"),
                  "model": model}

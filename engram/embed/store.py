@@ -1,6 +1,6 @@
 """The vector cache: float16 chunk vectors keyed by chunk hash, one directory per model.
 
-Layout under ``<dir>/<model-slug>/`` (``dir`` is normally ``.engram-cache/vectors``)::
+Layout under ``<dir>/<model-slug>/`` (``dir`` is normally ``vectors/`` beside the index)::
 
     manifest.json   {"format", "model_id", "dim", "dtype"}  (written temp + fsync + rename)
     vectors.f16     row-major float16 [rows, dim], append-only, one contiguous file

@@ -78,7 +78,7 @@ def connect(path: Path, *, create: bool = True, readonly: bool = False) -> apsw.
         if full > SQLITE_MAX_PATH:
             raise IndexUnavailable(
                 f"path too long for SQLite ({full} characters, at most {SQLITE_MAX_PATH}): point "
-                "--root or --index at a shorter path", path=str(path)) from None
+                "ENGRAM_HOME, index.path or --index at a shorter path", path=str(path)) from None
         raise IndexUnavailable(
             "cannot open the index: check that you own it and its directory (ls -ld), or point "
             "--index elsewhere", path=str(path)) from None

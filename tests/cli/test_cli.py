@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from engram.cli import main
+from engram.paths import index_dir
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "harness" / "claude_code"
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "explain"
@@ -107,12 +108,12 @@ def test_comment_line_attributed_to_the_edit(repo, capsys):
 def test_determinism_after_deleting_cache(repo, capsys):
     run_json(capsys, "ingest", "--seal")
     a = strip_timing(run_json(capsys, "explain", "hello.py:1-8"))
-    shutil.rmtree(repo / ".engram-cache")
+    shutil.rmtree(index_dir())
     run_json(capsys, "ingest", "--seal")
     b = strip_timing(run_json(capsys, "explain", "hello.py:1-8"))
     assert a == b
     # and from tapes alone (the logs are gone): tapes are the truth
-    shutil.rmtree(repo / ".engram-cache")
+    shutil.rmtree(index_dir())
     shutil.rmtree(repo.parent / "logs")
     user_tapes = list((Path.home() / ".." ).glob("nothing"))  # noqa: F841 (tapes live in ENGRAM_HOME)
     run_json(capsys, "ingest")

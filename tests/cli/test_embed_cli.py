@@ -11,6 +11,7 @@ import pytest
 from claude_log import run_json
 
 from engram.embed.model import available
+from engram.paths import index_dir
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "harness" / "claude_code"
 
@@ -38,7 +39,7 @@ def test_embed_disabled_is_a_clear_no_op(repo, capsys):
     res = run_json(capsys, "embed")
     assert res["embedded"] == 0 and res["state"] == "off: embedding.enabled is false"
     assert "nothing embedded" in res["message"]
-    assert not (repo / ".engram-cache" / "vectors").exists()
+    assert not (index_dir() / "vectors").exists()
     st = run_json(capsys, "status")
     assert st["embedding"]["state"] == "off: embedding.enabled is false"
 
@@ -57,7 +58,7 @@ def test_embed_end_to_end(repo, capsys):
     assert first["tapes"] == st["counts"]["tapes"] and first["embedded"] > 0
     assert first["vectors"] == first["embedded"] and not first["errors"]
     store = Path(first["store"])
-    assert store == repo / ".engram-cache" / "vectors" / "all-MiniLM-L6-v2-384d"
+    assert store == index_dir() / "vectors" / "all-MiniLM-L6-v2-384d"
     assert (store / "manifest.json").is_file() and (store / "vectors.f16").is_file()
     again = run_json(capsys, "embed")  # resumable: everything is done already
     assert again["embedded"] == 0 and again["tapes_skipped"] == again["tapes"]

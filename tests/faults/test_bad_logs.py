@@ -27,6 +27,7 @@ import pytest
 from engram.adapters import base
 from engram.cli import main
 from engram.errors import CorruptTape
+from engram.paths import index_dir
 from engram.tape import reader
 
 HARNESS = Path(__file__).resolve().parents[1] / "data" / "harness"
@@ -295,7 +296,7 @@ def test_byte_order_marks_lose_nothing(world, baseline, capsys):
     lines[0] = b"\xef\xbb\xbf" + lines[0]
     lines[5] = b"\xef\xbb\xbf" + lines[5]
     log.write_bytes(b"".join(lines))
-    shutil.rmtree(world.root / ".engram-cache")
+    shutil.rmtree(index_dir())
     for p in (Path(os.environ["ENGRAM_HOME"]) / "tapes").glob("*"):
         p.unlink()
     res = ingest(capsys, "--seal")
@@ -377,7 +378,7 @@ def test_symlinks_out_of_the_locations_are_not_read(world, baseline, capsys, tmp
     got = all_indexed(capsys, baseline)
     assert ("claude_code", "5ec7e700-0000-4000-8000-000000000000") not in got
     assert ("claude_code", "11111111-0000-4000-8000-000000000000") in got
-    cur = apsw.Connection(str(world.root / ".engram-cache" / "index.sqlite"))
+    cur = apsw.Connection(str(index_dir() / "index.sqlite"))
     read = {r[0] for r in cur.execute("SELECT source FROM cursors")}
     assert not any("evil" in s or "shadow" in s for s in read)
 
@@ -546,7 +547,7 @@ def test_kill_9_mid_ingest_then_ingest_gives_what_a_clean_run_gives(world, tmp_p
     assert clean.returncode == 0, err
     total = _rows(tmp_path / "clean.sqlite")[0]
 
-    index = world.root / ".engram-cache" / "index.sqlite"
+    index = index_dir() / "index.sqlite"
     proc = _engram(world.root, "ingest", "--seal", batch_bytes=batch_bytes)
     at_kill = (0, 0)
     deadline = time.monotonic() + 600

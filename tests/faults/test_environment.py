@@ -25,6 +25,8 @@ from types import SimpleNamespace
 import pytest
 from engram_process import DEADLINE_S, assert_one_line_error, engram, engram_json, make_repo
 
+from engram.paths import index_dir
+
 
 @pytest.fixture
 def repo(tmp_path) -> Path:
@@ -62,6 +64,10 @@ def small_disk(tmp_path):
 def test_disk_full_while_writing_tapes(repo, small_disk):
     home = small_disk.path / "home"
     env = {"ENGRAM_HOME": str(home)}
+    cfg = repo / ".engram" / "config.yml"  # the index off the small disk: the tapes fill it
+    cfg.parent.mkdir(exist_ok=True)
+    with open(cfg, "a", encoding="utf-8") as f:
+        f.write(f"\nindex:\n  path: {repo.parent / 'index' / 'index.sqlite'}\n")
     msg = assert_one_line_error(engram("ingest", "--seal", cwd=repo, env=env), "disk full while "
                                 "writing it: free space and run `engram ingest` again; nothing "
                                 "was lost")
@@ -126,15 +132,16 @@ def long_dir(base: Path, chars: int) -> Path:
     return Path(path)
 
 
-@pytest.mark.parametrize("case", ["file", "root", "index", "home-over-path-max", "long-name"])
+@pytest.mark.parametrize("case", ["file", "home", "index", "home-over-path-max", "long-name"])
 def test_long_paths_are_one_line_errors(repo, tmp_path, case):
     deep = long_dir(tmp_path, 4000)
     env = None
     if case == "file":
         argv = ["explain", f"{deep}/x.py:1-2"]
         needles = ["no such file"]
-    elif case == "root":
-        argv = ["explain", "hello.py:1-2", "--root", str(deep)]
+    elif case == "home":  # the machine's index under it: too long for SQLite
+        env = {"ENGRAM_HOME": str(long_dir(tmp_path, 1000))}
+        argv = ["explain", "hello.py:1-2"]
         needles = ["path too long for SQLite", "at most 512"]
     elif case == "index":
         argv = ["explain", "hello.py:1-2", "--index", str(deep / "index.sqlite")]
@@ -153,10 +160,15 @@ def test_long_paths_are_one_line_errors(repo, tmp_path, case):
 
 
 def test_a_4000_character_engram_home_works(repo, tmp_path):
-    """Under PATH_MAX (4096) a long path is a path: tapes are written and read there."""
+    """Under PATH_MAX (4096) a long path is a path: tapes are written and read there (the
+    index, which SQLite cannot open past 512 characters, is kept elsewhere by ``index.path``)."""
     home = long_dir(tmp_path, 4000)
     assert len(str(home)) == 4000
     env = {"ENGRAM_HOME": str(home)}
+    cfg = repo / ".engram" / "config.yml"
+    cfg.parent.mkdir(exist_ok=True)
+    with open(cfg, "a", encoding="utf-8") as f:
+        f.write(f"\nindex:\n  path: {tmp_path / 'index.sqlite'}\n")
     assert engram_json("ingest", "--seal", cwd=repo, env=env)["tapes_written"] == 8
     assert len(list((home / "tapes").glob("*.jsonl.zst"))) == 8
     assert explained(repo, env=env)[0]["windows"][0]["events"]
@@ -197,7 +209,7 @@ def sealed(repo, unreadable_ok):
 
 
 def test_unreadable_index(sealed):
-    index = sealed / ".engram-cache" / "index.sqlite"
+    index = index_dir() / "index.sqlite"
     index.chmod(0)
     assert_one_line_error(engram("explain", "hello.py:1-2", cwd=sealed, preexec=as_plain_user),
                           f"Error: {index}: cannot open the index")
@@ -230,7 +242,7 @@ def test_unreadable_tape_costs_only_its_session(sealed):
 
 def test_unreadable_tape_directory(sealed):
     tapes = Path(os.environ["ENGRAM_HOME"]) / "tapes"
-    shutil.rmtree(sealed / ".engram-cache")
+    shutil.rmtree(index_dir())
     for p in tapes.iterdir():
         p.unlink()
     tapes.chmod(0o500)  # readable, not writable: the first tape written fails

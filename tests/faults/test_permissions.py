@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 from engram_process import DATA, engram_json
 
+from engram.paths import index_dir
+
 COMMITTED = {".engram", ".engram/config.yml", ".gitignore"}  # the repo's, not Engram's data
 
 
@@ -70,7 +72,7 @@ def test_everything_engram_writes_is_private(repo, umask):
     # close) for the commands below to write, so their modes can be seen at the end
     import apsw
 
-    reader = apsw.Connection(str(repo / ".engram-cache" / "index.sqlite"))
+    reader = apsw.Connection(str(index_dir() / "index.sqlite"))
     assert reader.execute("SELECT count(*) FROM tapes").fetchone()[0] == 8
     assert engram("explain", "hello.py:1-2", cwd=repo, umask=umask)["sessions"]
     assert engram("ingest", "--seal", cwd=repo, umask=umask)["sealed"] == 8
@@ -84,7 +86,7 @@ def test_everything_engram_writes_is_private(repo, umask):
     try:
         from engram.embed.store import VectorStore
 
-        with VectorStore(repo / ".engram-cache" / "vectors", "test/model", device="numpy") as vs:
+        with VectorStore(index_dir() / "vectors", "test/model", device="numpy") as vs:
             v = np.eye(4, dtype=np.float32)[:2]
             vs.add(["a" * 32, "b" * 32], v, [("a" * 32, "t" * 32, 1)])
             assert len(vs) == 2
@@ -94,14 +96,14 @@ def test_everything_engram_writes_is_private(repo, umask):
 
     written = {**{f"home/{p}": m for p, m in modes(home).items()},
                **{f"repo/{p}": m for p, m in modes(repo).items()
-                  if p.startswith((".engram-cache", ".engram/tapes"))}}
+                  if p.startswith(".engram/tapes")}}
     assert len([p for p in written if p.endswith(".jsonl.zst")]) == 9  # 8 sessions + the record
-    for must in ("repo/.engram-cache/index.sqlite", "repo/.engram-cache/index.sqlite-wal",
-                 "repo/.engram-cache/index.sqlite-shm", "repo/.engram-cache/index.lock",
-                 "repo/.engram-cache/vectors/test_model-" ):
+    for must in ("home/index/index.sqlite", "home/index/index.sqlite-wal",
+                 "home/index/index.sqlite-shm", "home/index/index.lock",
+                 "home/index/vectors/test_model-"):
         assert any(p.startswith(must) for p in written), must
     assert not_private(home) == {}
-    assert not_private(repo / ".engram-cache") == {}
+    assert not_private(index_dir()) == {}
     assert not_private(repo / ".engram" / "tapes") == {}
     reader.close()
 
@@ -114,11 +116,11 @@ def test_an_older_install_left_readable_is_narrowed(repo):
     configure(repo)
     engram("ingest", "--seal", cwd=repo, umask=0o022)
     home = Path(os.environ["ENGRAM_HOME"])
-    for d in (home, home / "tapes", repo / ".engram-cache"):
+    for d in (home, home / "tapes", index_dir()):
         d.chmod(0o755)
         for f in d.iterdir():
             if f.is_file():
                 f.chmod(0o644)
     engram("ingest", "--seal", "--rebuild", cwd=repo, umask=0o022)
-    assert not_private(repo / ".engram-cache") == {}
+    assert not_private(index_dir()) == {}
     assert oct(stat.S_IMODE((home / "tapes").stat().st_mode)) == "0o700"

@@ -19,6 +19,7 @@ import pytest
 from engram_process import DEADLINE_S, engram, engram_json, make_repo
 from engram_process import assert_one_line_error as one_line_error
 
+from engram.paths import index_dir
 from engram.tape.reader import read_tape
 
 
@@ -213,7 +214,7 @@ def test_kill_9_mid_ingest_leaves_temp_files_that_the_next_ingest_and_gc_remove(
     tapes = engram_json("tapes", cwd=root)
     assert len(tapes) == COPIES * 7 and all(Path(t["path"]).exists() for t in tapes)
     # gc removes them too, and keeps the temp file of a writer that is still running
-    shutil.rmtree(root / ".engram-cache")
+    shutil.rmtree(index_dir())
     for p in tape_dir.iterdir():
         p.unlink()
     left.append(kill_mid_ingest(root, tape_dir))

@@ -20,6 +20,8 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from waiting import async_wait_until
 
+from engram.paths import index_dir
+
 pytestmark = pytest.mark.e2e
 
 
@@ -153,7 +155,7 @@ async def test_bad_command_arguments(lsp, ws):
 
 
 async def test_corrupt_index_offers_a_rebuild_that_works(lsp, ws):
-    cache = ws.root / ".engram-cache"
+    cache = index_dir()
     cache.mkdir()
     (cache / "index.sqlite").write_bytes(b"this is not a database" * 500)
     client = await lsp(ws, rebuild_answer="Rebuild index")
@@ -195,7 +197,7 @@ async def test_index_deleted_while_running_offers_a_rebuild(lsp, ws):
     await wait_indexed(client)
     uri = open_doc(client, ws, "hello.py")
     assert await hover(client, uri, 4) is not None
-    shutil.rmtree(ws.root / ".engram-cache")
+    shutil.rmtree(index_dir())
     # the next hover notices (no error, no stale answer from the deleted file) and offers a rebuild
     client.text_document_did_change(
         types.DidChangeTextDocumentParams(
@@ -211,4 +213,4 @@ async def test_index_deleted_while_running_offers_a_rebuild(lsp, ws):
     # the client said "Rebuild index"
     await async_wait_until(lambda: hover(client, uri, 4), 20.0, interval=0.1,
                            message="the hover to recover after the rebuild")
-    assert (ws.root / ".engram-cache" / "index.sqlite").exists()
+    assert (index_dir() / "index.sqlite").exists()

@@ -13,6 +13,8 @@ from lsp_helpers import start_raw as _start_raw
 from lsprotocol import types
 from waiting import async_wait_until
 
+from engram.paths import index_dir
+
 pytestmark = pytest.mark.e2e
 
 
@@ -27,7 +29,7 @@ async def test_initialize_answers_at_once_and_advertises_features(lsp, ws):
     assert client.init_result.server_info.name == "engram-lsp"
     status = await wait_indexed(client)
     assert status.server.root == str(ws.root)
-    assert status.index.startswith(str(ws.root / ".engram-cache"))
+    assert status.index.startswith(str(index_dir()))
 
 
 async def test_startup_ingest_reports_progress_then_refreshes_lenses(lsp, ws):

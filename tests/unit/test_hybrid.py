@@ -96,7 +96,7 @@ def test_embed_index_summary(world):
     s = world["embed"]
     assert s["state"].startswith("on (all-MiniLM-L6-v2-384d, cpu")
     assert s["embedded"] > 0 and s["vectors"] == s["embedded"] and not s["errors"]
-    assert Path(s["store"]).parent == world["world"].root / ".engram-cache" / "vectors"
+    assert Path(s["store"]).parent == world["engine"].index_path.parent / "vectors"
     st = world["engine"].status()["embedding"]
     assert st["vectors"] == s["vectors"] and st["model_id"] == "all-MiniLM-L6-v2-384d"
     assert st["state"].startswith("on (") and st["last_run"]["embedded"] == s["embedded"]
@@ -176,12 +176,11 @@ def test_no_vectors_never_loads_the_model(world, tmp_path):
         "print(json.dumps({'torch': 'torch' in sys.modules, 'state': r['semantic'],"
         " 'emb': eng.status()['embedding']['state']}))\n" % world["span"][0])
     env = {"ENGRAM_HOME": str(tmp_path / "h"), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    # point the vector cache at nothing: a copy of the index without .engram-cache/vectors
+    # point the vector cache at nothing: a copy of the index without vectors/ beside it
     import shutil
 
-    root2 = tmp_path / "repo"
-    shutil.copytree(w.root, root2, ignore=shutil.ignore_patterns("vectors"))
-    code = code.replace(repr(str(w.root)), repr(str(root2)))
+    shutil.copytree(world["engine"].index_path.parent, tmp_path / "h" / "index",
+                    ignore=shutil.ignore_patterns("vectors"))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          cwd=ROOT, timeout=60, check=False)
     assert out.returncode == 0, out.stderr
