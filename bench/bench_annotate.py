@@ -1,0 +1,96 @@
+"""Line annotation latency: ``engram/annotate`` on 5,000-line files of real code, over stdio.
+
+The same setting as ``bench_lsp.py`` (its corpus, its index, its minimal JSON-RPC client): one
+server process, startup ingest done and its background reading settled, then
+
+* ``first``: the first ``engram/annotate`` of a 5,000-line text the server has not seen (each
+  trial a different 5,000-line window of the corpus's largest Python files joined, so no cache
+  helps: every line is blamed afresh; an edit to a buffer costs the same, blame is not incremental);
+* ``cached``: the same buffer asked again (cached per buffer version and index generation).
+
+Also reported: lines marked, sessions and runs of the first window (what the editor draws).
+Target (issue 23): ≤ 50 ms for a 5,000-line file. The machine is shared: ``uptime``'s load is
+recorded with the figures; compare runs taken close together.
+
+Run: ``python bench/bench_annotate.py [--n 15] [--json out.json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import bench_lsp  # noqa: E402
+
+LINES = 5000
+
+
+def windows(repo: Path, n: int) -> list[str]:
+    """``n`` different 5,000-line texts of real code: windows into the largest files joined."""
+    text = "\n\n".join(p.read_text() for p in bench_lsp.big_parts(repo, LINES * 2))
+    lines = text.split("\n")
+    step = max(1, (len(lines) - LINES) // max(n, 1))
+    return ["\n".join(lines[i * step: i * step + LINES]) + "\n" for i in range(n)]
+
+
+async def run(args) -> dict:
+    corpus = bench_lsp.find_corpus(args.corpus)
+    work = HERE / "out" / "lsp"
+    repo, env, settings = bench_lsp.prepare(corpus, work, False)
+    index = repo / ".engram-cache" / "index.sqlite"
+    settings = {**settings, "indexPath": str(index)}  # the index bench_lsp built
+    client, _init_ms, status = await bench_lsp.launch(repo, env, settings)
+    try:
+        await bench_lsp.settle(client)
+        texts = windows(repo, args.n)
+        first, cached, shape = [], [], None
+        for i, text in enumerate(texts):
+            uri = bench_lsp.did_open(client, repo / f"_bench_annotate_{i}.py", text)
+            params = {"textDocument": {"uri": uri}}
+            t0 = time.perf_counter()
+            result = await client.request("engram/annotate", params)
+            first.append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            await client.request("engram/annotate", params)
+            cached.append((time.perf_counter() - t0) * 1000)
+            if shape is None:
+                shape = {"lines": result["lines"], "sessions": len(result["sessions"]),
+                         "runs": len(result["runs"]),
+                         "marked": sum(r["end"] - r["start"] + 1 for r in result["runs"])}
+            client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+    finally:
+        await client.stop()
+    return {
+        "first": bench_lsp.summary(first),
+        "cached": bench_lsp.summary(cached),
+        "first_window": shape,
+        "sessions_indexed": (status.get("counts") or {}).get("sessions"),
+        "n": args.n,
+        "machine": {"cpus": os.cpu_count(), "load": os.getloadavg(), "python": platform.python_version()},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--corpus", default=None)
+    ap.add_argument("--n", type=int, default=15)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    out = asyncio.run(run(args))
+    text = json.dumps(out, indent=2)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
