@@ -21,6 +21,7 @@ import logging
 import os
 import re
 import tempfile
+import time
 from pathlib import Path
 
 from engram import paths
@@ -49,7 +50,8 @@ def max_tape_bytes(config) -> int:
 def pull(root: Path, config, *, remote: str | None = None, dest: Path | None = None) -> dict:
     """Fetch the remote's tapes and unpack the new, verified ones into ``dest`` (default
     ``pulled_dir()``). Returns ``{"remote", "ref", "commit", "tapes", "new", "present",
-    "rejected": [{"path", "error"}], "dir"}``."""
+    "rejected": [{"path", "error"}], "dir", "elapsed_s"}`` (``elapsed_s``: the one timing)."""
+    t0 = time.perf_counter()
     git = open_repo(root)
     remote = remote_of(config, remote)
     dest = paths.private_dir(dest or pulled_dir())
@@ -59,6 +61,7 @@ def pull(root: Path, config, *, remote: str | None = None, dest: Path | None = N
                   "present": 0, "rejected": [], "dir": str(dest)}
         if tip is None:
             result["note"] = f"{remote} has no {REF} yet (nobody pushed)"
+            result["elapsed_s"] = round(time.perf_counter() - t0, 3)
             return result
         todo = _plan(git, tip, dest, max_tape_bytes(config), result)
         if todo:
@@ -66,6 +69,7 @@ def pull(root: Path, config, *, remote: str | None = None, dest: Path | None = N
             result["new"] = _unpack(git, remote, todo, dest, max_tape_bytes(config), result)
     for r in result["rejected"]:
         log.warning("pull %s: %s: %s", remote, r["path"], r["error"])
+    result["elapsed_s"] = round(time.perf_counter() - t0, 3)
     return result
 
 

@@ -90,38 +90,46 @@ def push(root: Path, config, conn=None, *, remote: str | None = None, dry_run: b
          retries: int = RETRIES) -> dict:
     """Push the shareable tapes of the repository at ``root`` that the remote lacks. ``conn``:
     the index (optional: it finds this repository's sessions whose tapes live elsewhere)."""
+    t0 = time.perf_counter()
     git = open_repo(root)
     root = git.repo
     remote = remote_of(config, remote)
     with _locked(git, "push.lock") as work:
+        result = _push_locked(git, root, config, conn, remote, dry_run, retries, work)
+    result["elapsed_s"] = round(time.perf_counter() - t0, 3)
+    return result
+
+
+def _push_locked(git: Git, root: Path, config, conn, remote: str, dry_run: bool, retries: int,
+                 work: Path) -> dict:
+    tip = fetch_ref(git, remote)
+    on_remote = tree_tapes(git, tip)
+    new, errors = _new_tapes(root, config, conn, git, on_remote)
+    result = {"remote": remote, "ref": REF, "dry_run": dry_run, "on_remote": len(on_remote),
+              "tapes": [select.describe(t, meta, why) for t, _p, meta, why in new],
+              "pushed": 0, "commit": tip, "errors": errors, "retries": 0}
+    if dry_run or not new:
+        return result
+    blobs = _hash_objects(git, [(t, p) for t, p, _m, _w in new])
+    for attempt in range(retries):
+        todo = {t: s for t, s in blobs.items() if t not in on_remote}
+        if not todo:  # others pushed them meanwhile
+            break
+        commit = _commit(git, work, tip, todo)
+        refused = _push_commit(git, remote, commit)
+        if refused is None:
+            git.run("update-ref", local_ref(remote), commit)
+            result.update(pushed=len(todo), commit=commit, on_remote=len(on_remote) + len(todo))
+            break
+        log.info("push to %s refused (%s); fetching and retrying", remote, refused)
+        time.sleep(random.uniform(0.05, 0.2) * (attempt + 1))
         tip = fetch_ref(git, remote)
         on_remote = tree_tapes(git, tip)
-        new, errors = _new_tapes(root, config, conn, git, on_remote)
-        result = {"remote": remote, "ref": REF, "dry_run": dry_run, "on_remote": len(on_remote),
-                  "tapes": [select.describe(t, meta, why) for t, _p, meta, why in new],
-                  "pushed": 0, "commit": tip, "errors": errors}
-        if dry_run or not new:
-            return result
-        blobs = _hash_objects(git, [(t, p) for t, p, _m, _w in new])
-        for attempt in range(retries):
-            todo = {t: s for t, s in blobs.items() if t not in on_remote}
-            if not todo:  # others pushed them meanwhile
-                break
-            commit = _commit(git, work, tip, todo)
-            refused = _push_commit(git, remote, commit)
-            if refused is None:
-                git.run("update-ref", local_ref(remote), commit)
-                result.update(pushed=len(todo), commit=commit, on_remote=len(on_remote) + len(todo))
-                break
-            log.info("push to %s refused (%s); fetching and retrying", remote, refused)
-            time.sleep(random.uniform(0.05, 0.2) * (attempt + 1))
-            tip = fetch_ref(git, remote)
-            on_remote = tree_tapes(git, tip)
-            result.update(commit=tip, on_remote=len(on_remote))
-        else:
-            raise ShareError(f"push to {remote} was refused {retries} times (other clones kept "
-                             "pushing first); try again")
-        result["retries"] = attempt
+        result.update(commit=tip, on_remote=len(on_remote))
+    else:
+        raise ShareError(f"push to {remote} was refused {retries} times (other clones kept "
+                         "pushing first); try again")
+    result["retries"] = attempt
     return result
 
 
