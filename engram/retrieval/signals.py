@@ -18,8 +18,9 @@
 
 **Adaptive dampening**: authority, confidence and type × intent enter the product as
 ``effective = d × raw + (1 − d) × 1``, ``d`` the normalised entropy of the signal's raw values over
-the candidate set (``normalised_entropy``). A signal that does not vary has ``d = 0`` and no
-influence; one that separates every candidate has ``d = 1``.
+the candidate set (``normalised_entropy``: entropy over ``log`` of the number of distinct values).
+A signal that does not vary has ``d = 0`` and no influence; one spread evenly has ``d = 1``; one
+outlier among many candidates gets a small ``d``.
 
 Everything here is pure and deterministic: values are rounded (``ROUND``) before they are compared.
 """
@@ -75,9 +76,10 @@ def epoch(t: str | None) -> float | None:
 
 
 def normalised_entropy(values: Sequence[float]) -> float:
-    """Shannon entropy of the distribution of (rounded) values over the candidates, divided by
-    ``log(n)``: 0 when every candidate has the same value (or there is at most one), 1 when every
-    candidate has its own."""
+    """Shannon entropy of the distribution of (rounded) values over the candidates divided by
+    ``log(k)``, ``k`` the number of distinct values (Pielou's evenness): 0 when every candidate
+    has the same value (or there is at most one), 1 when the candidates are spread evenly over
+    the values they take (e.g. all different, or half and half)."""
     n = len(values)
     if n < 2:
         return 0.0
@@ -85,7 +87,7 @@ def normalised_entropy(values: Sequence[float]) -> float:
     if len(counts) < 2:
         return 0.0
     h = -sum((c / n) * math.log(c / n) for c in counts.values())
-    return round(h / math.log(n), ROUND)
+    return round(min(1.0, h / math.log(len(counts))), ROUND)
 
 
 def dampen(raw: float, d: float) -> float:
