@@ -95,6 +95,10 @@ class Config:
     warnings: list[str] = dataclasses.field(default_factory=list)
     files: list[str] = dataclasses.field(default_factory=list)
     retrieval: dict = dataclasses.field(default_factory=lambda: {"log": True, "authority": False})
+    sharing_remote: str | None = None
+    sharing_auto_pull: bool = False
+    sharing_pull_interval: float = 600.0
+    sharing_max_tape_bytes: int = 512 << 20
 
     def harness_paths(self, name: str, default: list[Path]) -> list[Path]:
         """Configured paths for a harness (``~`` expanded, relative to the repo root), else defaults."""
@@ -135,6 +139,9 @@ class Config:
                            "sessions": self.window_sessions},
                 "min_confidence": self.min_confidence, "index": str(self.index_file()),
                 "embedding": self.embedding,
+                "sharing": {"remote": self.sharing_remote, "autoPull": self.sharing_auto_pull,
+                            "pullInterval": self.sharing_pull_interval,
+                            "maxTapeBytes": self.sharing_max_tape_bytes},
                 "warnings": self.warnings}
 
 
@@ -318,6 +325,15 @@ SCHEMA: tuple[Setting, ...] = (
             doc="a local model directory or hub id (default: the bundled model)"),
     Setting("embedding.maxChunksPerMinute", _optional(_number(0)), None, attr="embedding",
             doc="cap on background embedding"),
+    Setting("sharing.remote", _optional(_string), None, where=frozenset({FILE}),
+            attr="sharing_remote", doc="the remote `engram push`/`pull` use (default: origin)"),
+    Setting("sharing.autoPull", _boolean, False, where=frozenset({FILE}),
+            attr="sharing_auto_pull", doc="the language server pulls in the background"),
+    Setting("sharing.pullInterval", _number(60), 600.0, where=frozenset({FILE}),
+            attr="sharing_pull_interval", doc="seconds between background pulls (at least 60)"),
+    Setting("sharing.maxTapeBytes", _integer(1 << 20, 1 << 30), 512 << 20,
+            where=frozenset({FILE}), attr="sharing_max_tape_bytes",
+            doc="the most bytes a pulled tape may decompress to"),
     Setting("index.path", _path, None, aliases=("indexPath",), attr="index_path",
             doc="a private index file, relative to the root (default: the machine's one index, "
                 "$ENGRAM_HOME/index/index.sqlite)"),
