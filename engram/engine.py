@@ -175,6 +175,7 @@ class Engine:
         """``result``, its sessions recorded in the retrieval log (``engram.retrieval.log``)."""
         from engram.retrieval import log as rlog
 
+        result = self._scoped(result)
         rlog.log_answer(self, op, query, result.get("sessions", result.get("results", [])),
                         client or self.client)
         return result
@@ -195,7 +196,38 @@ class Engine:
         kw.setdefault("min_confidence", self.config.min_confidence)
         kw.setdefault("window_sessions", self.config.window_sessions)
         kw.setdefault("semantic", self._semantic())
-        return self._with_notes(explain.explain_text(self.conn(), text, span=span, **kw), text)
+        return self._scoped(self._with_notes(
+            explain.explain_text(self.conn(), text, span=span, **kw), text))
+
+    def _scoped(self, result: dict) -> dict:
+        """``result`` without the sessions this repository's config excludes. The index is the
+        machine's: another repository's ingest may have read logs this one's ``exclude`` names, so
+        its answers filter them (by the tape's source log or, for a tape source, its file)."""
+        if not self.config.exclude:
+            return result
+        out = self._excluded_tapes()
+        if not out:
+            return result
+        for key in ("sessions", "results"):
+            rows = result.get(key)
+            if isinstance(rows, list):
+                result[key] = [r for r in rows if not (isinstance(r, dict) and r.get("tape_id") in out)]
+        if isinstance(result.get("tombstones"), list):
+            result["tombstones"] = [t for t in result["tombstones"] if t.get("tape_id") not in out]
+        return result
+
+    def _excluded_tapes(self) -> frozenset[str]:
+        """Tape ids whose source matches ``exclude``, memoised per index version."""
+        conn = self.conn()
+        version = (conn.execute("PRAGMA data_version").fetchone()[0], db.get_meta(conn, "last_ingest"))
+        memo = getattr(self, "_excluded_memo", None)
+        if memo is not None and memo[0] == version:
+            return memo[1]
+        out = frozenset(tid for tid, src, path in conn.execute(
+            "SELECT tape_id, source_path, path FROM tapes")
+            if any(p and self.config.is_excluded(Path(p)) for p in (src, path)))
+        self._excluded_memo = (version, out)
+        return out
 
     def _semantic(self):
         """The hybrid-explain callable when embedding is enabled and vectors exist, else None
