@@ -239,3 +239,29 @@ def test_push_after_rejection_is_fast_forward_only(team):
     bob.json("push")
     parent = git("rev-parse", "refs/engram/tapes^", cwd=remote).stdout.strip()
     assert parent == first
+
+
+def test_a_separate_private_remote_and_the_tape_cap(tmp_path):
+    """``sharing.remote`` names another repository (transcripts kept off the code remote);
+    ``sharing.maxTapeBytes`` caps what a pull accepts."""
+    code = bare_remote(tmp_path)
+    private = tmp_path / "transcripts.git"
+    git("init", "--quiet", "--bare", str(private), cwd=tmp_path)
+    alice, carol = Clone(tmp_path, "alice", code), Clone(tmp_path, "carol", code)
+    for c in (alice, carol):
+        cfg = c.engram_home / "config.yml"
+        cfg.write_text(cfg.read_text() + f"sharing:\n  remote: {private}\n")
+    big = "".join(f"def generated_function_{i}(value):\n    return value * {i} + {i * 7}\n\n"
+                  for i in range(30_000))  # ~1.5 MB of code in one session
+    alice.world.session().user("small").write("src/alpha.py", ALPHA).save()
+    alice.world.session().user("big").write("src/big.py", big).save()
+    alice.json("ingest", "--seal")
+    res = alice.json("push")
+    assert res["remote"] == str(private) and res["pushed"] == 2
+    assert len(remote_tapes(private)) == 2 and remote_tapes(code) == []
+    cfg = carol.engram_home / "config.yml"
+    cfg.write_text(cfg.read_text() + "  maxTapeBytes: 1048576\n")
+    pulled = carol.json("pull")
+    assert pulled["remote"] == str(private) and pulled["new"] == 1
+    assert len(pulled["rejected"]) == 1
+    assert "more than the 1048576" in pulled["rejected"][0]["error"]
