@@ -191,17 +191,22 @@ def compute(conn: apsw.Connection, new_tapes: list[queries.TapeRow], access: Tap
         text.prefetch(sorted(todo.values(), key=lambda t: (t.first_t or "", t.tape_id)))
     for b in sorted(todo.values(), key=lambda t: (t.first_t or "", t.tape_id)):
         _continuation_of(conn, b, text, stats)
-    # dispatch: orchestrator tapes holding an agent tape's first request
-    orch_new = [t for t in new_tapes if t.tier == "orchestrator"]
+    # dispatch: tapes holding an agent tape's first request in what they wrote (orchestrators:
+    # also in what they were given); a new tape may have dispatched agents that started after it
+    # began, and, unless it is an orchestrator's, before it ended
     agents: dict[int, queries.TapeRow] = {t.id: t for t in new_tapes if t.tier != "orchestrator"}
-    for o in orch_new:
+    for o in new_tapes:
+        until = None if o.tier == "orchestrator" else (o.last_t or o.first_t or "")
         if text.table is not None:
             for r in text.table.agents_from(o.first_t or "", DISPATCH_AGENTS):
+                if until is not None and (r.first_t or "") > until:
+                    break
                 agents.setdefault(r.id, r)
             continue
         for r in conn.execute(f"SELECT {queries.TAPE_COLS} FROM tapes WHERE tier IS NOT 'orchestrator'"
-                              " AND first_t >= ? ORDER BY first_t, tape_id LIMIT ?",
-                              (o.first_t or "", DISPATCH_AGENTS)):
+                              " AND first_t >= ? AND (? IS NULL OR first_t <= ?)"
+                              " ORDER BY first_t, tape_id LIMIT ?",
+                              (o.first_t or "", until, until, DISPATCH_AGENTS)):
             agents.setdefault(r[0], queries.TapeRow(*r))
     for a in sorted(agents.values(), key=lambda t: (t.first_t or "", t.tape_id)):
         _dispatch_of(conn, a, text, stats)
@@ -513,7 +518,12 @@ def _dispatch_of(conn: apsw.Connection, a: queries.TapeRow, text: TapeText, stat
         if e is None or e.tape == a.id:
             continue
         o = trows[e.tape]
-        if o.tier != "orchestrator" or role not in (schema.ROLE_MSG_OUT, schema.ROLE_TOOL_CALL, schema.ROLE_MSG_IN):
+        if role not in (schema.ROLE_MSG_OUT, schema.ROLE_TOOL_CALL, schema.ROLE_MSG_IN):
+            continue
+        # any session dispatches by writing the task itself (a Claude Code session that hands work
+        # to another agent is of the agent tier); the same request typed into another session
+        # (its input) dispatches nothing unless an orchestrator's harness gave it
+        if o.tier != "orchestrator" and role == schema.ROLE_MSG_IN:
             continue
         if a.first_t and e.t and (e.t > a.first_t or _hours(e.t, a.first_t) > DISPATCH_MAX_HOURS):
             continue
