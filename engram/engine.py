@@ -13,6 +13,7 @@ import functools
 import logging
 import os
 import threading
+import time
 from pathlib import Path
 
 import apsw
@@ -23,7 +24,6 @@ from engram.errors import BadSpan, UnknownTape
 from engram.files import count_lines, read_text_file
 from engram.index import db, queries
 from engram.index.access import TapeAccess
-from engram.ingest.ingestor import Ingestor
 from engram.query import explain, walk, window
 from engram.timestamps import utc_iso
 
@@ -102,18 +102,31 @@ class Engine:
                         p.unlink()
             conn = db.connect(self.index_path, create=True)
             try:
+                from engram.ingest.ingestor import Ingestor  # (lazy: explain needs none of ingest)
                 summary = Ingestor(self.root, self.config, conn).run(
                     seal=seal, paths_=paths, progress=progress)
                 db.set_meta(conn, "last_ingest", utc_iso())
+                if not summary.get("nothing_to_do"):
+                    db.set_meta(conn, "generation", f"{time.time_ns()}-{os.getpid()}")
             finally:
                 conn.close()
         summary["index"] = str(self.index_path)
         self.last_ingest = summary
         return summary
 
+    def generation(self) -> str | None:
+        """A token that changes whenever an ingest, by any process on the machine, changed the
+        index: the index is shared, so a server whose own ingest had nothing to do (another
+        window's did it) still knows its cached answers are stale."""
+        try:
+            return db.get_meta(self.conn(), "generation")
+        except Exception:  # no index yet, or unreadable: no generation to compare
+            return None
+
     def watch_paths(self) -> list[Path]:
         """Every harness location and tape directory ingest reads, whether or not it exists yet
         (a first Claude Code run creates ``~/.claude/projects`` while the editor is open)."""
+        from engram.ingest.ingestor import Ingestor  # (lazy: explain needs none of ingest)
         ing = Ingestor(self.root, self.config, None)  # type: ignore[arg-type]
         out: list[Path] = []
         for p in [p for _ad, p in ing.harness_roots()] + ing.tape_dirs():
@@ -623,6 +636,7 @@ class Engine:
                 c = json.loads(cov) if cov else {}
                 d["grades"].add((c or {}).get("grade", "full"))
                 d["reasons"].update((c or {}).get("reasons", []))
+        from engram.ingest.ingestor import Ingestor  # (lazy: explain needs none of ingest)
         ing = Ingestor(self.root, self.config, None)  # type: ignore[arg-type]
         rows = []
         for name in sorted(adapters.REGISTRY):

@@ -161,6 +161,7 @@ class Backend:
         self.last_ingest: dict[str, Any] | None = None
         self.last_ingest_error: str | None = None
         self.last_ingest_at: float | None = None
+        self._generation: str | None = None  # the index's, after our last ingest
         self.ingesting = False
         self.rebuilding = False  # an ingest that replaces the index file runs
         self._closing = threading.Event()
@@ -196,6 +197,7 @@ class Backend:
         with self._open_lock:
             if self.engine is None:
                 self.engine = _open_engine(self.root, self.settings)
+                self.engine.client = "lsp"  # who asks, in the retrieval log
                 self.index_ident = self._index_ident()
                 self.engine.preload_model()
             return self.engine
@@ -504,8 +506,12 @@ class Backend:
         from engram.errors import NotIndexed
 
         raise NotIndexed(
-            "the index is missing (was .engram-cache/ deleted?)", path=str(self.index_path())
+            "the index is missing (was it deleted?)", path=str(self.index_path())
         )
+
+    def _index_generation(self) -> str | None:
+        engine = self.engine
+        return engine.generation() if engine is not None else None
 
     def cached(self, key: tuple, compute: Callable[[], Any]) -> Any:
         """Memoise per index generation (call from the query thread). A computation already
@@ -680,8 +686,11 @@ class Backend:
         finally:
             self.last_ingest_at = time.time()
             self.ingesting = self.rebuilding = False
-            if not (isinstance(summary, dict) and summary.get("nothing_to_do")):
-                self.invalidate()  # new evidence: cached hovers and lenses are stale
+            generation = self._index_generation()
+            if not (isinstance(summary, dict) and summary.get("nothing_to_do")) \
+                    or generation != self._generation:
+                self.invalidate()  # new evidence (ours or another process's): answers are stale
+            self._generation = generation
             if not self.closing:
                 self.prefill()  # any ingest commits (at least its time): rows read are dropped
                 self._rewarm()
