@@ -18,7 +18,6 @@ import re
 
 from engram.errors import EngramError
 from engram.files import read_text_file
-from engram.query.history import MAX_TRACE_SESSIONS
 
 # C0 but newline and tab, DEL, C1, and Unicode's Bidi_Control characters (ALM, LRM, RLM, the
 # embeddings/overrides U+202A-U+202E and the isolates U+2066-U+2069). engram_lsp.render has a twin.
@@ -184,6 +183,8 @@ def render_trace(r: dict) -> str:
         if len(s["actions"]) > 20:
             out.append(f"   … {len(s['actions']) - 20} more")
     if r.get("truncated"):
+        from engram.query.history import MAX_TRACE_SESSIONS  # (lazy: numpy, for one number)
+
         out.append(f"(only the first {MAX_TRACE_SESSIONS} sessions shown)")
     return "\n".join(out) + "\n"
 
