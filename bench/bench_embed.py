@@ -209,10 +209,10 @@ def bench_engine_search(index_root: Path, rows: int, queries: int, tmp: Path) ->
 
     root = tmp / "engine-repo"
     (root / ".git").mkdir(parents=True)
-    shutil.copytree(Path(index_root) / ".engram-cache", root / ".engram-cache")
-    eng = Engine(root)
+    shutil.copytree(Path(index_root), tmp / "index")  # the index and its vectors/, padded below
+    eng = Engine(root, index_path=tmp / "index" / "index.sqlite")
     mid = embed_run.model_id_for(eng.config.embedding.get("model"))
-    st = embed_run.get_store(eng.root, mid)
+    st = embed_run.get_store(eng.index_path.parent, mid)
     real = len(st)
     if real == 0:
         raise SystemExit(f"{index_root} has no vectors: run `engram embed` there first")
@@ -269,9 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip", default="", help="comma list of parts to skip: throughput,sessions,"
                                                "search")
     ap.add_argument("--index-root", type=Path, default=None,
-                    help="also time `engram search` end to end on a copy of this repo's index "
-                         "and vectors, padded to --rows chunks (run with that repo's "
-                         "HOME/ENGRAM_HOME)")
+                    help="also time `engram search` end to end on a copy of this index "
+                         "directory ($ENGRAM_HOME/index: the index and its vectors/), padded to "
+                         "--rows chunks (run with that HOME/ENGRAM_HOME)")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args(argv)
     ok, why = available(args.model)

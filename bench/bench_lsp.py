@@ -3,8 +3,8 @@
 Uses the benchmark corpus of ``bench/corpus.py`` (real code history turned into Claude Code
 sessions): ``bench/corpus/full`` when it exists, else ``bench/corpus/base`` (generated with
 ``python bench/corpus.py --out bench/corpus/base --sessions 1000`` when missing). The corpus is
-never modified: the repo is copied to ``bench/out/lsp/repo`` (the index goes to its
-``.engram-cache/``), the logs are read in place through the ``harnesses`` setting, and live appends
+never modified: the repo is copied to ``bench/out/lsp/repo`` (the index goes to the
+isolated ``ENGRAM_HOME``'s ``index/``), the logs are read in place through the ``harnesses`` setting, and live appends
 go to a separate ``bench/out/lsp/live`` project directory.
 
 Reported (p50 / p95 / max, milliseconds, measured at a minimal JSON-RPC client over stdio, so
@@ -123,7 +123,7 @@ def prepare(corpus: Path, work: Path, fresh: bool) -> tuple[Path, dict, dict]:
     (home / "engram").mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, HOME=str(home), ENGRAM_HOME=str(home / "engram"))
     settings = settings_for(corpus, work)
-    index = repo / ".engram-cache" / "index.sqlite"
+    index = home / "engram" / "index" / "index.sqlite"
     if not index.exists():
         print("building the index (once) ...", file=sys.stderr)
         t0 = time.monotonic()

@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(one_pass(a.one, corpus)))
         return 0
     home = (a.out / f"home-{corpus.name}").resolve()
-    if not (corpus / "truth.json").exists() or not (corpus / "repo" / ".engram-cache").exists() \
+    if not (corpus / "truth.json").exists() or not (home / "index" / "index.sqlite").exists() \
             or not home.exists():
         print(f"explain_ab: no built index for {corpus} (run: python bench/accuracy.py "
               f"--corpus {a.corpus} --out {a.out})", file=sys.stderr)
