@@ -2,7 +2,7 @@
 
 ``initialize`` answers at once: it only reads ``initializationOptions``. Everything slow happens
 after ``initialized``, in the background: pull ``workspace/configuration``, then the ``Indexer``
-opens the index under ``<root>/.engram-cache/``, starts an incremental ingest (with ``$/progress``)
+opens the machine's index (``$ENGRAM_HOME/index/``), starts an incremental ingest (``$/progress``)
 and the log watcher. A broken index is reported with a rebuild offer, never a crash. ``shutdown``
 stops the watcher and any running ingest; the process then exits when the client sends ``exit`` or
 closes stdin.
