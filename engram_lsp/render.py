@@ -51,7 +51,13 @@ def trim(text: str | None, limit: int = MAX_QUOTE) -> str:
     if len(text) > limit:
         cut = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
         text = cut.rstrip(" ,;:.") + " …"
-    return text.replace("`", "'")
+    return _NO_MARKUP.sub(r"\\\g<0>", text.replace("`", "'"))
+
+
+# Markdown a log's text must not carry into the hover: links and images (``[..](..)``, ``![..]``:
+# a ``command:`` link would run in an editor that trusts our hover for its Explain link, an image
+# would load a remote URL), autolinks and raw HTML (``<...>``). Escaped, they show as typed.
+_NO_MARKUP = re.compile(r"[\[\]<>]")
 
 
 def _text(event: dict) -> str:
@@ -95,6 +101,29 @@ def command_link(title: str, command: str, args: list) -> str:
     return f"[{title}](command:{command}?{quote(json.dumps(args, separators=(',', ':')))})"
 
 
+MAX_COMMITS = 3
+
+
+def note_line(note: dict) -> str:
+    """``**Warning** note: <text>`` (with ``possibly stale`` when its code changed since)."""
+    kind = str(note.get("kind") or "note").capitalize()
+    stale = " (possibly stale: the code changed since)" if note.get("stale") else ""
+    return f"**{kind}** note{stale}: {trim(note.get('text'))}"
+
+
+def commits_line(commits: list[dict]) -> str:
+    """``Commits: `abc1234` subject (2026-01-05, 80% agent) · ...`` (newest first)."""
+    parts = []
+    for c in commits[:MAX_COMMITS]:
+        share = c.get("agent_share")
+        facts = [when(c.get("t")).split(" ")[0]]
+        if isinstance(share, (int, float)):
+            facts.append(f"{share:.0%} agent")
+        parts.append(f"`{str(c['sha'])[:7]}` {trim(c.get('subject'), 60)} ({', '.join(facts)})")
+    more = f" · and {len(commits) - MAX_COMMITS} more" if len(commits) > MAX_COMMITS else ""
+    return f"{'Commit' if len(commits) == 1 else 'Commits'}: " + " · ".join(parts) + more
+
+
 def hover_markdown(block: dict, uri: str, start: int, end: int) -> str:
     """The hover card for one ``explain_blocks`` entry."""
     n = int(block.get("sessions") or 0)
@@ -104,7 +133,10 @@ def hover_markdown(block: dict, uri: str, start: int, end: int) -> str:
     if isinstance(best, (int, float)):
         head.append(f"best {best:.0%}")
     head.append(f"latest {when(block.get('latest') or top.get('last_t'))}")
-    out = [" · ".join(head), ""]
+    notes = [n for n in block.get("notes") or [] if isinstance(n, dict)]
+    warnings = [n for n in notes if n.get("kind") == "warning"]
+    out = [f"> ⚠ {note_line(n)}" for n in warnings] + ([""] if warnings else [])
+    out += [" · ".join(head), ""]
     request, reply = nearest_words(top)
     if request:
         out += [f"> **Request:** {request}", ">"] if reply else [f"> **Request:** {request}"]
@@ -120,6 +152,12 @@ def hover_markdown(block: dict, uri: str, start: int, end: int) -> str:
         facts.append(f"{top['confidence']:.0%} match")
     if facts:
         out += [" · ".join(facts), ""]
+    others = [n for n in notes if n.get("kind") != "warning"]
+    if others:
+        out += [f"- {note_line(n)}" for n in others] + [""]
+    commits = [c for c in block.get("commits") or [] if isinstance(c, dict) and c.get("sha")]
+    if commits:
+        out += [commits_line(commits), ""]
     rng = {"start": {"line": start - 1, "character": 0}, "end": {"line": end, "character": 0}}
     out.append(f"{command_link('Explain', 'engram.explain', [uri, rng])} lines {start}–{end}")
     return printable("\n".join(out))
