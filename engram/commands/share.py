@@ -40,20 +40,28 @@ def register(sub, common) -> None:
     s.set_defaults(fn=cmd_share)
 
 
-def _index(eng):
-    """The index connection when an index exists (push and share never create one)."""
-    return eng.conn() if eng.index_path.exists() else None
+def _setup(args):
+    """``(root, config, index connection or None)`` without the engine (push and share need no
+    query machinery; their start-up stays short). The index is opened read-only when it exists."""
+    from pathlib import Path
+
+    from engram import config as config_mod
+    from engram.share.select import open_index
+
+    cfg = config_mod.load(Path(args.root) if args.root else None)
+    index = Path(args.index) if args.index else cfg.index_file()
+    return cfg.root, cfg, open_index(index)
 
 
 def cmd_push(args) -> int:
     from engram import share
 
-    eng = _engine(args)
+    root, cfg, conn = _setup(args)
     try:
-        res = share.push(eng.root, eng.config, _index(eng), remote=args.remote,
-                         dry_run=args.dry_run)
+        res = share.push(root, cfg, conn, remote=args.remote, dry_run=args.dry_run)
     finally:
-        eng.close()
+        if conn is not None:
+            conn.close()
     emit(res, args.pretty, render_push)
     return 0
 
@@ -79,11 +87,12 @@ def _pull(eng, remote):
 def cmd_share(args) -> int:
     from engram import share
 
-    eng = _engine(args)
+    root, cfg, conn = _setup(args)
     try:
-        res = share.share_tapes(eng.root, eng.config, _index(eng), list(args.tapes))
+        res = share.share_tapes(root, cfg, conn, list(args.tapes))
     finally:
-        eng.close()
+        if conn is not None:
+            conn.close()
     emit(res, args.pretty, render_share)
     return 0
 

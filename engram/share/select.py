@@ -62,6 +62,22 @@ def tape_dirs(root: Path, config) -> list[Path]:
     return list(dict.fromkeys(out))
 
 
+def open_index(path: Path):
+    """The index at ``path``, read-only (None when there is none): what sharing reads of it is
+    the ``tapes`` table."""
+    import apsw
+
+    if not Path(path).is_file():
+        return None
+    try:
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+        conn.setbusytimeout(5000)
+        conn.execute("SELECT tape_id, path, cwd, live FROM tapes LIMIT 1").fetchall()
+    except apsw.Error:
+        return None  # not an index (yet): the tape directories still count
+    return conn
+
+
 def index_rows(conn) -> list[tuple[str, str | None, str | None]]:
     """``(tape_id, path, cwd)`` of every sealed tape the index knows (none without an index)."""
     if conn is None:
