@@ -16,6 +16,7 @@ import concurrent.futures
 import logging
 from pathlib import Path
 
+import anyio
 import mcp_types as types
 import orjson
 from mcp.server.lowlevel import Server
@@ -28,6 +29,9 @@ from engram.mcp import tools
 log = logging.getLogger(__name__)
 
 URI_PREFIX = "engram://tape/"
+#: what a client that went away looks like from here
+_GONE = (BrokenPipeError, ConnectionResetError, anyio.BrokenResourceError,
+         anyio.ClosedResourceError)
 MAX_LISTED_TAPES = 500
 
 INSTRUCTIONS = (
@@ -152,7 +156,24 @@ def serve(root: Path | None = None, index: Path | None = None) -> None:
     app = EngramMCP(root, index)
     try:
         asyncio.run(_serve(app))
-    except (KeyboardInterrupt, BrokenPipeError):
-        pass
+    except (KeyboardInterrupt, *_GONE):
+        _quiet_stdout()
+    except BaseExceptionGroup as group:  # the SDK's task groups: a client gone is not an error
+        _rest = group.split(_GONE)[1]
+        if _rest is not None:
+            raise
+        _quiet_stdout()
     finally:
         app.close()
+
+
+def _quiet_stdout() -> None:
+    """The client closed its end: nothing more can be written there (not even at exit)."""
+    import os
+
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, 1)
+        os.close(fd)
+    except OSError:
+        pass
