@@ -490,6 +490,7 @@ FEATURES = (
     "status",
     "commands",
     "annotate",
+    "workflow",
 )
 
 

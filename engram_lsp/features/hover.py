@@ -8,6 +8,7 @@ error. The card's format is in ``engram_lsp.render``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from lsprotocol import types
@@ -18,6 +19,8 @@ from engram_lsp.params import lsp_range
 log = logging.getLogger(__name__)
 
 HOVER_BEFORE, HOVER_AFTER = 8, 6  # events read around the anchor to find the assistant's words
+NOTE_HARNESS = "engram"  # the harness of note tapes (``engram note``)
+COMMITS_WAIT_S = 0.25  # the hover waits this long for the span's commits (later hovers: cached)
 
 
 def hover_block(engine, backend, doc: documents.Doc, line: int):
@@ -33,10 +36,44 @@ def hover_block(engine, backend, doc: documents.Doc, line: int):
         top = (block or {}).get("top")
         if block and block.get("sessions") and isinstance(top, dict):
             block = {**block, "top": _with_window(engine, doc, text, start, end, top)}
+            # a note among several sessions (or the best one): its kind and text, warnings first
+            if block["sessions"] > 1 or top.get("harness") == NOTE_HARNESS:
+                block["notes"] = _notes(engine, doc, text, start, end)
         return block
 
     key = ("hover", doc.uri, doc.version if doc.text is not None else hash(text), start, end)
     return start, end, backend.cached(key, compute)
+
+
+def _notes(engine, doc, text, start, end) -> list[dict]:
+    """The notes on the block (``engram note``), warnings first, from a brief explain."""
+    try:
+        result = engine.explain(doc.file, start, end, text=text, before=0, after=0, brief=True,
+                                window_sessions=0)
+    except Exception:  # the card still shows the sessions without the notes
+        log.debug("explain for the hover's notes failed", exc_info=True)
+        return []
+    return [s["note"] for s in result.get("sessions") or [] if isinstance(s.get("note"), dict)]
+
+
+def span_commits(engine, backend, doc: documents.Doc, start: int, end: int) -> list[dict]:
+    """The commits that brought lines ``start``-``end`` in (``git blame`` of the file on disk),
+    cached per generation; none when the buffer has unsaved edits (its lines are not git's)."""
+    if doc.text is not None:
+        try:
+            if engine.read_file(doc.path) != doc.text:
+                return []
+        except Exception:
+            return []
+
+    def compute() -> list[dict]:
+        try:
+            return engine.span_commits(doc.file, start, end).get("commits") or []
+        except Exception as exc:  # not a git repository, git missing, ...: no commits line
+            log.debug("span_commits failed for %s: %s", doc.file, exc)
+            return []
+
+    return backend.cached(("commits", doc.uri, doc.version, start, end), compute)
 
 
 def _with_window(engine, doc, text, start, end, top: dict) -> dict:
@@ -83,6 +120,7 @@ def register(server) -> None:
         )
         if not block or not block.get("sessions"):
             return None
+        block = {**block, "commits": await _commits(ls, backend, doc, start, end)}
         # a ``Hover`` as JSON (written out as it is, see ``server.EngramProtocol``)
         return {
             "contents": {
@@ -91,3 +129,17 @@ def register(server) -> None:
             },
             "range": lsp_range(start, end),
         }
+
+
+async def _commits(ls, backend, doc, start: int, end: int) -> list[dict]:
+    """The span's commits if they are known within ``COMMITS_WAIT_S`` (a commit seen for the
+    first time is attributed once, then cached in the index: a later hover shows it)."""
+    job = asyncio.ensure_future(ls.run(span_commits, backend, doc, start, end, quiet=list))
+    try:
+        return await asyncio.wait_for(asyncio.shield(job), COMMITS_WAIT_S)
+    except TimeoutError:
+        job.add_done_callback(lambda j: j.cancelled() or j.exception())
+        return []
+    except Exception:
+        log.debug("commits for the hover failed", exc_info=True)
+        return []

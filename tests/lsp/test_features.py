@@ -87,7 +87,8 @@ async def test_code_lens_in_javascript_and_markdown(lsp, ws):
     assert {lens.command.title for lens in await lenses(client, md)} == {"1 session"}
 
 
-async def test_engram_explain_returns_the_engine_result(lsp, ws):
+async def test_engram_explain_returns_the_engine_result(lsp, ws, monkeypatch):
+    monkeypatch.setenv("ENGRAM_HOME", str(ws.engram_home))  # the server's index (one per machine)
     client = await lsp(ws)
     await wait_indexed(client)
     uri = open_doc(client, ws, "hello.py")
