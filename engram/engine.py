@@ -182,7 +182,8 @@ class Engine:
             min_confidence=self.config.min_confidence if min_confidence is None else min_confidence,
             all=all, expand_until=expand_until, brief=brief, semantic=self._semantic(),
             window_sessions=self.config.window_sessions if window_sessions is None else window_sessions,
-            path=self._abs_path(file), context=full), full), client)
+            path=self._abs_path(file), context=full), full,
+            archive=span_text if all else None), client)
 
     def _logged(self, op: str, query: str, result: dict, client: str | None) -> dict:
         """``result``, its sessions recorded in the retrieval log (``engram.retrieval.log``)."""
@@ -193,12 +194,29 @@ class Engine:
                         client or self.client)
         return result
 
-    def _with_notes(self, result: dict, file_text: str | None) -> dict:
+    def _with_notes(self, result: dict, file_text: str | None, archive: str | None = None) -> dict:
         """Notes among the sessions get their ``note`` (kind, text, stale, ...), warnings first
-        (``engram.agents.notes.annotate``)."""
+        (``engram.agents.notes.annotate``). ``archive``: the span's text, to add the sessions
+        ``engram gc --older-than`` archived that explain it (``--all``)."""
+        if archive is not None:
+            self._with_archive(result, archive)
         from engram.agents import notes
 
         return notes.annotate(self.conn(), result, file_text)
+
+    def _with_archive(self, result: dict, span_text: str) -> None:
+        """Append the archived sessions (``engram.agents.archive``) that explain ``span_text``
+        and are not in ``result`` yet, marked ``archived: true``."""
+        from engram.agents import archive
+
+        if not archive.archive_path(self.index_path).exists():
+            return
+        known = {s["tape_id"] for s in result.get("sessions", [])}
+        found = archive.archived_sessions(self.index_path, lambda conn: explain.explain_text(
+            conn, span_text, span=result["span"], before=self.config.window_before,
+            after=self.config.window_after, min_confidence=self.config.min_confidence, all=True,
+            window_sessions=0))
+        result["sessions"].extend(s for s in found if s["tape_id"] not in known)
 
     def explain_text(self, text: str, **kw) -> dict:
         """Explain raw text (no file): e.g. ``engram explain --stdin``."""
