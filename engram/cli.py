@@ -312,6 +312,14 @@ def cmd_gc(args) -> int:
     try:
         old = remove_old_cache(eng.root) if args.old_caches else None
         with eng._ingest_lock():  # the index is shared: one writer at a time
+            archived = None  # --older-than: archival first (engram.agents.archive)
+            if args.older_than:
+                from engram.commands.agents import archive_old
+
+                archived = archive_old(eng, args.older_than, args.dry_run)
+                if args.dry_run:
+                    emit({"archive": archived}, args.pretty)
+                    return 0
             # temp files of tape writers killed before their rename (kill -9, power loss)
             temps = sum(len(writer.sweep_temp(d)) for d in
                         dict.fromkeys((paths.repo_tapes_dir(eng.root), paths.user_tapes_dir())))
@@ -326,6 +334,8 @@ def cmd_gc(args) -> int:
     finally:
         eng.close()
     res = {"orphan_blocks_removed": n, "temp_files_removed": temps}
+    if archived is not None:
+        res["archive"] = archived
     if args.old_caches:
         res["old_cache_removed"] = old
     emit(res, args.pretty, lambda r: (
@@ -527,6 +537,11 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("gc", parents=[common], help="drop unreferenced index rows and compact")
     s.add_argument("--old-caches", action="store_true",
                    help="also remove this repository's .engram-cache/ (an older per-repo index)")
+    s.add_argument("--older-than", metavar="AGE",
+                   help="first move sessions older than AGE (90d, 12w, 36h) out of the hot index "
+                        "into the archive (tapes stay; explain --all still finds them; warning and "
+                        "decision notes never age out)")
+    s.add_argument("--dry-run", action="store_true", help="with --older-than: only list them")
     s.set_defaults(fn=cmd_gc)
 
     s = sub.add_parser("embed", parents=[common], help="embed reasoning text for semantic search")

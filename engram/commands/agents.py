@@ -170,3 +170,12 @@ def init_agents(root: Path) -> dict:
     from engram.agents import agents_md
 
     return agents_md.write(root)
+
+
+def archive_old(eng, older_than: str, dry_run: bool) -> dict:
+    """``engram gc --older-than AGE [--dry-run]`` (``engram.agents.archive``), under the ingest
+    lock the caller holds."""
+    from engram.agents import archive
+
+    return archive.archive(eng.conn(), eng.index_path, archive.parse_age(older_than),
+                           dry_run=dry_run)
