@@ -434,7 +434,7 @@ class Ingestor:
                 ref = self.stager.stage(tape_dir, tape_events)
                 summary["tapes_repaired"] = summary.get("tapes_repaired", 0) + 1
         if self.cache is not None:
-            self.cache.keep_tape(ref.tape_id, events, ref.raw)
+            self.cache.keep_tape(ref.tape_id, events, tape_events)
         return ref
 
     def _indexed(self, tape_id: str) -> bool:

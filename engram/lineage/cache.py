@@ -32,6 +32,7 @@ from engram.index import queries
 from engram.index.access import TapeAccess
 from engram.lineage.rules import HEAD_EVENTS
 from engram.sortedset import uniq
+from engram.tape.writer import encode_event
 
 _WANTED_KINDS = ("code.edit", "span.link")
 MAX_POSTINGS = 20_000_000   # fingerprint rows kept in memory (12 bytes each) before giving up
@@ -114,12 +115,15 @@ class IngestCache:
         self.worker = None            # the run's parse worker (``parse_worker.ParseProcess``)
 
     # -- filled by ingest -------------------------------------------------------------------------
-    def keep_tape(self, tape_id: str, events: list[dict], raw: bytes) -> None:
-        """``raw``: the tape's canonical JSONL (line ``n`` is event ``n``)."""
+    def keep_tape(self, tape_id: str, events: list[dict], tape_events: list | None = None) -> None:
+        """Keep the lines of the wanted events: ``tape_events[n]`` (default ``events[n]``) is
+        what the tape writer encoded as line ``n`` (an event, or its canonical JSON as an
+        ``orjson.Fragment``), so its encoding is that line, byte for byte."""
         if tape_id in self.lines:
             return
-        lines = raw.split(b"\n")
-        self.lines[tape_id] = {o: lines[o] for o, ev in enumerate(events) if wanted(o, ev)}
+        src = events if tape_events is None else tape_events
+        self.lines[tape_id] = {o: encode_event(src[o]) for o, ev in enumerate(events)
+                               if wanted(o, ev)}
 
     def keep_prints(self, key: bytes, hashes: np.ndarray, kgrams: np.ndarray) -> None:
         """The winnowed hashes and all k-grams of the text whose ``text_key`` is ``key`` (made

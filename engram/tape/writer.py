@@ -13,12 +13,21 @@ A tape holds at most ``MAX_TAPE_BYTES`` of JSONL, and its file is never smaller 
 1/``MAX_RATIO`` of that past ``RATIO_FLOOR`` (``size_limit``): the reader refuses anything else as
 a zstd bomb. The writer keeps to it: a session too large raises ``TapeTooLarge``, and the rare
 tape that compresses better than ``MAX_RATIO`` is padded with a zstd skippable frame.
+
+Events are encoded one at a time (``_Encoded``): the tape id is an incremental xxh3-128 over the
+lines as they are made, and the JSONL is held once — in memory up to ``SPILL_BYTES``, past that in
+an unnamed temp file of the tape's directory (never a second copy, never a list of lines). A tape
+already there under its name is not compressed at all. The file is one zstd frame made in one call
+(``_compress``) from those bytes (a spilled tape: its temp file mapped, read by the kernel's page
+cache rather than held on the heap): a frame compressed piece by piece differs, past the 2 MiB
+window, from the one-call frame, and a tape's bytes must not depend on how it was written.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import mmap
 import os
 import re
 import socket
@@ -28,6 +37,7 @@ import tempfile
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable
 from pathlib import Path
 
 import orjson
@@ -61,10 +71,11 @@ class TapeTooLarge(EngramError):
 _local = threading.local()
 
 
-def _compress(raw: bytes) -> bytes:
-    """``raw`` as one zstd frame (its size in the header), by this thread's compressor: making one
-    costs half as much again as compressing a typical tape, and one may not be used by two threads
-    at once. A frame smaller than ``size_limit`` allows is followed by a skippable frame."""
+def _compress(raw) -> bytes:
+    """``raw`` (bytes, or any buffer: a mapped spill file) as one zstd frame (its size in the
+    header), by this thread's compressor: making one costs half as much again as compressing a
+    typical tape, and one may not be used by two threads at once. A frame smaller than
+    ``size_limit`` allows is followed by a skippable frame."""
     c = getattr(_local, "zstd", None)
     if c is None:
         c = _local.zstd = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
@@ -82,17 +93,94 @@ class TapeRef:
     created: bool
     n_events: int
     raw_bytes: int
-    raw: bytes = dataclasses.field(default=b"", repr=False, compare=False)
-    """The canonical JSONL (``TapeStager.stage`` only: ingest keeps what the lineage pass reads)."""
 
 
 def encode_event(ev: dict) -> bytes:
     return orjson.dumps(ev, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
 
 
-def encode_events(events: list[dict]) -> bytes:
-    """Canonical JSONL bytes of a list of events (one line each, newline-terminated)."""
+def encode_events(events: Iterable[dict]) -> bytes:
+    """Canonical JSONL bytes of events (one line each, newline-terminated)."""
     return b"".join(encode_event(ev) + b"\n" for ev in events)
+
+
+SPILL_BYTES = 4 << 20
+"""A tape's JSONL past this many bytes goes to an unnamed temp file while it is encoded."""
+
+
+class _Encoded:
+    """The canonical JSONL of a tape's events, made one event at a time: ``tape_id`` (xxh3-128,
+    updated line by line), ``size``, ``n_events``; the bytes themselves in ``buf`` up to
+    ``SPILL_BYTES``, then in ``spill`` (an unnamed 0600 temp file of ``directory``, gone with the
+    process however it ends). ``events``: any iterable (read once), its first event the ``meta``.
+    Raises ``ValueError`` without a ``meta`` first, ``TapeTooLarge`` as soon as the JSONL passes
+    ``MAX_TAPE_BYTES``. ``close()`` drops the spill."""
+
+    def __init__(self, directory: Path, events: Iterable[dict]):
+        self.buf = bytearray()
+        self.spill = None
+        self.size = self.n_events = 0
+        h = xxhash.xxh3_128()
+        source = None
+        try:
+            for ev in events:
+                if not self.n_events:
+                    if not isinstance(ev, dict) or ev.get("k") != "meta":
+                        raise ValueError("a tape's first event must be meta")
+                    source = ev.get("source_path")
+                line = encode_event(ev)
+                self.n_events += 1
+                self.size += len(line) + 1
+                if self.size > MAX_TAPE_BYTES:
+                    raise TapeTooLarge(f"session of more than {MAX_TAPE_BYTES} bytes is larger "
+                                       f"than a tape may hold ({MAX_TAPE_BYTES}); it is not "
+                                       "written", path=str(source or "") or None)
+                h.update(line)
+                h.update(b"\n")
+                self.buf += line
+                self.buf += b"\n"
+                if len(self.buf) >= SPILL_BYTES:
+                    self._spill(directory)
+            if not self.n_events:
+                raise ValueError("a tape's first event must be meta")
+            if self.spill is not None:
+                self._spill(directory)
+        except BaseException:
+            self.close()
+            raise
+        self.tape_id = h.hexdigest()
+
+    def _spill(self, directory: Path) -> None:
+        if self.spill is None:
+            self.spill = tempfile.TemporaryFile(dir=directory)
+        view = memoryview(self.buf)
+        while view:
+            view = view[os.write(self.spill.fileno(), view):]
+        view.release()
+        self.buf = bytearray()
+
+    def compressed(self) -> bytes:
+        """The tape file's bytes (``_compress`` of the whole JSONL, in one call)."""
+        if self.spill is None:
+            return _compress(self.buf)
+        with mmap.mmap(self.spill.fileno(), self.size, access=mmap.ACCESS_READ) as mm:
+            try:
+                mm.madvise(mmap.MADV_SEQUENTIAL)
+            except (AttributeError, OSError):
+                pass
+            return _compress(mm)
+
+    def raw(self) -> bytes:
+        """The JSONL itself (tests; a spilled tape is read back)."""
+        if self.spill is None:
+            return bytes(self.buf)
+        return os.pread(self.spill.fileno(), self.size, 0)
+
+    def close(self) -> None:
+        self.buf = bytearray()
+        if self.spill is not None:
+            self.spill.close()
+            self.spill = None
 
 
 class TapeStager:
@@ -113,34 +201,51 @@ class TapeStager:
 
     def __init__(self) -> None:
         self.pending: list[tuple[str, Path]] = []   # (temp file written, final path)
-        self._queued: deque[tuple[Path, str, bytes, Path]] = deque()
+        self._queued: deque[tuple[Path, str, _Encoded, Path]] = deque()
         self._names: set[Path] = set()
         self._dirs: set[Path] = set()
 
-    def stage(self, directory: Path, events: list[dict]) -> TapeRef:
+    def stage(self, directory: Path, events: Iterable[dict]) -> TapeRef:
+        """Name and queue the tape of ``events`` (any iterable, read once). A tape whose JSONL
+        was spilled (``SPILL_BYTES``) is compressed into its temp file at once, so that what is
+        queued stays small."""
         directory = Path(directory)
-        raw, tape_id = _encode(events)
         if directory not in self._dirs:  # once per stager (an ingest), not once per tape
             paths.private_dir(directory)
             sweep_temp(directory)  # what writers killed before their rename left behind
             self._dirs.add(directory)
+        enc = _Encoded(directory, events)
+        tape_id = enc.tape_id
         final = directory / f"{tape_id}{SUFFIX}"
+        ref = TapeRef(tape_id, final, True, enc.n_events, enc.size)
         if final in self._names or final.exists():
-            return TapeRef(tape_id, final, False, len(events), len(raw), raw)
-        self._queued.append((directory, tape_id, raw, final))
+            enc.close()
+            return dataclasses.replace(ref, created=False)
         self._names.add(final)
-        return TapeRef(tape_id, final, True, len(events), len(raw), raw)
+        if enc.spill is None:
+            self._queued.append((directory, tape_id, enc, final))
+            return ref
+        try:
+            self.pending.append((_write_temp(directory, tape_id, enc), final))
+        except BaseException:
+            self.discard()
+            raise
+        finally:
+            enc.close()
+        return ref
 
     def write_one(self) -> bool:
         """Write the temp file of the oldest staged tape; False when none is left to write."""
         if not self._queued:
             return False
-        directory, tape_id, raw, final = self._queued.popleft()
+        directory, tape_id, enc, final = self._queued.popleft()
         try:
-            self.pending.append((_write_temp(directory, tape_id, raw), final))
+            self.pending.append((_write_temp(directory, tape_id, enc), final))
         except BaseException:
             self.discard()
             raise
+        finally:
+            enc.close()
         return True
 
     def flush(self) -> int:
@@ -165,6 +270,8 @@ class TapeStager:
 
     def discard(self) -> None:
         """Forget the staged tapes; remove the temp files written."""
+        for _d, _id, enc, _f in self._queued:
+            enc.close()
         self._queued.clear()
         for tmp, _final in self.pending:
             if os.path.exists(tmp):
@@ -173,14 +280,14 @@ class TapeStager:
         self._names.clear()
 
 
-def _write_temp(directory: Path, tape_id: str, raw: bytes, sync: bool = False) -> str:
+def _write_temp(directory: Path, tape_id: str, enc: _Encoded, sync: bool = False) -> str:
     """The compressed tape in a new 0600 temp file of ``directory``; its path. An ``OSError``
     (disk full, ``ulimit -f``) names the file; the temp file is removed."""
     fd, tmp = tempfile.mkstemp(prefix=f".{tape_id}.{os.getpid()}-{_host_tag()}.", suffix=".tmp",
                                dir=directory)
     try:
         try:
-            view = memoryview(_compress(raw))
+            view = memoryview(enc.compressed())
             while view:
                 view = view[os.write(fd, view):]
             if sync:
@@ -209,42 +316,30 @@ def _fsync_dir(directory: Path) -> None:
         pass
 
 
-def _encode(events: list[dict]) -> tuple[bytes, str]:
-    """Canonical bytes and tape id of a tape."""
-    if not events or events[0].get("k") != "meta":
-        raise ValueError("a tape's first event must be meta")
-    raw = encode_events(events)
-    if len(raw) > MAX_TAPE_BYTES:
-        raise TapeTooLarge(f"session of {len(raw)} bytes is larger than a tape may hold "
-                           f"({MAX_TAPE_BYTES}); it is not written",
-                           path=str(events[0].get("source_path") or "") or None)
-    return raw, xxhash.xxh3_128_hexdigest(raw)
-
-
-def _prepare(directory: Path, events: list[dict]) -> tuple[bytes, str, Path]:
-    """Canonical bytes, tape id and final path of a tape (its directory created, private)."""
-    raw, tape_id = _encode(events)
+def write_tape(directory: Path, events: Iterable[dict]) -> TapeRef:
+    """Write the tape of ``events`` (any iterable, read once) into ``directory``, durably; a tape
+    already there is left as it is (``created`` False)."""
     directory = paths.private_dir(directory)
-    return raw, tape_id, directory / f"{tape_id}{SUFFIX}"
-
-
-def write_tape(directory: Path, events: list[dict]) -> TapeRef:
-    raw, tape_id, final = _prepare(directory, events)
-    directory = final.parent
-    if final.exists():
-        return TapeRef(tape_id, final, False, len(events), len(raw))
-    tmp = _write_temp(directory, tape_id, raw, sync=True)
+    enc = _Encoded(directory, events)
+    try:
+        final = directory / f"{enc.tape_id}{SUFFIX}"
+        ref = TapeRef(enc.tape_id, final, True, enc.n_events, enc.size)
+        if final.exists():
+            return dataclasses.replace(ref, created=False)
+        tmp = _write_temp(directory, enc.tape_id, enc, sync=True)
+    finally:
+        enc.close()
     try:
         if final.exists():  # a concurrent writer won the race with identical content
             os.unlink(tmp)
-            return TapeRef(tape_id, final, False, len(events), len(raw))
+            return dataclasses.replace(ref, created=False)
         os.replace(tmp, final)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
     _fsync_dir(directory)
-    return TapeRef(tape_id, final, True, len(events), len(raw))
+    return ref
 
 
 # -- temp files left by writers that are gone --------------------------------------------------
