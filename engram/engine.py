@@ -200,6 +200,8 @@ class Engine:
         ``engram gc --older-than`` archived that explain it (``--all``)."""
         if archive is not None:
             self._with_archive(result, archive)
+        if not any(s.get("harness") == "engram" for s in result.get("sessions") or ()):
+            return result  # no note among them (``notes.HARNESS``): the module is not loaded
         from engram.agents import notes
 
         return notes.annotate(self.conn(), result, file_text)
