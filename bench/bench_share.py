@@ -78,7 +78,7 @@ class Machine:
         for d in (self.home, self.engram_home, self.logs / "-repo"):
             d.mkdir(parents=True)
         self.root = base / "repo"
-        self.git("clone", "--quiet", str(remote), str(self.root), cwd=base)
+        self.git("clone", "--quiet", "--no-local", str(remote), str(self.root), cwd=base)
         self.git("config", "user.name", base.name)
         self.git("config", "user.email", f"{base.name}@example.com")
         cfg = f"harnesses:\n  claude_code:\n    paths: [{self.logs}]\n"

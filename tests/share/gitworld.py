@@ -45,7 +45,8 @@ class Clone:
         self.engram_home.mkdir()
         self.root = self.base / "repo"
         self.logs = self.base / "logs"
-        git("clone", "--quiet", str(remote), str(self.root), cwd=self.base, env=self.env())
+        git("clone", "--quiet", "--no-local", str(remote), str(self.root), cwd=self.base,
+            env=self.env())
         git("config", "user.name", name, cwd=self.root)
         git("config", "user.email", f"{name}@example.com", cwd=self.root)
         if git("rev-parse", "--verify", "--quiet", "HEAD", cwd=self.root, check=False).returncode:
