@@ -33,10 +33,12 @@ string that has neither a secret's shape nor a secret's name.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import math
 import re
+import threading
 from urllib.parse import unquote
 
 from engram.digest import text_hash
@@ -912,9 +914,43 @@ def redact_text(text: str) -> tuple[str, int]:
     return _redact_short(text)
 
 
-@functools.lru_cache(maxsize=2048)
-def _redact_cached(text: str) -> tuple[str, int]:
-    return _redact(text)
+class _TextCache:
+    """``_redact`` memoised for long texts, least recently used first out, bounded by the
+    characters held (``max_chars``: the texts and the redacted copies that differ) rather than by
+    a count — 2,048 whole files re-read were hundreds of MB kept for the whole ingest. A text
+    bigger than an eighth of the bound is not kept. Thread-safe."""
+
+    def __init__(self, max_chars: int):
+        self.max_chars = max_chars
+        self.chars = 0
+        self.items: collections.OrderedDict[str, tuple[str, int]] = collections.OrderedDict()
+        self.lock = threading.Lock()
+
+    def __call__(self, text: str) -> tuple[str, int]:
+        with self.lock:
+            hit = self.items.get(text)
+            if hit is not None:
+                self.items.move_to_end(text)
+                return hit
+        res = _redact(text)
+        size = len(text) + (len(res[0]) if res[0] is not text else 0)
+        if size <= self.max_chars // 8:
+            with self.lock:
+                if text not in self.items:
+                    self.items[text] = res
+                    self.chars += size
+                while self.chars > self.max_chars:
+                    k, v = self.items.popitem(last=False)
+                    self.chars -= len(k) + (len(v[0]) if v[0] is not k else 0)
+        return res
+
+    def cache_clear(self) -> None:
+        with self.lock:
+            self.items.clear()
+            self.chars = 0
+
+
+_redact_cached = _TextCache(32 << 20)
 
 
 @functools.lru_cache(maxsize=8192)
