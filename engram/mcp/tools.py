@@ -165,7 +165,12 @@ def check(name: str, args: dict | None) -> dict:
     if errors:
         e = errors[0]
         where = "/".join(str(p) for p in e.absolute_path)
-        raise ValueError(f"{name}: {where + ': ' if where else ''}{e.message}")
+        msg = e.message
+        if e.validator == "maxLength" and isinstance(e.instance, str):
+            msg = f"{len(e.instance)} characters long; at most {e.validator_value}"
+        elif len(msg) > 200:  # the message quotes the value: never echo a huge one
+            msg = msg[:200] + "…"
+        raise ValueError(f"{name}: {where + ': ' if where else ''}{' '.join(msg.split())}")
     if "start" in args and "end" in args and args["end"] < args["start"]:
         raise ValueError(f"{name}: end ({args['end']}) is before start ({args['start']})")
     return args

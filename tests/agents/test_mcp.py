@@ -88,7 +88,7 @@ async def test_tools_answer_what_the_cli_prints(world, capsys):
     ("explain", {"file": "net.py", "start": 400, "end": 401}, "past the end of the file"),
     ("note", {"file": "net.py", "start": 1, "end": 2, "kind": "rant", "text": "x"}, "is not one of"),
     ("note", {"file": "net.py", "start": 4, "end": 6, "kind": "todo", "text": "x" * 1_048_576},
-     "note: text: "),
+     "note: text: 1048576 characters long; at most 4000"),
     ("note", {"file": "net.py", "start": 4, "end": 6, "kind": "todo", "text": "x",
               "related": "ffffffffffff#1"}, "no indexed tape 'ffffffffffff'"),
     ("feedback", {"session": "nobody", "verdict": "helpful"}, "no indexed session or tape 'nobody'"),
@@ -100,7 +100,8 @@ async def test_bad_calls_are_clear_errors_and_the_server_keeps_serving(world, na
         res = await s.call_tool(name, args)
         assert res.is_error is True
         text = res.content[0].text
-        assert text.startswith("Error: ") and "\n" not in text and message in text, text
+        assert text.startswith("Error: ") and "\n" not in text and message in text, text[:300]
+        assert len(text) < 400
         assert res.structured_content["error"]["message"] in text
         ok = await s.call_tool("explain", {"file": "net.py", "start": 4, "end": 12})
         assert ok.is_error is not True and ok.structured_content["sessions"]
