@@ -286,6 +286,8 @@ def _render(shown_paths: list[str], notes: list[dict], chain: dict | None, edits
     """The Markdown within ``budget`` tokens and how many items of each part it holds."""
     title = ", ".join(shown_paths) if shown_paths else "this repository"
     head = f"# Engram brief: {title}\n"
+    if estimate_tokens(head) > budget // 4:  # many paths: their count, not their names
+        head = f"# Engram brief: {len(shown_paths)} paths\n"
     parts: list[tuple[str, list[str]]] = []
     if notes:
         parts.append(("## Notes (warnings first)", [_note_line(i) for i in notes]))
@@ -298,13 +300,15 @@ def _render(shown_paths: list[str], notes: list[dict], chain: dict | None, edits
     text, used = head, estimate_tokens(head)
     kept = {}
     full = True
+    tail = "\n_(more left out: over the token budget)_\n"
+    room = budget - estimate_tokens(tail)  # the "more" line always fits after the last item
     for title_, lines in parts:
         sec = ("\n" + title_ + "\n") if title_ else "\n"
         cost = estimate_tokens(sec)
         n = 0
         for ln in lines:
             c = estimate_tokens(ln + "\n")
-            if used + cost + c > budget - 12:  # room for the "more" line
+            if used + cost + c > room:
                 full = False
                 break
             if n == 0:
@@ -318,7 +322,6 @@ def _render(shown_paths: list[str], notes: list[dict], chain: dict | None, edits
         if not full:
             break
     if not full:
-        tail = "\n_(more left out: over the token budget)_\n"
         text += tail
     return text, {"notes": kept.get("## Notes (warnings first)", 0),
                   "chain": kept.get("## Latest work: request → edits → outcome", 0),

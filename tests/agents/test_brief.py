@@ -39,6 +39,11 @@ def test_brief_flags_possibly_stale_and_respects_the_budget(world, capsys):
         run_json(capsys, "note", "net.py:16-19", "--kind", "discovery", f"observation number {i} " * 8)
     res = run_json(capsys, "brief", "net.py", "--json", "--budget", "300")
     assert res["tokens"] <= 300 and res["left_out"]["notes"] > 0
+    for budget in (50, 51, 77, 120, 199, 333, 640, 1000):
+        res = run_json(capsys, "brief", "net.py", "--json", "--budget", budget)
+        assert res["tokens"] <= budget, (budget, res["tokens"])
+    many = run_json(capsys, "brief", *[f"src/m{i}.py" for i in range(100)], "--json", "--budget", 50)
+    assert many["tokens"] <= 50
     assert res["items"][0]["kind"] == "warning" and res["items"][0]["stale"] is True
 
 
