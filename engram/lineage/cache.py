@@ -15,6 +15,8 @@ already holds all of that. ``IngestCache`` keeps
 
 Nothing here is stored, and every answer equals what reading the tape, fingerprinting the text or
 querying the index gives (a run without a cache, or a tape of an earlier run, does just that).
+So the cache is capped by bytes, not by what the run indexes (``MAX_LINES_BYTES``,
+``MAX_PRINTS_BYTES``, ``MAX_POSTINGS``): past a cap, what is not kept is read or computed again.
 Also here: ``uniq``/``member``, faster equivalents of ``np.unique``/``np.isin`` on hashes.
 """
 
@@ -35,7 +37,9 @@ from engram.sortedset import uniq
 from engram.tape.writer import encode_event
 
 _WANTED_KINDS = ("code.edit", "span.link")
-MAX_POSTINGS = 20_000_000   # fingerprint rows kept in memory (12 bytes each) before giving up
+MAX_POSTINGS = 4_000_000    # fingerprint rows kept in memory (16 bytes each) before giving up
+MAX_PRINTS_BYTES = 96 << 20  # fingerprint arrays of texts kept
+MAX_LINES_BYTES = 64 << 20   # JSONL lines of wanted events kept
 _EMPTY = np.zeros(0, np.int64)
 
 
@@ -105,7 +109,9 @@ class IngestCache:
 
     def __init__(self) -> None:
         self.lines: dict[str, dict[int, bytes]] = {}
+        self.lines_bytes = 0
         self.prints: dict[bytes, tuple[np.ndarray, np.ndarray, bool]] = {}
+        self.prints_bytes = 0
         # fingerprint rows this run inserted, for blocks lo..hi (None: not usable)
         self._post: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = []
         self._post_rows = 0
@@ -119,17 +125,30 @@ class IngestCache:
         """Keep the lines of the wanted events: ``tape_events[n]`` (default ``events[n]``) is
         what the tape writer encoded as line ``n`` (an event, or its canonical JSON as an
         ``orjson.Fragment``), so its encoding is that line, byte for byte."""
-        if tape_id in self.lines:
-            return
+        if tape_id in self.lines or self.lines_bytes >= MAX_LINES_BYTES:
+            return  # (a tape not kept is read back by the lineage pass)
         src = events if tape_events is None else tape_events
-        self.lines[tape_id] = {o: encode_event(src[o]) for o, ev in enumerate(events)
-                               if wanted(o, ev)}
+        kept = {o: encode_event(src[o]) for o, ev in enumerate(events) if wanted(o, ev)}
+        self.lines_bytes += sum(len(b) for b in kept.values())
+        self.lines[tape_id] = kept
 
     def keep_prints(self, key: bytes, hashes: np.ndarray, kgrams: np.ndarray) -> None:
         """The winnowed hashes and all k-grams of the text whose ``text_key`` is ``key`` (made
         distinct when first asked for: not every kept text is)."""
         if key not in self.prints:
-            self.prints[key] = (hashes, kgrams, False)
+            self._put_print(key, (hashes, kgrams, False))
+
+    def _put_print(self, key: bytes, value: tuple[np.ndarray, np.ndarray, bool]) -> None:
+        """Keep a text's arrays while ``MAX_PRINTS_BYTES`` allows (replacing its entry)."""
+        old = self.prints.get(key)
+        size = value[0].nbytes + value[1].nbytes - (old[0].nbytes + old[1].nbytes if old else 0)
+        if self.prints_bytes + size > MAX_PRINTS_BYTES:
+            if old is not None:  # (the new value replaces the old one or nothing does)
+                del self.prints[key]
+                self.prints_bytes -= old[0].nbytes + old[1].nbytes
+            return
+        self.prints[key] = value
+        self.prints_bytes += size
 
     def keep_postings(self, keys: np.ndarray, blocks: np.ndarray, lines: np.ndarray,
                       lo: int, hi: int) -> None:
@@ -204,7 +223,7 @@ class IngestCache:
         if not hit[2]:
             hit = ((uniq(hit[0]), uniq(hit[1]), True) if len(hit[1])
                    else (_EMPTY, _EMPTY, True))
-            self.prints[key] = hit
+            self._put_print(key, hit)
         return hit[0], hit[1]
 
     def prefetch(self, texts: list[str]) -> None:
@@ -217,7 +236,7 @@ class IngestCache:
         if todo:
             fps = fingerprint.fingerprint_batch(list(todo.values()), keep_kgrams=[True] * len(todo))
             for key, fp in zip(todo, fps):
-                self.prints[key] = (fp.hashes, fp.kgrams, False)
+                self._put_print(key, (fp.hashes, fp.kgrams, False))
 
     def many_prints(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """The same for the union of ``texts``."""

@@ -44,6 +44,8 @@ from engram.sortedset import member, uniq
 
 log = logging.getLogger(__name__)
 
+LINK_PASS_HASHES = 2_000_000   # query hashes matched in one pass of ``_link`` (memory bound)
+
 
 class Node:
     """A code.edit being linked (its texts come from the tape)."""
@@ -318,24 +320,57 @@ class Linker:
         return out
 
     # -- fingerprint linking -------------------------------------------------------------------
+    def _queries(self, n: Node) -> None:
+        """``n``'s containment, tombstone flag and queries (distinct k-grams of its before-text,
+        and of its after-text when that is mostly new), with their denominators."""
+        bw, bk = self.cache.text_prints(n.before)
+        aw, ak = self.cache.text_prints(n.after)
+        if len(bw):
+            n.qa = (bk, len(bw))
+            n.cont = round(float(member(bw, ak).sum() / len(bw)), ROUND)
+            n.tomb = n.cont < LINK_THRESHOLD
+        if len(aw) and member(aw, bk).sum() / len(aw) < NEW_TEXT_MAX:
+            n.qb = (ak, len(aw))
+
     def _link(self, nodes: list[Node], touched_to: set[int]) -> None:
+        """Tombstones of every node first (the location-only rule reads them), then the edges,
+        a pass of ``LINK_PASS_HASHES`` query hashes at a time: what one pass holds (postings,
+        matches) stays bounded however many edits the run indexed. A node's edges depend only on
+        the index, never on the other nodes of its pass, so the rows are those of one pass."""
         if not nodes:
             return
         conn = self.conn
-        allh = []
+        tomb_rows = []
         for n in nodes:
-            # distinct winnowed and all k-gram hashes (a text without k-grams has neither)
-            bw, bk = self.cache.text_prints(n.before)
-            aw, ak = self.cache.text_prints(n.after)
-            if len(bw):
-                n.qa = (bk, len(bw))
-                n.cont = round(float(member(bw, ak).sum() / len(bw)), ROUND)
-                n.tomb = n.cont < LINK_THRESHOLD
-            if len(aw) and member(aw, bk).sum() / len(aw) < NEW_TEXT_MAX:
-                n.qb = (ak, len(aw))
-            for q in (n.qa, n.qb):
-                if q is not None:
-                    allh.append(q[0])
+            self._queries(n)
+            if n.tomb:
+                blk = conn.execute("SELECT block FROM refs WHERE event=? AND role=?",
+                                   (n.eid, schema.ROLE_EDIT_BEFORE)).fetchone()
+                br = n.b_range or [None, None]
+                tomb_rows.append((n.eid, blk[0] if blk else None, n.file, n.rel, _int(br[0]),
+                                  _int(br[1] if len(br) > 1 else None), n.t))
+            n.qa = n.qb = None  # made again in its pass (kept, they would hold every k-gram)
+        conn.executemany("INSERT INTO tombstones(event, block, file, rel, start, end, t)"
+                         " VALUES (?,?,?,?,?,?,?)", tomb_rows)
+        self.stats["tombstones"] += len(tomb_rows)
+        self._loc_cache: dict[tuple, list] = {}
+        part: list[Node] = []
+        size = 0
+        for n in nodes:
+            self._queries(n)
+            part.append(n)
+            size += sum(len(q[0]) for q in (n.qa, n.qb) if q is not None)
+            if size >= LINK_PASS_HASHES:
+                self._link_pass(part, touched_to)
+                part, size = [], 0
+        if part:
+            self._link_pass(part, touched_to)
+
+    def _link_pass(self, nodes: list[Node], touched_to: set[int]) -> None:
+        """The edges of ``nodes`` (their queries made): one vectorised match over the postings
+        of all their hashes."""
+        conn = self.conn
+        allh = [q[0] for n in nodes for q in (n.qa, n.qb) if q is not None]
         if allh:
             uh = uniq(np.concatenate(allh))
             bp = boilerplate(conn, uh)
@@ -344,6 +379,7 @@ class Linker:
         post = Postings(conn, uh, bp, self.cache, linkable_only=True)
         # per query: the blocks it matched (hash counts, line ranges); those that may link
         matches = post.match_all([q for n in nodes for q in (n.qa, n.qb)])
+        del post, allh, uh
         per_node = list(zip(matches[0::2], matches[1::2]))
         lk = [m.blocks[m.passing] for m in matches if m is not None]
         cand_blocks = uniq(np.concatenate(lk)).tolist() if lk else []
@@ -365,18 +401,7 @@ class Linker:
             if ext:
                 refs[b] = ext
         ref_blocks = uniq(np.fromiter(refs, np.int64, len(refs)))
-        self._loc_cache: dict[tuple, list] = {}
-        tomb_rows, edge_rows = [], []
-        for n in nodes:
-            if n.tomb:
-                blk = conn.execute("SELECT block FROM refs WHERE event=? AND role=?",
-                                   (n.eid, schema.ROLE_EDIT_BEFORE)).fetchone()
-                br = n.b_range or [None, None]
-                tomb_rows.append((n.eid, blk[0] if blk else None, n.file, n.rel, _int(br[0]),
-                                  _int(br[1] if len(br) > 1 else None), n.t))
-        conn.executemany("INSERT INTO tombstones(event, block, file, rel, start, end, t)"
-                         " VALUES (?,?,?,?,?,?,?)", tomb_rows)
-        self.stats["tombstones"] += len(tomb_rows)
+        edge_rows = []
         for n, (ma, mb) in zip(nodes, per_node):
             edges = self._candidates(n, ma, mb, refs, ref_blocks)
             linked = {e[1] for e in edges}
@@ -391,6 +416,8 @@ class Linker:
             " VALUES (?,?,?,?,'1:1',0,?,?,?,?,?,?,?)",
             [(e[0], e[1], e[2], e[3], e[6], e[4], e[5][0], e[5][1], e[7], e[8], e[9])
              for e in edge_rows])
+        for n in nodes:
+            n.qa = n.qb = None
 
     def _candidates(self, n: Node, ma: Match | None, mb: Match | None, refs: dict,
                     ref_blocks: np.ndarray) -> list[tuple]:
