@@ -123,3 +123,16 @@ async def test_sdk_session_from_another_process_shows_in_hover(lsp, ws):
                                     message="the SDK session in the hover")
     assert "1 session" in result.contents.value and "add an area helper" in result.contents.value
     assert time.monotonic() - t0 < 20.0
+
+
+def test_the_documented_sdk_example_runs_and_is_explained(world, capsys):
+    """docs/agents.md's SDK example, as written, in its own process in the repository."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "agents.md").read_text()
+    example = doc.split("## Custom agents")[1].split("```python\n")[1].split("```")[0]
+    assert len(example.strip().splitlines()) <= 16
+    subprocess.run([sys.executable, "-c", example], cwd=world.root, env=dict(os.environ),
+                   check=True, timeout=60)
+    run_json(capsys, "ingest")
+    out = run_json(capsys, "explain", "net.py:1-2")
+    assert out["sessions"][0]["harness"] == "engram_sdk"
+    assert out["sessions"][0]["label"] == "add a connect helper"
