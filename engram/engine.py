@@ -190,6 +190,9 @@ class Engine:
         from engram.retrieval import log as rlog
 
         result = self._scoped(result)
+        if getattr(self._local, "semantic_warming", False):  # ``_semantic`` skipped the model
+            self._local.semantic_warming = False
+            result.setdefault("stats", {})["semantic"] = "warming up: the embedding model is loading"
         rlog.log_answer(self, op, query, result.get("sessions", result.get("results", [])),
                         client or self.client)
         return result
@@ -272,6 +275,9 @@ class Engine:
 
         try:
             if not hybrid.active(self):
+                return None
+            if hybrid.warming(self):  # a server's model still loading: say so, do not wait
+                self._local.semantic_warming = True
                 return None
         except Exception:  # the semantic signal is optional; never fail explain over it
             log.debug("embedding state check failed", exc_info=True)
@@ -688,6 +694,16 @@ class Engine:
             rows.append(info)
         del ing
         return rows
+
+    # -- sharing ---------------------------------------------------------------------------------
+    def pull(self, remote: str | None = None) -> dict:
+        """Fetch ``refs/engram/tapes`` from ``remote`` (default ``sharing.remote``, else origin)
+        and unpack its new tapes, each verified first, into ``$ENGRAM_HOME/pulled/``, a tape
+        directory the next ingest reads (``engram.share.pull``; the watcher sees it change).
+        Never pushes. The result: ``{"remote", "commit", "tapes", "new", "rejected", ...}``."""
+        from engram import share
+
+        return share.pull(self.root, self.config, remote=remote)
 
     # -- status ----------------------------------------------------------------------------------
     def status(self) -> dict:

@@ -107,8 +107,23 @@ def preload(engine):
             log.warning("embedding model not loaded: %s", e)
 
     th = threading.Thread(target=load, name="engram-embed-preload", daemon=True)
+    _preloads[_model_key(engine)] = th
     th.start()
     return th
+
+
+_preloads: dict[str, object] = {}  # model setting -> its preload thread (this process)
+
+
+def _model_key(engine) -> str:
+    return str(run._setting(engine.config, "model"))
+
+
+def warming(engine) -> bool:
+    """True while ``preload`` is still loading the model in the background (a server's first
+    seconds): explain then answers without semantic sessions and says so, instead of waiting."""
+    th = _preloads.get(_model_key(engine))
+    return th is not None and th.is_alive() and run.loaded_embedder(engine.config) is None
 
 
 def _scorer(engine):

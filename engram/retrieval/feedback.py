@@ -14,8 +14,9 @@ starts at ``START`` (0.5) and moves by ``DELTA`` (helpful +0.08, not relevant 0,
 clamped to [0, 1] after each step; helpful ones also count as validations (count, last time).
 
 **Incorrect for a span**: an ``incorrect`` with ``--span`` applies to an explain of any span whose
-fingerprints overlap the feedback span's (containment of the smaller set ≥ ``SPAN_MATCH``): the
-same code, or code that moved or was lightly edited since (its lineage). Explain then ranks that
+fingerprints and the feedback span's mostly coincide (at least ``SPAN_MATCH`` of each set in the
+other): the same code, or that code after it moved or was lightly edited (its lineage); not a
+span nested in it or around it. Explain then ranks that
 session below every session without such feedback, labelled ``feedback: incorrect``; other spans
 are untouched (``incorrect_sessions``).
 """
@@ -220,15 +221,18 @@ def load(conn) -> dict[str, SessionFeedback]:
 
 def incorrect_sessions(states: dict[str, SessionFeedback], hashes, file: str | None = None,
                        lines: tuple[int, int] | None = None) -> set[str]:
-    """Sessions with ``incorrect`` feedback for this span: a feedback span whose fingerprints
-    overlap ``hashes`` (containment of the smaller set ≥ ``SPAN_MATCH``), or, for a feedback span
+    """Sessions with ``incorrect`` feedback for this span: a feedback span whose fingerprints and
+    ``hashes`` mostly coincide (at least ``SPAN_MATCH`` of each set is in the other: the same code,
+    moved or lightly edited — not a method inside a class marked incorrect, nor the class around
+    a method marked incorrect), or, for a feedback span
     too short to have fingerprints, the same file with overlapping lines."""
     q = {int(h) for h in hashes}
     out = set()
     for session, st in states.items():
         for f, a, b, hs in st.incorrect_spans:
             if hs and q:
-                if len(hs & q) / min(len(hs), len(q)) >= SPAN_MATCH:
+                shared = len(hs & q)
+                if shared / len(hs) >= SPAN_MATCH and shared / len(q) >= SPAN_MATCH:
                     out.add(session)
                     break
             elif not hs and file and lines and f == file and isinstance(a, int) and isinstance(b, int):

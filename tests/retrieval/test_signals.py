@@ -121,7 +121,8 @@ def test_incorrect_for_a_span_matches_its_fingerprints_only():
     states = feedback.replay([("t", _ev("2026-01-01T00:00:00Z", "s1", "incorrect", span))])
     assert feedback.incorrect_sessions(states, a) == {"s1"}
     assert feedback.incorrect_sessions(states, b) == set()
-    assert feedback.incorrect_sessions(states, a[: len(a) // 2 + 1]) == {"s1"}  # part of it
+    assert feedback.incorrect_sessions(states, a[: len(a) // 2 + 1]) == {"s1"}  # most of it
+    assert feedback.incorrect_sessions(states, a + list(range(1, 3 * len(a)))) == set()  # around it
 
 
 def test_bad_verdict_and_span_are_clear_errors():
