@@ -69,19 +69,13 @@ def cmd_push(args) -> int:
 def cmd_pull(args) -> int:
     eng = _engine(args)
     try:
-        res = eng.pull(args.remote) if hasattr(eng, "pull") else _pull(eng, args.remote)
+        res = eng.pull(args.remote)
         summary = eng.ingest(paths=[])
         res["ingest"] = {k: summary.get(k) for k in ("tapes_indexed", "events", "error_count")}
     finally:
         eng.close()
     emit(res, args.pretty, render_pull)
     return 0
-
-
-def _pull(eng, remote):
-    from engram import share
-
-    return share.pull(eng.root, eng.config, remote=remote)
 
 
 def cmd_share(args) -> int:
