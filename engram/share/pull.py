@@ -95,13 +95,9 @@ def _plan(git: Git, tip: str, dest: Path, cap: int, result: dict) -> list[tuple[
             result["rejected"].append({"path": path, "error": f"{size}-byte file, more than a "
                                        f"tape of at most {cap} bytes can be"})
             continue
-        have = dest / f"{tid}{SUFFIX}"
-        try:
-            if have.stat().st_size == size:
-                result["present"] += 1
-                continue
-        except FileNotFoundError:
-            pass
+        if (dest / f"{tid}{SUFFIX}").exists():  # verified when it was written (then renamed)
+            result["present"] += 1
+            continue
         todo.append((tid, sha, size, path))
     return todo
 

@@ -265,3 +265,19 @@ def test_a_separate_private_remote_and_the_tape_cap(tmp_path):
     assert pulled["remote"] == str(private) and pulled["new"] == 1
     assert len(pulled["rejected"]) == 1
     assert "more than the 1048576" in pulled["rejected"][0]["error"]
+
+
+def test_a_note_made_in_the_repository_is_shared(team, tmp_path):
+    remote, alice, _bob, _outside = team
+    _alice_work(alice)
+    alice.json("ingest", "--seal")
+    alice.json("note", "src/alpha.py:1-3", "keys are stripped; values may hold '='",
+               "--kind", "warning")
+    dry = alice.json("push", "--dry-run")["tapes"]
+    notes = [t for t in dry if t["harness"] == "engram"]
+    assert len(notes) == 1 and len(dry) == 3
+    alice.json("push")
+    carol = Clone(tmp_path, "carol", remote)
+    carol.json("pull")
+    ans = carol.json("explain", "src/alpha.py:1-3")
+    assert any(s.get("note", {}).get("kind") == "warning" for s in ans["sessions"])
