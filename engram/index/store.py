@@ -358,11 +358,29 @@ def prepare(sessions: list[list[dict]], wanted=None) -> list[Prepared]:
             per.append(bl)
         out.append(per)
     keys = list(texts)
-    fps = fingerprint.fingerprint_batch([texts[h][0] for h in keys],
-                                        keep_kgrams=[texts[h][1] for h in keys])
+    fps = _fingerprint_chunked([texts[h][0] for h in keys], [texts[h][1] for h in keys])
     done = PreparedTexts(keys, [texts[h][0].count("\n") + 1 for h in keys], fps,
                          [edit_lines_row(texts[h][0]) if texts[h][2] else None for h in keys])
     return [Prepared(per, done) for per in out]
+
+
+PREPARE_CHUNK_CHARS = 8_000_000   # texts fingerprinted in one vectorised call by ``prepare``
+
+
+def _fingerprint_chunked(texts: list[str], keep: list[bool]) -> list:
+    """``fingerprint_batch`` a chunk of about ``PREPARE_CHUNK_CHARS`` at a time (each text's
+    fingerprints do not depend on the others of its call): its arrays, a few times the size of
+    the text, stay bounded however big the session."""
+    out: list = []
+    i = 0
+    while i < len(texts):
+        j, size = i, 0
+        while j < len(texts) and (j == i or size + len(texts[j]) <= PREPARE_CHUNK_CHARS):
+            size += len(texts[j])
+            j += 1
+        out.extend(fingerprint.fingerprint_batch(texts[i:j], keep_kgrams=keep[i:j]))
+        i = j
+    return out
 
 
 _JSON = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS   # as the tape writer's

@@ -291,9 +291,13 @@ class Ingestor:
         src = str(s.path)
         try:
             parsed, prepared, encoded = self._parsed(s, ticket, run.procs)
-            self._ingest_source(s, sk, run.cursors.get(src), run.seal, run.now, batch,
-                                run.pending, run.summary, parsed=parsed, prepared=prepared,
-                                encoded=encoded)
+            try:
+                self._ingest_source(s, sk, run.cursors.get(src), run.seal, run.now, batch,
+                                    run.pending, run.summary, parsed=parsed, prepared=prepared,
+                                    encoded=encoded)
+            finally:
+                for lines in encoded or ():  # staged (or failed): the canonical JSON is not
+                    lines.clear()            # held through the batch's commit
         except EngramError as e:
             self._record_errors(src, [e.to_dict()], run.summary, run.pending)
         except OSError as e:  # unreadable (permissions, vanished, not a file): said, not traced
@@ -456,6 +460,7 @@ class Ingestor:
         stager = getattr(self, "stager", None)
         if stager is not None:
             stager.flush()  # tapes are durable before any index row points at them
+        parse_worker.release_freed_memory()  # what the batch's parsing freed, before its arrays
         stats = batch.commit(pending_cursors)
         for k in ("blocks", "fingerprints"):
             summary[k] += stats[k]
