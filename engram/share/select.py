@@ -10,8 +10,10 @@ Private by default. A tape is shared when
 
 Candidates are the files of ``.engram/tapes/`` and the tapes the index knows whose ``cwd`` is
 inside the repository (sessions ingested from elsewhere land in ``$ENGRAM_HOME/tapes/``), plus the
-share list. A tape is read and verified (its name against its content) before it may leave, and
-its ``meta`` decides; a tape that fails is not pushed and is reported.
+share list. Tapes pulled from a remote (``$ENGRAM_HOME/pulled/``) are never candidates, even when
+a teammate's clone had the same path as this one: they are not this machine's to publish. A tape
+is read and verified (its name against its content) before it may leave, and its ``meta``
+decides; a tape that fails is not pushed and is reported.
 """
 
 from __future__ import annotations
@@ -109,8 +111,11 @@ def candidates(root: Path, config, conn, git: Git) -> dict[str, tuple[Path, str 
             tid = p.name[:-len(SUFFIX)]
             if TAPE_ID.match(tid) and p.is_file():
                 out[tid] = (p, None)
+    pulled = paths.user_dir() / "pulled"  # teammates' tapes are theirs to share, never ours
     for tid, path, cwd in index_rows(conn):
         if tid in out or not path or not paths.is_within(cwd, root) or not os.path.isabs(cwd):
+            continue
+        if paths.is_within(path, pulled):
             continue
         if Path(path).is_file():
             out[tid] = (Path(path), None)

@@ -281,3 +281,24 @@ def test_a_note_made_in_the_repository_is_shared(team, tmp_path):
     carol.json("pull")
     ans = carol.json("explain", "src/alpha.py:1-3")
     assert any(s.get("note", {}).get("kind") == "warning" for s in ans["sessions"])
+
+
+def test_pulled_tapes_are_not_pushed_again_elsewhere(tmp_path):
+    """A teammate's clone at the same path as yours: their pulled sessions' cwd is inside your
+    repository, yet they are theirs; pushing to another remote (a fork) does not publish them."""
+    import shutil
+
+    remote, fork = bare_remote(tmp_path), tmp_path / "fork.git"
+    git("init", "--quiet", "--bare", str(fork), cwd=tmp_path)
+    alice = Clone(tmp_path, "dev", remote)
+    _alice_work(alice)
+    alice.json("ingest", "--seal")
+    assert alice.json("push")["pushed"] == 2
+    shutil.rmtree(alice.base)  # another machine, same path: /.../dev/repo
+    carol = Clone(tmp_path, "dev", remote)
+    assert carol.json("pull")["new"] == 2
+    assert all(t["cwd"].startswith(str(carol.root)) for t in carol.json("tapes"))
+    carol.git("remote", "add", "fork", str(fork))
+    res = carol.json("push", "fork")
+    assert (res["pushed"], res["tapes"]) == (0, [])
+    assert remote_tapes(fork) == []
