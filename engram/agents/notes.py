@@ -11,10 +11,15 @@ A note is a tape of harness ``engram`` (immutable, redacted, indexed and shared 
 * a ``msg.in`` with the note's text, so ``engram search`` finds it.
 
 **Staleness** (``locate``): the note's lines are looked for, as one run, in the file's text of
-today (lines compared without trailing blanks). Found: ``stale: false`` and ``at`` = where they
-are now. Some of them found: ``stale: true`` with ``changed`` (lines kept, lines gone, where the
-rest is now, a short diff). None of them (blank and one-character lines aside), or the file is
-gone: a *tombstone* (``stale: true, tombstone: true``).
+today (whitespace collapsed: re-indented code has not changed). Found: ``stale: false`` and
+``at`` = where they are now. Some of them found: ``stale: true`` with ``changed`` (lines kept,
+lines gone, where the rest is now, a short diff). None of them (blank and one-character lines
+aside), or the file is gone: a *tombstone* (``stale: true, tombstone: true``).
+
+**Which spans show a note** (``annotate``): fingerprints find every span that *resembles* the
+note's code; explain keeps a note only where its lines are today — ``at`` overlapping the
+explained lines (fresh, or stale with half of its lines or more when in another file than the
+note's); a tombstone only on the note's own file.
 """
 
 from __future__ import annotations
@@ -183,6 +188,10 @@ def _norm(text: str) -> list[str]:
     return lines
 
 
+def _key(line: str) -> str:
+    return " ".join(line.split())
+
+
 def _trivial(line: str) -> bool:
     return len(line.strip()) <= 1
 
@@ -190,13 +199,15 @@ def _trivial(line: str) -> bool:
 def locate(span_text: str, file_text: str | None) -> dict:
     """Where the note's lines are in ``file_text`` today: ``{stale, tombstone, at, changed}``
     (module docstring)."""
-    want = _norm(span_text)
+    want_raw = _norm(span_text)
     if file_text is None:
         return {"stale": True, "tombstone": True, "at": None,
                 "changed": {"reason": "the file is gone"}}
-    if not want:
+    if not want_raw:
         return {"stale": False, "tombstone": False, "at": None, "changed": None}
-    have = [ln.rstrip() for ln in file_text.split("\n")]
+    have_raw = [ln.rstrip() for ln in file_text.split("\n")]
+    # lines compared with their whitespace collapsed: re-indented code has not changed
+    want, have = [_key(x) for x in want_raw], [_key(x) for x in have_raw]
     n = len(want)
     for i, ln in enumerate(have):
         if ln == want[0] and have[i:i + n] == want:
@@ -214,7 +225,8 @@ def locate(span_text: str, file_text: str | None) -> dict:
     lo = min(b.b for b in near)
     hi = max(b.b + b.size for b in near)
     kept = sum(b.size for b in near)
-    diff = list(difflib.unified_diff(want, have[lo:hi], "then", "now", n=0, lineterm=""))[2:]
+    diff = list(difflib.unified_diff(want_raw, have_raw[lo:hi], "then", "now", n=0,
+                                     lineterm=""))[2:]
     return {"stale": True, "tombstone": False, "at": [lo + 1, hi],
             "changed": {"lines_then": n, "lines_kept": kept, "lines_now": hi - lo,
                         "diff": diff[:DIFF_LINES], "diff_truncated": len(diff) > DIFF_LINES}}
@@ -288,12 +300,36 @@ def annotate(conn, result: dict, file_text: str | None) -> dict:
     from engram.index.access import TapeAccess
 
     access = TapeAccess(conn)
+    span = result.get("span") or {}
+    drop = set()
     for s in sessions:
         meta = metas.get(s["tape_id"])
         if meta is not None:
             s["note"] = note_object(meta, stored_text(access, conn, s["tape_id"]), file_text,
                                     s.get("first_t"))
+            if not _about(s["note"], span):
+                drop.add(s["tape_id"])
+    if drop:  # notes whose code is elsewhere: the span only resembles it
+        sessions = result["sessions"] = [s for s in sessions if s["tape_id"] not in drop]
     warnings = [s for s in sessions if (s.get("note") or {}).get("kind") == "warning"]
     if warnings:
         result["sessions"] = warnings + [s for s in sessions if s not in warnings]
     return result
+
+
+def _about(note: dict, span: dict) -> bool:
+    """Whether a note found by fingerprint is about ``span`` (the explained lines of a file):
+    its lines are found today where they overlap the span (fresh, or stale with at least half of
+    them kept); a tombstone only on the note's own file. Without a file span: always."""
+    if not span.get("file") or not span.get("start"):
+        return True
+    at = note.get("at")
+    if at is None:
+        return note.get("file") == span["file"]
+    if at[1] < span["start"] or at[0] > span["end"]:
+        return False
+    ch = note.get("changed") or {}
+    if note.get("stale") and note.get("file") != span["file"]:
+        return ch.get("lines_kept", 0) * 2 >= max(ch.get("lines_then", 1), 1)
+    return True
+

@@ -110,3 +110,20 @@ def test_one_line_span_is_stored_with_its_block(world, capsys):
     assert events[0]["note"]["stored_range"][0] <= 4 and "def connect" in events[1]["text"]
     out = run_json(capsys, "explain", "net.py:12")
     assert _note_sessions(out)[0]["note"]["kind"] == "todo"
+
+
+def test_a_look_alike_span_does_not_show_the_note_and_reindenting_is_not_a_change(world, capsys):
+    twin = NET.split("\n\n\n")[1].replace("def connect(", "def connect_again(") + "\n"
+    (world.root / "net.py").write_text(NET + "\n\n" + twin)
+    run_json(capsys, "note", "net.py:4-12", "--kind", "warning", WARNING)
+    # the twin holds the same tokens but is not the noted code: no note there
+    out = run_json(capsys, "explain", "net.py:22-30")
+    assert _note_sessions(out) == []
+    assert _note_sessions(run_json(capsys, "explain", "net.py:4-12"))
+    # the noted code indented into a class: the same lines, not stale
+    body = NET.split("\n\n\n")[1]
+    (world.root / "net.py").write_text(
+        "import socket\n\n\nclass Client:\n" + "\n".join("    " + ln for ln in body.split("\n")) + "\n")
+    out = run_json(capsys, "explain", "net.py:5-13")
+    note = _note_sessions(out)[0]["note"]
+    assert note["stale"] is False and note["at"] == [5, 13]
