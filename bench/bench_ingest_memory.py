@@ -1,7 +1,10 @@
 """Peak memory of ingesting one big session: ``engram ingest --seal`` on a generated Claude Code
-log of a given size, in a subprocess, in a temporary directory.
+log of a given size, in a subprocess, in a temporary directory. With ``--corpus``, of ingesting a
+whole many-session corpus instead (one ``bench/corpus.py`` output: ``python bench/corpus.py --out
+DIR --sessions 16000 --scenarios all`` gives ~600 MB in ~16,600 sessions).
 
     python bench/bench_ingest_memory.py [--sizes 200,400] [--keep DIR]
+    python bench/bench_ingest_memory.py --corpus DIR [--src TREE]
 
 The log is one session (realistic records, as Claude Code writes them: user prompts, assistant
 text and thinking, one line per content block sharing ``message.id``; ``Read`` results with
@@ -13,6 +16,10 @@ Each size is measured by a fresh wrapper process that runs the ingest as its onl
 ``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss``: the peak resident set of the largest process of
 the ingest (the CLI itself or its parse worker, whichever peaked higher; Linux reports the
 maximum, not a sum). ``--no-worker`` measures with ``ENGRAM_PARSE_PROCESS=0`` (one process).
+The wrapper also samples ``/proc`` every 50 ms: the peak of each process's anonymous memory
+(``RssAnon``: the heap) and of its file pages (``RssFile``: mostly SQLite's memory-mapped index,
+``PRAGMA mmap_size``, which the kernel can drop), which ``ru_maxrss`` counts together. ``--src``
+measures another source tree (a checkout before a change) with the same logs.
 """
 
 from __future__ import annotations
@@ -165,24 +172,63 @@ def setup(tmp: Path, log_bytes: int) -> tuple[Path, Path, dict]:
 
 
 _WRAPPER = r"""
-import json, resource, subprocess, sys, time
+import json, os, resource, subprocess, sys, threading, time
+peak = {}
+def status(pid):
+    d = {}
+    with open(f"/proc/{pid}/status") as f:
+        for ln in f:
+            if ln.startswith(("RssAnon", "RssFile")):
+                d[ln.split(":")[0]] = int(ln.split()[1])
+    return d
+def tree(pid):
+    out = [pid]
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            for c in f.read().split():
+                out += tree(int(c))
+    except OSError:
+        pass
+    return out
+def sample(p):
+    while p.poll() is None:
+        for i, pid in enumerate(tree(p.pid)):
+            try:
+                d = status(pid)
+            except OSError:
+                continue
+            for k, v in d.items():
+                peak[(i, k)] = max(peak.get((i, k), 0), v)
+        time.sleep(0.05)
 t0 = time.perf_counter()
-p = subprocess.run(sys.argv[2:], cwd=sys.argv[1], capture_output=True)
+p = subprocess.Popen(sys.argv[2:], cwd=sys.argv[1], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+th = threading.Thread(target=sample, args=(p,), daemon=True)
+th.start()
+out, err = p.communicate()
 dt = time.perf_counter() - t0
+th.join()
 ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+anon = max((v for (i, k), v in peak.items() if k == "RssAnon"), default=0)
+filep = max((v for (i, k), v in peak.items() if k == "RssFile"), default=0)
 print(json.dumps({"rc": p.returncode, "maxrss_kb": ru.ru_maxrss, "seconds": dt,
-                  "stdout": p.stdout.decode(errors="replace")[-4000:],
-                  "stderr": p.stderr.decode(errors="replace")[-4000:]}))
+                  "anon_kb": anon, "file_kb": filep,
+                  "stdout": out.decode(errors="replace")[-4000:],
+                  "stderr": err.decode(errors="replace")[-4000:]}))
 """
 
 
-def measure(root: Path, home: Path, worker: bool = True) -> dict:
+def measure(root: Path, home: Path, worker: bool = True, src: Path = REPO) -> dict:
     """Peak RSS (MB) and wall time of ``engram ingest --seal`` in a fresh process tree."""
     env = dict(os.environ, ENGRAM_HOME=str(home), HOME=str(home.parent / "home"),
-               ENGRAM_NO_PROGRESS="1", PYTHONPATH=str(REPO))
+               ENGRAM_NO_PROGRESS="1", PYTHONPATH=str(src))
     if not worker:
         env["ENGRAM_PARSE_PROCESS"] = "0"
+    keep = home / "config.yml"
+    config = keep.read_bytes() if keep.exists() else None
     shutil.rmtree(home, ignore_errors=True)
+    if config is not None:
+        home.mkdir(parents=True)
+        keep.write_bytes(config)
     shutil.rmtree(root / ".engram-cache", ignore_errors=True)
     shutil.rmtree(root / ".engram" / "tapes", ignore_errors=True)
     cmd = [sys.executable, "-c", _WRAPPER, str(root), sys.executable, "-m", "engram.cli",
@@ -192,7 +238,39 @@ def measure(root: Path, home: Path, worker: bool = True) -> dict:
         raise SystemExit(f"ingest failed: {r['stderr']}")
     summary = json.loads(r["stdout"])
     return {"peak_rss_mb": round(r["maxrss_kb"] / 1024), "seconds": round(r["seconds"], 1),
-            "events": summary["events"], "errors": summary["error_count"]}
+            "anon_mb": round(r["anon_kb"] / 1024), "file_mb": round(r["file_kb"] / 1024),
+            "events": summary["events"], "errors": summary["error_count"],
+            "sessions": summary["sessions"], "bytes": summary["bytes"]}
+
+
+def corpus_setup(corpus: Path, tmp: Path) -> tuple[Path, Path]:
+    """An isolated home whose config reads only the corpus's logs (``bench/accuracy.py``'s)."""
+    home = tmp / "engram-home"
+    home.mkdir(parents=True)
+    hs = {h: {"enabled": False} for h in ("codex", "gemini_cli", "opencode", "cursor", "aider")}
+    hs["claude_code"] = {"enabled": True, "paths": [str((corpus / "logs").resolve())]}
+    hs["openclaw"] = {"enabled": (corpus / "openclaw").exists(),
+                      "paths": [str((corpus / "openclaw").resolve())]}
+    (home / "config.yml").write_text(json.dumps({"harnesses": hs}, sort_keys=True))
+    root = tmp / "repo"
+    (root / ".git").mkdir(parents=True)
+    return root, home
+
+
+def main_corpus(corpus: Path, src: Path, keep: Path | None) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="engram-mem-corpus-", dir=keep))
+    try:
+        root, home = corpus_setup(corpus, tmp)
+        m = measure(root, home, True, src)
+        print("| logs MB | sessions | events | peak RSS MB | of it: heap MB / file pages MB "
+              "| seconds | MB/s |")
+        print("|---|---|---|---|---|---|---|")
+        print(f"| {m['bytes'] / 1e6:.0f} | {m['sessions']:,} | {m['events']:,} | "
+              f"{m['peak_rss_mb']:,} | {m['anon_mb']:,} / {m['file_mb']:,} | {m['seconds']} | "
+              f"{m['bytes'] / 1e6 / m['seconds']:.1f} |", flush=True)
+    finally:
+        if keep is None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main(argv=None) -> int:
@@ -201,19 +279,26 @@ def main(argv=None) -> int:
     ap.add_argument("--no-worker", action="store_true",
                     help="also measure with ENGRAM_PARSE_PROCESS=0 (parse in the CLI process)")
     ap.add_argument("--keep", type=Path, help="generate into (and keep) this directory")
+    ap.add_argument("--corpus", type=Path, help="ingest this bench/corpus.py corpus instead")
+    ap.add_argument("--src", type=Path, default=REPO, help="the source tree to run engram from")
     a = ap.parse_args(argv)
     print(f"machine: {os.cpu_count()} CPUs, {platform.machine()}, python "
-          f"{platform.python_version()}")
-    print("| log MB | records | events | peak RSS MB | RSS / log | seconds | worker |")
-    print("|---|---|---|---|---|---|---|")
+          f"{platform.python_version()}; source {a.src}")
+    if a.corpus is not None:
+        main_corpus(a.corpus.resolve(), a.src.resolve(), a.keep)
+        return 0
+    print("| log MB | records | events | peak RSS MB | of it: heap MB / file pages MB "
+          "| RSS / log | seconds | worker |")
+    print("|---|---|---|---|---|---|---|---|")
     for mb in [int(x) for x in a.sizes.split(",") if x.strip()]:
         tmp = Path(tempfile.mkdtemp(prefix=f"engram-mem-{mb}-", dir=a.keep))
         try:
             root, home, info = setup(tmp, mb * 1_000_000)
             for worker in ([True, False] if a.no_worker else [True]):
-                m = measure(root, home, worker)
+                m = measure(root, home, worker, a.src.resolve())
                 print(f"| {info['bytes'] / 1e6:.0f} | {info['records']:,} | {m['events']:,} | "
-                      f"{m['peak_rss_mb']:,} | {m['peak_rss_mb'] / (info['bytes'] / 2**20):.2f} | "
+                      f"{m['peak_rss_mb']:,} | {m['anon_mb']:,} / {m['file_mb']:,} | "
+                      f"{m['peak_rss_mb'] / (info['bytes'] / 2**20):.2f} | "
                       f"{m['seconds']} | {'yes' if worker else 'no'} |", flush=True)
         finally:
             if a.keep is None:
