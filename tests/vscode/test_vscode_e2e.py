@@ -52,7 +52,7 @@ def _missing_prerequisites() -> list[str]:
         missing.append(f"code-server (expected in {CODE_SERVER_DIR})")
     if not Path(CHROMIUM).exists():
         missing.append("chromium (apt-get install chromium)")
-    for tool in ("node", "npm"):
+    for tool in ("node", "npm", "git"):
         if shutil.which(tool) is None:
             missing.append(tool)
     if not (CLIENT / "node_modules" / "playwright-core").is_dir():
@@ -128,6 +128,15 @@ def _prepare_workspace(tmp_path: Path) -> tuple[Path, dict, dict]:
     assert result["sessions"], (
         f"engram explain finds no session for hello.py:{line}-{end}"
     )
+    # a real git history: hello.py committed on main, one more commit on a feature branch (what
+    # "Engram: Review Branch" reviews: main..HEAD; the hover names hello.py's commit)
+    for args in (["init", "-q", "-b", "main"], ["config", "user.email", "dev@example.com"],
+                 ["config", "user.name", "Dev"], ["add", "hello.py"],
+                 ["commit", "-q", "-m", "Add hello.py"], ["checkout", "-q", "-b", "feature"]):
+        subprocess.run(["git", *args], cwd=ws, check=True, capture_output=True)
+    (ws / "NOTES.txt").write_text("Typed by hand on the feature branch.\n", encoding="utf-8")
+    for args in (["add", "NOTES.txt"], ["commit", "-q", "-m", "Feature notes by hand"]):
+        subprocess.run(["git", *args], cwd=ws, check=True, capture_output=True)
     top = result["sessions"][0]
     expect = {
         "line": line,
@@ -138,6 +147,8 @@ def _prepare_workspace(tmp_path: Path) -> tuple[Path, dict, dict]:
             top["harness"],
             "Transcript window",
         ],
+        "commit": "Add hello.py",
+        "review": ["Engram: review main..HEAD", "Feature notes by hand", "No session: written by hand"],
     }
     return ws, env, expect
 
@@ -171,7 +182,7 @@ def test_vscode_extension_end_to_end(tmp_path):
                 filter(None, [str(REPO), os.environ.get("PYTHONPATH")])
             ),
         },
-        "expect": {k: expect[k] for k in ("lens", "hover", "explain")},
+        "expect": {k: expect[k] for k in ("lens", "hover", "explain", "commit", "review")},
         "timeoutMs": 60000,
         # e.g. ENGRAM_E2E_THEME="Default Light Modern" to look at the light theme
         "theme": os.environ.get("ENGRAM_E2E_THEME") or "Default Dark Modern",

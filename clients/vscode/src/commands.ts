@@ -9,6 +9,8 @@ import { renderStatusMarkdown, searchHits, sessionTitle, shortId, summarizeStatu
 import { enclosingBlock } from './blocks';
 import type { StatusBar } from './statusBar';
 import type { Annotations } from './annotations';
+import { addNote, reviewBranch, ReviewView, showStats } from './workflow';
+import { markUsed } from './explainView';
 
 export interface CommandContext {
     server: EngramServer;
@@ -17,6 +19,7 @@ export interface CommandContext {
     docs: VirtualDocuments;
     statusBar: StatusBar;
     annotations: Annotations;
+    reviewView: ReviewView;
 }
 
 const BLOCK_KINDS = new Set([
@@ -135,6 +138,7 @@ async function openSession(ctx: CommandContext, tapeId?: unknown, at?: unknown):
     }
     const settings = ctx.server.settings;
     await ctx.tapeView.show(tape, offset, Math.max(settings.window.before, 5), Math.max(settings.window.after, 5));
+    void markUsed(ctx.server, tape);
 }
 
 async function searchSessions(ctx: CommandContext): Promise<void> {
@@ -247,5 +251,8 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
         vscode.commands.registerCommand(Commands.restart, run(() => ctx.server.restart())),
         vscode.commands.registerCommand(Commands.showLog, () => getLogChannel().show()),
         vscode.commands.registerCommand(Commands.toggleAnnotations, run(() => ctx.annotations.toggle())),
+        vscode.commands.registerCommand(Commands.reviewBranch, run(() => reviewBranch(ctx.reviewView))),
+        vscode.commands.registerCommand(Commands.showStats, run(() => showStats(ctx.server, ctx.docs))),
+        vscode.commands.registerCommand(Commands.addNote, run(() => addNote(ctx.server))),
     ];
 }

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import * as vscode from 'vscode';
 import { EXPAND_STEP, Requests } from './common/constants';
-import { errorMessage, traceError } from './common/log';
+import { errorMessage, traceError, traceInfo } from './common/log';
 import type { EngramServer } from './common/server';
 import { renderExplainHtml, renderExplainMarkdown, renderMessageHtml, renderViewHtml, shortId } from './render';
 import type { ExplainResult, ViewResult } from './types';
@@ -51,6 +51,15 @@ export class VirtualDocuments implements vscode.TextDocumentContentProvider {
         const doc = await vscode.workspace.openTextDocument(uri);
         await vscode.languages.setTextDocumentLanguage(doc, language);
         await vscode.window.showTextDocument(doc, { viewColumn: vscode.ViewColumn.Beside, preview: true });
+    }
+}
+
+/** "Open session" counts as using the answer (`engram used`: the session's salience goes up). */
+export async function markUsed(server: EngramServer, tapeId: string): Promise<void> {
+    try {
+        await server.request(Requests.used, { session: tapeId });
+    } catch (error) {
+        traceError('engram/used failed', error);
     }
 }
 
@@ -225,6 +234,24 @@ export class ExplainView extends Panel {
         panel.title = `Engram: ${n} session${n === 1 ? '' : 's'}`;
     }
 
+    /** A feedback button: `engram/feedback` about this session for the explained span. */
+    private async feedback(tapeId: string, verdict: string): Promise<void> {
+        const query = this.query;
+        try {
+            const result = await this.server.request<{ confidence?: number; validations?: number }>(Requests.feedback, {
+                session: tapeId,
+                verdict,
+                ...(query ? { textDocument: { uri: query.uri }, range: query.range } : {}),
+            });
+            const confidence = typeof result?.confidence === 'number' ? ` (confidence now ${Math.round(result.confidence * 100)}%)` : '';
+            traceInfo(`Feedback ${verdict} on ${tapeId}${confidence}`);
+            void vscode.window.showInformationMessage(`Engram: feedback "${verdict.replace('_', ' ')}" recorded for ${shortId(tapeId)}${confidence}.`);
+        } catch (error) {
+            traceError('engram/feedback failed', error);
+            void vscode.window.showErrorMessage(`Engram: feedback failed: ${errorMessage(error)}`);
+        }
+    }
+
     protected onMessage(message: Record<string, string>): void {
         switch (message.action) {
             case 'expand':
@@ -246,9 +273,15 @@ export class ExplainView extends Panel {
                 const at = Number(message.at);
                 if (message.tapeId) {
                     void this.tapes.show(message.tapeId, Number.isInteger(at) ? at : 0, this.query?.before ?? 5, this.query?.after ?? 5);
+                    void markUsed(this.server, message.tapeId);
                 }
                 break;
             }
+            case 'feedback':
+                if (message.tapeId && message.verdict) {
+                    void this.feedback(message.tapeId, message.verdict);
+                }
+                break;
             case 'log':
                 void vscode.commands.executeCommand('engram.showLog');
                 break;

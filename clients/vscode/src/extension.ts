@@ -7,6 +7,7 @@ import { EngramServer } from './common/server';
 import { RESTART_KEYS } from './common/settings';
 import { ExplainView, LspRange, TapeView, VirtualDocuments } from './explainView';
 import { StatusBar } from './statusBar';
+import { ReviewView } from './workflow';
 
 let server: EngramServer | undefined;
 
@@ -48,13 +49,15 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     const tapeView = new TapeView(server);
     const explainView = new ExplainView(server, tapeView, docs);
     const annotations = new Annotations(server, context.workspaceState);
-    ctx = { server, explainView, tapeView, docs, statusBar, annotations };
+    const reviewView = new ReviewView(server);
+    ctx = { server, explainView, tapeView, docs, statusBar, annotations, reviewView };
 
     context.subscriptions.push(
         statusBar,
         tapeView,
         explainView,
         annotations,
+        reviewView,
         vscode.workspace.registerTextDocumentContentProvider(VirtualDocuments.scheme, docs),
         ...registerCommands(ctx),
         vscode.workspace.onDidChangeConfiguration((event) => {

@@ -286,6 +286,7 @@ button:focus-visible { outline: 1px solid var(--vscode-focusBorder); outline-off
 .session { border: 1px solid var(--vscode-panel-border, var(--vscode-widget-border, rgba(128,128,128,.35))); border-radius: 4px;
   padding: 8px 12px 10px; margin: 12px 0; background: var(--vscode-sideBar-background, transparent); }
 .session-head { display: flex; justify-content: space-between; gap: 12px; align-items: baseline; flex-wrap: wrap; }
+.feedback button { margin-left: 4px; }
 .session-title { font-weight: 600; font-size: 1.05em; }
 .facts { display: flex; flex-wrap: wrap; gap: 4px 14px; margin: 4px 0 6px; }
 .fact b { font-weight: 600; color: var(--vscode-descriptionForeground); }
@@ -438,6 +439,13 @@ export function sessionTitle(session: ExplainSession): string {
     return session.label || (session.session ? `Session ${shortId(session.session)}` : `Tape ${shortId(session.tape_id)}`);
 }
 
+/** The feedback buttons on each session of the explain view: verdict, label, tooltip. */
+export const FEEDBACK: Array<[string, string, string]> = [
+    ['helpful', 'Helpful', 'This session explains this code (its confidence goes up by 0.08)'],
+    ['not_relevant', 'Not relevant', 'This session has nothing to do with this code'],
+    ['incorrect', 'Incorrect', 'Wrong answer for this span: rank this session last here (confidence −0.15)'],
+];
+
 function renderSessionHtml(session: ExplainSession, index: number): string {
     const firstAnchor = session.windows?.[0]?.anchor ?? 0;
     const facts = [
@@ -457,7 +465,8 @@ function renderSessionHtml(session: ExplainSession, index: number): string {
     const windows = (session.windows ?? []).map(renderWindowHtml).join('\n');
     return `<section class="session" data-tape-id="${escapeHtml(session.tape_id)}">
 <div class="session-head"><span class="session-title">${index + 1}. ${escapeHtml(sessionTitle(session))}</span>
-${button('Open tape', { action: 'openTape', tapeId: session.tape_id, at: firstAnchor }, { secondary: true, title: 'Open this session in the tape viewer at the anchor event' })}</div>
+${button('Open tape', { action: 'openTape', tapeId: session.tape_id, at: firstAnchor }, { secondary: true, title: 'Open this session in the tape viewer at the anchor event' })}
+<span class="feedback">${FEEDBACK.map(([verdict, label, title]) => button(label, { action: 'feedback', tapeId: session.tape_id, verdict }, { secondary: true, title })).join('')}</span></div>
 <div class="facts">${facts}</div>
 ${windows}
 </section>`;

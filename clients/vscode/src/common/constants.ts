@@ -26,6 +26,9 @@ export const Commands = {
     restart: 'engram.restart',
     showLog: 'engram.showLog',
     toggleAnnotations: 'engram.toggleAnnotations',
+    reviewBranch: 'engram.reviewBranch',
+    showStats: 'engram.showStats',
+    addNote: 'engram.addNote',
 } as const;
 
 /** Custom requests of engram-lsp (see docs/architecture.md, "Language server"). */
@@ -35,6 +38,11 @@ export const Requests = {
     search: 'engram/search',
     status: 'engram/status',
     annotate: 'engram/annotate',
+    review: 'engram/review',
+    stats: 'engram/stats',
+    note: 'engram/note',
+    feedback: 'engram/feedback',
+    used: 'engram/used',
 } as const;
 
 /** How much "Expand window" widens the transcript window on each side. */

@@ -467,6 +467,79 @@ try {
         await runCommand('Engram: Toggle Line Annotations');
         await waitFor(async () => (await barred()).length === 0, 'the annotation to go when toggled off');
         check('toggling again removes the annotation', true);
+
+        // Feedback: the explain view's buttons on each session (engram/feedback about the span).
+        await page.locator('.monaco-editor .view-lines').first().click();
+        await goToLine(config.line, 3);
+        await runCommand('Engram: Explain Selection');
+        await waitFor(() => webviewText((text) => /requested lines/.test(text) && /Helpful/.test(text)), 'the explain view with feedback buttons');
+        const fedBefore = (engramLog().match(/Feedback helpful on /g) ?? []).length;
+        await clickInWebview((text) => /requested lines/.test(text), 'button[data-action="feedback"][data-verdict="helpful"]');
+        const fed = await waitFor(() => {
+            const lines = engramLog().match(/Feedback helpful on [^\n]*/g) ?? [];
+            return lines.length > fedBefore ? lines[lines.length - 1] : undefined;
+        }, 'the feedback to be recorded');
+        observed.feedback = fed;
+        check('Helpful in the explain view records feedback', /confidence now 58%/.test(fed), fed);
+        await shot('feedback');
+
+        // Add Note to Selection: a warning note on the symbol's lines; the hover then shows it first.
+        await page.locator('.tab', { hasText: config.file.split('/').pop() }).first().click();
+        await goToLine(config.line, 1);
+        await page.keyboard.press('Shift+ArrowDown');
+        await page.keyboard.press('Shift+End');
+        await runCommand('Engram: Add Note to Selection');
+        const kindInput = page.locator('.quick-input-widget input');
+        await page.locator('.quick-input-list .monaco-list-row', { hasText: 'warning' }).first().waitFor({ timeout });
+        await kindInput.fill('warning');
+        await page.keyboard.press('Enter');
+        await page.locator('.quick-input-widget', { hasText: 'warning note' }).waitFor({ timeout });
+        await kindInput.fill('main() is what the release script calls: keep its name');
+        await page.keyboard.press('Enter');
+        const noted = await waitFor(() => engramLog().match(/Note \(warning\) on [^\n]*/)?.[0], 'the note to be written');
+        observed.note = noted;
+        check('Add Note to Selection writes a note', /tape [0-9a-f]{8}/.test(noted), noted);
+        await page.keyboard.press('Escape');
+        await goToLine(config.line, 5);
+        let noteHover = '';
+        await waitFor(async () => {
+            await page.keyboard.press('Escape');
+            await page.keyboard.press('Control+K');
+            await page.keyboard.press('Control+I');
+            noteHover = await waitFor(async () => (await hoverShown().allInnerTexts()).join('\n').trim() || undefined, 'a hover', 5000).catch(() => '');
+            return /Warning note/.test(noteHover);
+        }, 'the hover to show the warning note', timeout, 500).catch(() => undefined);
+        observed.noteHover = noteHover;
+        check('the hover shows the warning note first', /^⚠\s*Warning note: main\(\) is what the release script calls/.test(noteHover.replace(/^\s+/, '')), noteHover);
+        const commitSubject = config.expect?.commit;
+        if (commitSubject) {
+            check('the hover names the commit', noteHover.includes(commitSubject), noteHover);
+        }
+        await shot('note-hover');
+        await page.keyboard.press('Escape');
+
+        // Review Branch (a webview of engram/review for <base>..HEAD) and Stats (a Markdown document).
+        await runCommand('Engram: Review Branch');
+        const rangeInput = page.locator('.quick-input-widget input');
+        await waitFor(async () => /\.\.HEAD$/.test(await rangeInput.inputValue()), 'the suggested range');
+        observed.reviewRange = await rangeInput.inputValue();
+        await page.keyboard.press('Enter');
+        const review = await waitFor(() => webviewText('added lines written by agent sessions'), 'the review view');
+        observed.review = review.text;
+        for (const w of config.expect?.review ?? []) {
+            check(`review view contains ${JSON.stringify(w)}`, review.text.includes(w), review.text.slice(0, 600));
+        }
+        await webviewSettled('added lines written by agent sessions');
+        await shot('review');
+        await runCommand('Engram: Stats');
+        await page.locator('.quick-input-list .monaco-list-row', { hasText: 'harness' }).first().waitFor({ timeout });
+        await page.locator('.quick-input-widget input').fill('harness');
+        await page.keyboard.press('Enter');
+        const stats = await waitFor(() => webviewText('Engram stats by harness'), 'the stats document');
+        observed.stats = stats.text;
+        check('Stats shows the sessions by harness', /Scope: sessions in/.test(stats.text) && /total/.test(stats.text), stats.text.slice(0, 400));
+        await webviewSettled('Engram stats by harness');
+        await shot('stats');
         // Reindex (server command engram.reindex via the client-side engram.reindexIndex), then Show Status.
         await runCommand('Engram: Reindex');
         const progress = await waitFor(async () => {
