@@ -176,8 +176,41 @@ local ok, err = pcall(function()
   out.annotate_lines_after_edit = vim.api.nvim_buf_line_count(buf)
   vim.cmd("EngramAnnotate off")
   out.annotate_signs_off = #(marks())
-  vim.cmd("silent! undo")
+  vim.cmd("edit!")
   step("annotate")
+
+  -- opening a session (:EngramView above) counted as using the answer
+  wait(10000, function() return engram.state.used ~= nil end, "engram/used after :EngramView")
+  out.used = engram.state.used
+  -- :EngramFeedback on the best session of the last explain, about its span
+  engram.state.feedback = nil
+  vim.cmd("EngramFeedback helpful")
+  wait(10000, function() return engram.state.feedback ~= nil end, ":EngramFeedback")
+  out.feedback = engram.state.feedback
+  step("feedback")
+
+  -- :EngramReview (default range: main..HEAD) and :EngramStats
+  engram.state.review = nil
+  vim.cmd("EngramReview")
+  wait(20000, function() return engram.state.review ~= nil end, ":EngramReview")
+  out.review_text = buffer_text(vim.fn.bufnr("engram://review"))
+  vim.cmd("EngramStats harness all")
+  wait(20000, function() return engram.state.stats ~= nil end, ":EngramStats")
+  out.stats_text = buffer_text(vim.fn.bufnr("engram://stats"))
+  step("review-stats")
+
+  -- :EngramNote on def main() (a warning), then the hover shows it first
+  vim.api.nvim_set_current_buf(buf)
+  vim.cmd("4,5EngramNote warning main() is what the release script calls; keep its name")
+  wait(20000, function() return engram.state.note ~= nil end, ":EngramNote")
+  out.note = engram.state.note
+  wait(20000, function()
+    local h = client:request_sync("textDocument/hover", {
+      textDocument = { uri = vim.uri_from_bufnr(buf) }, position = { line = 4, character = 4 } }, 10000, buf)
+    out.note_hover = h and h.result and h.result.contents.value or vim.NIL
+    return type(out.note_hover) == "string" and out.note_hover:find("Warning", 1, true) ~= nil
+  end, "the hover to show the warning note")
+  step("note")
 
   -- live: append to the Claude Code log; the lens must appear through the refresh request alone
   vim.cmd("edit " .. env.ENGRAM_TEST_ROOT .. "/fib.py")

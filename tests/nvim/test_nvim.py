@@ -42,6 +42,15 @@ def run(request, tmp_path_factory):
     ws.append_write("fib.py", NEW_CODE, text="Adding a memoised Fibonacci helper.")
     pending.write_bytes(ws.log.read_bytes()[len(saved) :])
     ws.log.write_bytes(saved)
+    # a real git history: hello.py on main, a hand-written commit on a feature branch
+    shutil.rmtree(ws.root / ".git")
+    for args in (["init", "-q", "-b", "main"], ["config", "user.email", "dev@example.com"],
+                 ["config", "user.name", "Dev"], ["add", "hello.py"],
+                 ["commit", "-q", "-m", "Add hello.py"], ["checkout", "-q", "-b", "feature"]):
+        subprocess.run(["git", *args], cwd=ws.root, check=True, capture_output=True)
+    (ws.root / "NOTES.txt").write_text("Typed by hand on the feature branch.\n")
+    for args in (["add", "NOTES.txt"], ["commit", "-q", "-m", "Feature notes by hand"]):
+        subprocess.run(["git", *args], cwd=ws.root, check=True, capture_output=True)
     env = ws.env()
     xdg = base / "xdg"
     for var in ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME"):
@@ -80,8 +89,8 @@ def test_plugin_ran_every_step(run):
     assert run["started_with"] == (
         "vim.lsp.start" if run["_mode"] == "lsp.start" else "vim.lsp.enable"
     )
-    assert {"EngramExplain", "EngramView", "EngramStatus", "EngramReindex",
-            "EngramAnnotate"} <= set(run["commands"])
+    assert {"EngramExplain", "EngramView", "EngramStatus", "EngramReindex", "EngramAnnotate",
+            "EngramReview", "EngramStats", "EngramNote", "EngramFeedback"} <= set(run["commands"])
     assert run["root_dir"] == str(run["_ws"].root)
 
 
@@ -151,6 +160,31 @@ def test_annotate_marks_the_session_lines_and_not_hand_written_ones(run):
     assert marked_after >= {i for i, line in enumerate(text) if line.strip()}
     # toggled off: no marks left
     assert run["annotate_signs_off"] == 0
+
+
+def test_feedback_and_open_session_count(run):
+    assert run["ok"], run["error"]
+    assert run["used"]["recorded"] is True  # :EngramView opened a session of the answer
+    assert run["feedback"]["confidence"] == pytest.approx(0.58)  # helpful: 0.5 + 0.08
+
+
+def test_review_and_stats_buffers(run):
+    assert run["ok"], run["error"]
+    text = run["review_text"]
+    assert text.startswith("# Engram: review main..HEAD")
+    assert "### `" in text and "Feature notes by hand" in text
+    assert "no session: written by hand" in text
+    stats = run["stats_text"]
+    assert stats.startswith("# Engram stats by harness")
+    assert "| claude_code | 1 |" in stats and "**total**" in stats
+
+
+def test_note_shows_first_in_the_hover(run):
+    assert run["ok"], run["error"]
+    assert run["note"]["note"]["kind"] == "warning"
+    hover = run["note_hover"]
+    assert hover.startswith("> ⚠ **Warning** note: main() is what the release script calls")
+    assert "Commit: `" in hover and "Add hello.py" in hover
 
 
 def test_live_append_reaches_the_lens_through_the_refresh_request(run):

@@ -35,3 +35,39 @@ end, {
     return { "on", "off" }
   end,
 })
+
+vim.api.nvim_create_user_command("EngramReview", function(cmd)
+  require("engram").review(cmd.args)
+end, { nargs = "?", desc = "Engram: the provenance of a range of commits (:EngramReview [A..B], default: the branch against its upstream)" })
+
+vim.api.nvim_create_user_command("EngramStats", function(cmd)
+  require("engram").stats(cmd.fargs)
+end, {
+  nargs = "*",
+  desc = "Engram: sessions, tokens, cost, agent lines at HEAD (:EngramStats [model|harness|week|file|session] [all])",
+  complete = function(_, line)
+    return #vim.split(line, "%s+") <= 2 and { "model", "harness", "week", "file", "session" } or { "all" }
+  end,
+})
+
+vim.api.nvim_create_user_command("EngramNote", function(cmd)
+  local kind, text = cmd.args:match("^(%S+)%s+(.+)$")
+  require("engram").note(cmd.line1, cmd.line2, kind, text)
+end, {
+  range = true,
+  nargs = "+",
+  desc = "Engram: a note on the lines (:[range]EngramNote warning|decision|discovery|todo TEXT)",
+  complete = function()
+    return { "warning", "decision", "discovery", "todo" }
+  end,
+})
+
+vim.api.nvim_create_user_command("EngramFeedback", function(cmd)
+  require("engram").feedback(cmd.fargs[1], cmd.fargs[2])
+end, {
+  nargs = "+",
+  desc = "Engram: feedback on session N of the last explain (:EngramFeedback helpful|not_relevant|incorrect [N])",
+  complete = function()
+    return { "helpful", "not_relevant", "incorrect" }
+  end,
+})

@@ -346,6 +346,7 @@ function M.explain(opts)
         return
       end
       M.state.last_explain = result
+      M.state.last_explain_query = { uri = uri, range = params.range }
       local buf = show_markdown("engram://explain", M.render_explain(result), layout)
       if buf then
         vim.b[buf].engram_explain = result
@@ -408,6 +409,12 @@ function M.view(args, on_done)
     if err then
       notify("view failed: " .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
       return
+    end
+    if not (v and v.tape_id == result.tape_id) then
+      -- opening a session counts as using the answer (`engram used`: its salience goes up)
+      request(client, "engram/used", { session = result.tape_id }, function(uerr, used)
+        M.state.used = uerr and { error = uerr.message } or used
+      end)
     end
     M.state.view = result
     local lines = {
@@ -595,6 +602,211 @@ function M.refresh_annotations()
       M.refresh_annotation(buf)
     end
   end
+end
+
+-- Workflow: review, stats, notes, feedback -------------------------------------------------------
+
+local function pct0(x)
+  return type(x) == "number" and string.format("%d%%", math.floor(x * 100 + 0.5)) or "–"
+end
+
+--- `<base>..HEAD`: the branch's upstream, else the remote's default branch, else main/master.
+function M.default_review_range(cwd)
+  local function git(args)
+    local out = vim.fn.systemlist(vim.list_extend({ "git", "-C", cwd }, args))
+    return vim.v.shell_error == 0 and out[1] and out[1] ~= "" and out[1] or nil
+  end
+  local base = git({ "rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{upstream}" })
+    or git({ "symbolic-ref", "--short", "refs/remotes/origin/HEAD" })
+    or (git({ "rev-parse", "--verify", "--quiet", "main" }) and "main")
+    or (git({ "rev-parse", "--verify", "--quiet", "master" }) and "master")
+    or "HEAD~1"
+  return base .. "..HEAD"
+end
+
+--- engram/review's answer as Markdown lines.
+function M.render_review(r)
+  local added, agent = r.added_lines or 0, r.agent_lines or 0
+  local lines = {
+    string.format("# Engram: review %s", r.range),
+    "",
+    string.format("%s of %d added lines written by agent sessions (%d), %d by hand; %d commits, %d with no session.",
+      pct0(r.agent_share ~= vim.NIL and r.agent_share or nil), added, agent, added - agent, #(r.commits or {}),
+      #(r.no_session_commits or {})),
+  }
+  for _, w in ipairs(r.warnings or {}) do
+    table.insert(lines, "> ⚠ " .. oneline(w))
+  end
+  if #(r.sessions or {}) > 0 then
+    vim.list_extend(lines, { "", "## Sessions", "" })
+    for _, s in ipairs(r.sessions) do
+      table.insert(lines, string.format("- `%s` %s · %s · %d lines: %s", tostring(s.session ~= vim.NIL and s.session or s.tape_id):sub(1, 12),
+        s.harness ~= vim.NIL and s.harness or "?", s.model ~= vim.NIL and s.model or "?", s.lines or 0,
+        oneline(s.label ~= vim.NIL and s.label or "", 120)))
+    end
+  end
+  vim.list_extend(lines, { "", "## Commits", "" })
+  for _, c in ipairs(r.commits or {}) do
+    table.insert(lines, string.format("### `%s` %s", c.sha:sub(1, 7), oneline(c.subject, 100)))
+    table.insert(lines, string.format("%s · %s · %d of %d added lines by agents", c.author or "?", c.t or "?",
+      c.agent_lines or 0, c.added_lines or 0))
+    if #(c.sessions or {}) == 0 then
+      table.insert(lines, "- no session: written by hand (as far as the index knows)")
+    end
+    for _, s in ipairs(c.sessions or {}) do
+      table.insert(lines, string.format("- %s · %s · %d lines", oneline(s.label ~= vim.NIL and s.label or s.session, 100),
+        s.harness ~= vim.NIL and s.harness or "?", s.lines or 0))
+    end
+    table.insert(lines, "")
+  end
+  if #(r.dead_ends or {}) > 0 then
+    vim.list_extend(lines, { "## Dead ends", "" })
+    for _, d in ipairs(r.dead_ends) do
+      table.insert(lines, string.format("- %s: %d of %d lines written survive", d.file or "?", d.lines_surviving or 0, d.lines_written or 0))
+    end
+  end
+  return lines
+end
+
+--- :EngramReview [RANGE] — the provenance of a range of commits (default: the branch against its
+--- upstream) in a scratch buffer.
+function M.review(range, on_done)
+  local client = need_client(true)
+  if not client then
+    return
+  end
+  range = (range and range ~= "") and range or M.default_review_range(client.config.root_dir or vim.fn.getcwd())
+  request(client, "engram/review", { range = range }, function(err, result)
+    if err then
+      notify("review failed: " .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+      return
+    end
+    M.state.review = result
+    local buf = scratch("engram://review", M.render_review(result))
+    if on_done then
+      on_done(result, buf)
+    end
+  end)
+end
+
+--- engram/stats's answer as Markdown lines.
+function M.render_stats(s)
+  local lines = { string.format("# Engram stats by %s", s.by), "" }
+  if s.scope then
+    table.insert(lines, s.scope == "all" and "Scope: every indexed session" or ("Scope: sessions in `" .. s.scope .. "`"))
+    table.insert(lines, "")
+  end
+  table.insert(lines, string.format("| %s | sessions | input | output | cache read | cache write | cost | lines at HEAD |", s.by))
+  table.insert(lines, "|---|---:|---:|---:|---:|---:|---:|---:|")
+  local function row(name, r)
+    local cost = type(r.cost_usd) == "number" and string.format("$%.2f", r.cost_usd) or "unknown"
+    return string.format("| %s | %d | %d | %d | %d | %d | %s | %d |", name, r.sessions or 0, r.input_tokens or 0,
+      r.output_tokens or 0, r.cache_read_tokens or 0, r.cache_write_tokens or 0, cost, r.lines_at_head or 0)
+  end
+  for _, r in ipairs(s.rows or {}) do
+    table.insert(lines, row(r.key, r))
+  end
+  table.insert(lines, row("**total**", s.total or {}))
+  local head = type(s.head) == "table" and s.head or nil
+  if head then
+    table.insert(lines, "")
+    table.insert(lines, string.format("Agent-written lines at HEAD: %d of %d (%s).", head.agent_lines or 0, head.lines or 0,
+      pct0(head.agent_share ~= vim.NIL and head.agent_share or nil)))
+  end
+  return lines
+end
+
+--- :EngramStats [BY] [all] — sessions, tokens, cost, agent lines at HEAD.
+function M.stats(args, on_done)
+  args = args or {}
+  local client = need_client(true)
+  if not client then
+    return
+  end
+  local params = { by = args[1] or "model", all = args[2] == "all" }
+  request(client, "engram/stats", params, function(err, result)
+    if err then
+      notify("stats failed: " .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+      return
+    end
+    M.state.stats = result
+    local buf = scratch("engram://stats", M.render_stats(result))
+    if on_done then
+      on_done(result, buf)
+    end
+  end)
+end
+
+M.note_kinds = { "warning", "decision", "discovery", "todo" }
+
+--- :[range]EngramNote KIND TEXT — a note on the lines (saved buffers only: a note keeps the lines as
+--- they are on disk).
+function M.note(line1, line2, kind, text, on_done)
+  local client = need_client()
+  if not client then
+    return
+  end
+  local bufnr = vim.api.nvim_get_current_buf()
+  if not vim.tbl_contains(M.note_kinds, kind or "") or not text or text == "" then
+    notify("usage: :[range]EngramNote " .. table.concat(M.note_kinds, "|") .. " TEXT", vim.log.levels.WARN)
+    return
+  end
+  if vim.bo[bufnr].modified then
+    notify("save the file first: a note keeps the lines as they are on disk", vim.log.levels.WARN)
+    return
+  end
+  local params = {
+    textDocument = { uri = vim.uri_from_bufnr(bufnr) },
+    range = { start = { line = line1 - 1, character = 0 }, ["end"] = { line = line2, character = 0 } },
+    kind = kind, text = text,
+  }
+  request(client, "engram/note", params, function(err, result)
+    if err then
+      notify("note failed: " .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+      return
+    end
+    M.state.note = result
+    notify(string.format("%s note added to lines %d-%d", kind, line1, line2))
+    if on_done then
+      on_done(result)
+    end
+  end, bufnr)
+end
+
+M.verdicts = { "helpful", "not_relevant", "incorrect" }
+
+--- :EngramFeedback VERDICT [N] — feedback on session N (default 1) of the last :EngramExplain,
+--- about the span it explained.
+function M.feedback(verdict, n, on_done)
+  local client = need_client(true)
+  if not client then
+    return
+  end
+  if not vim.tbl_contains(M.verdicts, verdict or "") then
+    notify("usage: :EngramFeedback " .. table.concat(M.verdicts, "|") .. " [N]", vim.log.levels.WARN)
+    return
+  end
+  local last, query = M.state.last_explain, M.state.last_explain_query
+  local session = last and (last.sessions or {})[tonumber(n) or 1]
+  if not session then
+    notify("no such session: run :EngramExplain first", vim.log.levels.WARN)
+    return
+  end
+  local params = { session = session.tape_id, verdict = verdict }
+  if query then
+    params.textDocument, params.range = { uri = query.uri }, query.range
+  end
+  request(client, "engram/feedback", params, function(err, result)
+    if err then
+      notify("feedback failed: " .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+      return
+    end
+    M.state.feedback = result
+    notify(string.format("feedback %s recorded (confidence now %s)", verdict, pct0(result.confidence)))
+    if on_done then
+      on_done(result)
+    end
+  end)
 end
 
 -- Code lens clicks (vim.lsp.codelens.run) execute `engram.explain` on the server and get the
