@@ -214,8 +214,16 @@ class Builder:
         self.commit(f"Local helpers {self.n_hand} (by hand)", when, "hand")
 
     def session_commit(self, s: dict, kind: str = "step") -> None:
-        self.tree.apply(s)
-        self.commit(f"{s['pkg']}: release step ({s['sid'][:8]})", s["t1"], kind)
+        """One commit per file the session changed (as people commit an agent's work piece by
+        piece), in path order."""
+        touched = sorted(self.tree.apply(s))
+        for rel in touched:
+            git(self.repo, "add", "-A", "--", rel)
+            if not git(self.repo, "diff", "--cached", "--name-only"):
+                continue
+            env = {"GIT_AUTHOR_DATE": s["t1"], "GIT_COMMITTER_DATE": s["t1"]}
+            git(self.repo, "commit", "-q", "-m", f"{s['pkg']}: release step ({s['sid'][:8]}) {rel}", env=env)
+            self.snapshot(git(self.repo, "rev-parse", "HEAD").strip(), kind)
 
 
 def build(repo: Path, sessions: list[dict], seed: int = 7) -> Builder:

@@ -33,7 +33,7 @@ from engram.query.history import BLAME_MIN
 
 log = logging.getLogger(__name__)
 
-VERSION = 2                 # bump when the attribution rules change: cached rows are recomputed
+VERSION = 5                 # bump when the attribution rules change: cached rows are recomputed
 MAX_BLAME_BYTES = 4 << 20   # review reads final files up to this size
 EVIDENCE = 0.5              # share of the expected indexed k-grams a line must show to have a session
 
@@ -75,7 +75,9 @@ def _runs(f: diff.FileDiff) -> list[list[tuple[int, str, bool]]]:
 
 
 def _line_owners(conn, ds: list[diff.CommitDiff], tapes: _TapeInfo) -> dict[str, dict]:
-    """``{sha: {path: {line: tape_id}}}`` for the added lines some session produced."""
+    """``{sha: {path: {line: (tape_id, rule)}}}`` for the added lines some session produced;
+    ``rule``: ``"log"`` (the line's text is in one of the session's logged edits) or
+    ``"fingerprint"`` (the session holds the largest share of the line's k-grams)."""
     k = fingerprint.DEFAULT_K
     pieces = []   # (sha, path, run, kgram hashes, first line, last line) per run
     for d in ds:
@@ -134,7 +136,8 @@ def _line_owners(conn, ds: list[diff.CommitDiff], tapes: _TapeInfo) -> dict[str,
         mine = own_sessions[d.sha]
         carried = _line_writers(run, lh, {e for e in edits if tid_of[edit_tape[e]] in mine},
                                 lines_of, edit_tape, info, produced_only=False)
-        owners = {**fp, **stripped, **carried, **exact}
+        owners = {**{n: (t, "fingerprint") for n, t in fp.items()},
+                  **{n: (t, "log") for d_ in (stripped, carried, exact) for n, t in d_.items()}}
         if owners:
             out.setdefault(d.sha, {}).setdefault(path, {}).update(owners)
     return out
@@ -281,6 +284,12 @@ def _run_owners(run, kg, first, last, produced, found, allowed, info,
     owners: dict[int, str] = {}
     if not per_tape:
         return owners
+    # text typed by hand shares a k-gram with some session here and there; a session's text
+    # (reformatted, moved) is known on most of its lines: a run most of whose added lines the
+    # index does not know is left to the exact-line rules
+    added = [j for j, (_l, t, a) in enumerate(run) if a and t.strip()]
+    if sum(1 for j in added if enough[j]) * 2 < len(added):
+        return owners
     order = sorted(per_tape, key=lambda t: ((info[t].last_t or ""), info[t].tape_id), reverse=True)
     for j, (line, text, added) in enumerate(run):
         if not added or not text.strip() or total[j] == 0 or not enough[j]:
@@ -326,6 +335,7 @@ class _TapeInfo:
 def _attribute(d: diff.CommitDiff, owners: dict[str, dict[int, str]], tapes: _TapeInfo) -> dict:
     files = []
     per_session: Counter = Counter()
+    by_log: Counter = Counter()
     degraded: list[str] = []
     added_total = agent_total = 0
     for f in d.files:
@@ -339,16 +349,27 @@ def _attribute(d: diff.CommitDiff, owners: dict[str, dict[int, str]], tapes: _Ta
             entry["not_attributed"] = "binary or larger than " + diff.BIG_FILE
         added_total += len(nonblank)
         mine = owners.get(f.path, {})
-        owned = Counter(mine[n] for n, _t in nonblank if n in mine)
+        owned = Counter(mine[n][0] for n, _t in nonblank if n in mine)
         entry["sessions"] = dict(sorted(owned.items()))
         entry["agent_lines"] = sum(owned.values())
+        if nonblank:
+            entry["added_ranges"] = _ranges([n for n, _t in nonblank])
+        if owned:
+            entry["line_ranges"] = {tid: _ranges(sorted(n for n, _t in nonblank if mine.get(n, ("",))[0] == tid))
+                                    for tid in sorted(owned)}
+        for n, _t in nonblank:
+            if n in mine:
+                by_log[mine[n][0]] += mine[n][1] == "log"
         per_session.update(owned)
         agent_total += entry["agent_lines"]
         files.append(entry)
     sessions = []
     for tid, n in sorted(per_session.items(), key=lambda kv: (-kv[1], kv[0])):
         info = tapes.tape(tid) or {"tape_id": tid}
-        sessions.append({**_public(info), "lines": n, "via": "fingerprint"})
+        # confidence: the share of its lines whose exact text the session's logged edits hold
+        sessions.append({**_public(info), "lines": n,
+                         "via": "log" if by_log[tid] * 2 >= n else "fingerprint",
+                         "confidence": round(by_log[tid] / n, 4)})
     _trailers(d, sessions, tapes)
     obj = {"sha": d.sha, "parents": d.parents, "subject": d.subject, "author": d.author,
            "email": d.email, "t": d.t, "committed": d.committed, "added_lines": added_total,
@@ -362,6 +383,17 @@ def _attribute(d: diff.CommitDiff, owners: dict[str, dict[int, str]], tapes: _Ta
     if degraded:
         obj["degraded"] = degraded
     return obj
+
+
+def _ranges(lines: list[int]) -> str:
+    """``[1, 2, 3, 7]`` → ``"1-3,7"``."""
+    runs: list[list[int]] = []
+    for n in lines:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _public(info: dict) -> dict:

@@ -208,3 +208,18 @@ def _parse(stream) -> dict[str, CommitDiff]:
             if fd.status == "D":
                 fd.added, fd.context = [], []
     return out
+
+
+def staged_diff(git: Git, now: str) -> CommitDiff:
+    """The staged changes (``git diff --cached``) as a commit that would be made at ``now``."""
+    head = git.head_state()["head"]
+    raw = git.run_bytes(["-c", f"core.bigFileThreshold={BIG_FILE}", "diff", "--cached", "-p",
+                         f"-U{CONTEXT}", "-M", "--no-color", "--no-ext-diff", "--no-textconv"])
+    header = SEP.join(["STAGED", head or "", "", "", "", "", "", ""]).encode() + b"\x1e\n"
+    import io
+
+    d = _parse(io.BytesIO(b"\x00" + header + raw))["STAGED"]
+    d.t = d.committed = now
+    if head:
+        _parent_times(git, {"STAGED": d})
+    return d

@@ -48,6 +48,9 @@ def log(engine, revs: list[str], limit: int | None = None, agent: str | None = N
             if limit is not None and len(got) >= limit:
                 got = got[:limit]
                 break
+    from engram.commits import peers
+
+    peers.annotate(git, got)
     return {"repo": str(git.root), "revs": revs or ["HEAD"],
             "commits": got if files else [_brief(c) for c in got], "warnings": warnings(git)}
 
@@ -75,6 +78,9 @@ def show(engine, rev: str, windows: bool = True) -> dict:
     git = repo(engine)
     sha = git.resolve(rev)
     c = attribute.commits(engine, git, [sha])[0]
+    from engram.commits import peers
+
+    peers.annotate(git, [c])
     files = [f["path"] for f in c["files"]]
     for s in c["sessions"]:
         if not s.get("tape_id"):

@@ -31,6 +31,9 @@ def review(engine, range_: str) -> dict:
     end = range_.split("...")[-1] if "..." in range_ else range_.split("..")[-1]
     end = end or "HEAD"
     commits = attribute.commits(engine, git, shas)
+    from engram.commits import peers
+
+    peers.annotate(git, commits)
     files: dict[str, dict] = {}
     sess: dict[str, dict] = {}
     added = agent = 0

@@ -5,7 +5,7 @@
   ``input_tokens`` / ``output_tokens`` / ``cache_read_input_tokens`` /
   ``cache_creation_input_tokens`` → input / output / cache read / cache write.
 * **Codex CLI**: the rollout's ``event_msg`` ``token_count`` records carry a running total
-  (``info.total_token_usage``); the last one is the session's. OpenAI counts cached tokens inside
+  (``info.total_token_usage``); the largest one is the session's. OpenAI counts cached tokens inside
   ``input_tokens``: input = ``input_tokens - cached_input_tokens``, cache read =
   ``cached_input_tokens``, reasoning = ``reasoning_output_tokens`` (part of output).
 * **Gemini CLI**: each model message's ``tokens`` (``input``, ``output``, ``cached``,
@@ -81,14 +81,22 @@ def codex_usage(path: Path) -> dict | None:
                 continue
             p = rec.get("payload") if isinstance(rec, dict) else None
             info = p.get("info") if isinstance(p, dict) and p.get("type") == "token_count" else None
-            if isinstance(info, dict) and isinstance(info.get("total_token_usage"), dict):
-                last = info["total_token_usage"]
+            tot = info.get("total_token_usage") if isinstance(info, dict) else None
+            # a running total never goes down: the largest is the session's (a trailing record of
+            # zeros, as a trimmed or restarted log has, is not a reset of what was spent)
+            if isinstance(tot, dict) and (last is None or _size(tot) >= _size(last)):
+                last = tot
     if last is None:
         return None
     cached = _int(last.get("cached_input_tokens"))
     return {"input_tokens": max(_int(last.get("input_tokens")) - cached, 0),
             "output_tokens": _int(last.get("output_tokens")), "cache_read_tokens": cached,
-            "cache_write_tokens": 0, "reasoning_tokens": _int(last.get("reasoning_output_tokens"))}
+            "cache_write_tokens": _int(last.get("cache_write_input_tokens")),
+            "reasoning_tokens": _int(last.get("reasoning_output_tokens"))}
+
+
+def _size(u: dict) -> int:
+    return _int(u.get("total_tokens")) or (_int(u.get("input_tokens")) + _int(u.get("output_tokens")))
 
 
 def gemini_usage(path: Path, session: str | None) -> dict | None:
