@@ -196,9 +196,11 @@ def _trivial(line: str) -> bool:
     return len(line.strip()) <= 1
 
 
-def locate(span_text: str, file_text: str | None) -> dict:
+def locate(span_text: str, file_text: str | None, near: tuple[int, int] | None = None) -> dict:
     """Where the note's lines are in ``file_text`` today: ``{stale, tombstone, at, changed}``
-    (module docstring)."""
+    (module docstring). ``near``: lines (1-based) where the code is expected (the explained
+    span, the note's range): among equally good places, the nearest wins — tests and
+    boilerplate repeat code, and the note is about this copy."""
     want_raw = _norm(span_text)
     if file_text is None:
         return {"stale": True, "tombstone": True, "at": None,
@@ -209,27 +211,45 @@ def locate(span_text: str, file_text: str | None) -> dict:
     # lines compared with their whitespace collapsed: re-indented code has not changed
     want, have = [_key(x) for x in want_raw], [_key(x) for x in have_raw]
     n = len(want)
-    for i, ln in enumerate(have):
-        if ln == want[0] and have[i:i + n] == want:
-            return {"stale": False, "tombstone": False, "at": [i + 1, i + n], "changed": None}
-    from engram.linediff import SequenceMatcher
-
-    blocks = [b for b in SequenceMatcher(None, want, have, autojunk=False).get_matching_blocks()
-              if b.size and any(not _trivial(x) for x in want[b.a:b.a + b.size])]
-    if not blocks:
+    centre = (near[0] + near[1]) / 2 - 1 if near else 0.0
+    exact = [i for i, ln in enumerate(have) if ln == want[0] and have[i:i + n] == want]
+    if exact:
+        i = min(exact, key=lambda i: (abs(i + (n - 1) / 2 - centre), i)) if near else exact[0]
+        return {"stale": False, "tombstone": False, "at": [i + 1, i + n], "changed": None}
+    found = _best_region(want, have, 0)
+    if near:  # the same search in a window around the expected place: kept on a tie
+        lo = max(0, int(near[0]) - 1 - 2 * n)
+        local = _best_region(want, have[lo:int(near[1]) + 2 * n], lo)
+        if local is not None and (found is None or local[2] >= found[2]):
+            found = local
+    if found is None:
         return {"stale": True, "tombstone": True, "at": None,
                 "changed": {"reason": "none of the note's lines is in the file any more",
                             "lines_then": n}}
-    best = max(blocks, key=lambda b: (b.size, -b.b))
-    near = [b for b in blocks if abs(b.b - best.b) <= 2 * n]
-    lo = min(b.b for b in near)
-    hi = max(b.b + b.size for b in near)
-    kept = sum(b.size for b in near)
+    lo, hi, kept = found
     diff = list(difflib.unified_diff(want_raw, have_raw[lo:hi], "then", "now", n=0,
                                      lineterm=""))[2:]
     return {"stale": True, "tombstone": False, "at": [lo + 1, hi],
             "changed": {"lines_then": n, "lines_kept": kept, "lines_now": hi - lo,
                         "diff": diff[:DIFF_LINES], "diff_truncated": len(diff) > DIFF_LINES}}
+
+
+def _best_region(want: list[str], have: list[str], offset: int) -> tuple[int, int, int] | None:
+    """``(first, end, lines kept)`` (0-based, ``offset`` added) of the region of ``have`` that
+    keeps most of ``want``: the longest matching run and the runs within ``2 * len(want)`` lines
+    of it; None when no non-trivial line matches."""
+    from engram.linediff import SequenceMatcher
+
+    n = len(want)
+    blocks = [b for b in SequenceMatcher(None, want, have, autojunk=False).get_matching_blocks()
+              if b.size and any(not _trivial(x) for x in want[b.a:b.a + b.size])]
+    if not blocks:
+        return None
+    best = max(blocks, key=lambda b: (b.size, -b.b))
+    near = [b for b in blocks if abs(b.b - best.b) <= 2 * n]
+    lo = min(b.b for b in near)
+    hi = max(b.b + b.size for b in near)
+    return lo + offset, hi + offset, sum(b.size for b in near)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -275,10 +295,14 @@ def stored_text(access, conn, tape_id: str) -> str | None:
     return None
 
 
-def note_object(meta: dict, span_text: str | None, file_text: str | None, t: str | None) -> dict:
-    """The ``note`` object of an explain entry or a brief item."""
+def note_object(meta: dict, span_text: str | None, file_text: str | None, t: str | None,
+                near: tuple[int, int] | None = None) -> dict:
+    """The ``note`` object of an explain entry or a brief item (``near``: see ``locate``; default:
+    the note's own range)."""
     n = meta["note"]
-    where = locate(span_text, file_text) if span_text is not None else {
+    if near is None and isinstance(n.get("range"), list) and len(n["range"]) == 2:
+        near = (n["range"][0], n["range"][1])
+    where = locate(span_text, file_text, near) if span_text is not None else {
         "stale": None, "tombstone": False, "at": None, "changed": None}
     return {"kind": n.get("kind"), "text": n.get("text"), "file": n.get("file"),
             "range": n.get("range"), "related": n.get("related"), "written": t,
@@ -305,8 +329,9 @@ def annotate(conn, result: dict, file_text: str | None) -> dict:
     for s in sessions:
         meta = metas.get(s["tape_id"])
         if meta is not None:
+            near = (span["start"], span["end"]) if span.get("file") and span.get("start") else None
             s["note"] = note_object(meta, stored_text(access, conn, s["tape_id"]), file_text,
-                                    s.get("first_t"))
+                                    s.get("first_t"), near)
             if not _about(s["note"], span):
                 drop.add(s["tape_id"])
     if drop:  # notes whose code is elsewhere: the span only resembles it

@@ -671,7 +671,8 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
     sessions += _lineage_candidates(lineage_tapes, walked, trows, history_tapes, min_confidence, all)
     sessions, groups = _rank(sessions, evidence, walked, trows, producer_tapes, history_tapes)
     stats["sessions_total"] = len(sessions)
-    sessions = _cap_readers(sessions, groups, max_sessions, all)
+    sessions = _cap_readers(sessions, groups, max_sessions, all,
+                            {t for t, r in trows.items() if r.harness == "engram"})  # notes stay
 
     shown = WINDOW_SESSIONS if window_sessions is None else window_sessions
     out_sessions = _session_entries(conn, sessions, evidence, erows, trows, walked.paths_by_event,
@@ -847,13 +848,13 @@ def _rank(sessions: list[Candidate], evidence: dict[int, Evidence], walked: _Wal
 
 
 def _cap_readers(sessions: list[Candidate], groups: dict[int, int], max_sessions: int | None,
-                 show_all: bool) -> list[Candidate]:
+                 show_all: bool, keep: set[int] = frozenset()) -> list[Candidate]:
     """The ranked candidates with the readers and quoters (group 2) beyond the cap dropped (the
     cap: ``max_sessions``, else ``MAX_SESSIONS`` unless ``all``); never the producers or the
-    history behind them."""
+    history behind them, nor the tapes of ``keep`` (notes: ``engram.agents.notes``)."""
     limit = max_sessions if max_sessions is not None else (None if show_all else MAX_SESSIONS)
     if limit is not None:
-        readers = [s for s in sessions if groups[id(s)] == 2]
+        readers = [s for s in sessions if groups[id(s)] == 2 and s.tape not in keep]
         drop = {id(s) for s in readers[limit:]}
         sessions = [s for s in sessions if id(s) not in drop]
     return sessions
