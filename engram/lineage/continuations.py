@@ -424,12 +424,19 @@ def _continuation_of(conn: apsw.Connection, b: queries.TapeRow, text: TapeText, 
         score = 2.0 if explicit else base + sum(MARKER_BOOST.get(m, 0) for m in markers)
         if score < CONT_THRESHOLD:
             continue
-        cand = (round(score, ROUND), round(base, ROUND), a.last_t or "", a.tape_id, a, markers, hits)
-        if best is None or cand[:4] > best[:4]:
+        # a compaction summary is written as its session starts, right after the earlier part
+        # ran out of context: among the candidates whose tails hold enough of it, the one that
+        # ended just before comes first (in a busy project, sessions that read or edited the
+        # same file hold more of the code the summary quotes than the part it continues)
+        when = ((2 if "immediate" in markers else 1 if "soon" in markers else 0)
+                if "summary" in markers else 0)
+        cand = (when, round(score, ROUND), round(base, ROUND), a.last_t or "", a.tape_id, a,
+                markers, hits)
+        if best is None or cand[:5] > best[:5]:
             best = cand
     if best is None:
         return
-    score, _base, _, _, a, markers, hits = best
+    _when, score, _base, _, _, a, markers, hits = best
     score = min(1.0, score)
     if hits:
         anchor = max(hits, key=lambda e: (len(hits[e]), e))

@@ -716,8 +716,11 @@ def _walk(conn, evidence: dict[int, Evidence], conf_of: dict[int, float], erows,
     # the walk starts from the strongest evidence: producers first, then the best quotes (a
     # generic two-line span can match hundreds of events; its edge budget is bounded anyway)
     seeds = sorted(evidence.items(), key=lambda kv: (-kv[1].produced, -conf_of[kv[0]], kv[0]))
-    found = walk.walk(conn, {eid: conf_of[eid] for eid, _e in seeds[:MAX_WALK_SEEDS]},
-                      min_confidence=min_confidence, all=show_all)
+    seeds = seeds[:MAX_WALK_SEEDS]
+    # the producers' earlier parts and dispatchers are crossed however many tapes read the span
+    found = walk.walk(conn, {eid: conf_of[eid] for eid, _e in seeds},
+                      min_confidence=min_confidence, all=show_all,
+                      history={eid for eid, e in seeds if e.produced > 0})
     walked = walked._replace(lineage=found.get("lineage", []),
                              tombstones=found.get("tombstones", []),
                              truncated=found.get("truncated", walked.truncated))

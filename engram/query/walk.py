@@ -31,9 +31,14 @@ def continuation_neighbours(conn: apsw.Connection, tape_rowid: int) -> tuple[str
 
 def walk(conn: apsw.Connection, seeds: dict[int, float], *, min_confidence: float = 0.5,
          all: bool = False, max_depth: int = MAX_DEPTH, max_fanout: int = MAX_FANOUT,
-         max_edges: int = MAX_EDGES) -> dict:
+         max_edges: int = MAX_EDGES, history: set[int] | None = None) -> dict:
     """BFS backwards from ``seeds`` ({event id: confidence}) through lineage edges, then across
     continuation and dispatch rows of every tape reached. See the module docstring.
+
+    ``history``: seeds whose tapes' continuations and dispatches are crossed even past the
+    budget of tapes crossed (``CROSS_TAPES``), with the tapes the walk reaches from them (e.g.
+    explain's producers: among thousands of sessions, a popular span is read in more tapes than
+    the budget, and a producer's earlier part or dispatcher must not depend on how many).
 
     What a node contributes does not depend on the walk that reaches it, only on the index and
     the options: its edges, continuation rows and tombstones are prepared once per index version
@@ -50,6 +55,7 @@ def walk(conn: apsw.Connection, seeds: dict[int, float], *, min_confidence: floa
     tape_of = {e: starts[e][0] for e in seeds if starts[e][0] is not None}  # of a state event
     frontier = sorted(((e, starts[e][1]) for e in seeds), key=lambda n: (-seeds[n[0]], n[0]))
     visited = set(frontier)
+    prio = {e for e in history or () if e in seeds}
     depth = 0
     budget_hit = False
     while frontier and depth < max_depth and not budget_hit:
@@ -79,6 +85,8 @@ def walk(conn: apsw.Connection, seeds: dict[int, float], *, min_confidence: floa
                 if to in state:
                     continue
                 c = min(conf, c)
+                if node[0] in prio:
+                    prio.add(to)
                 state[to] = (c, path + [d], agent or agent_link)
                 tape_of[to] = to_tape
                 reached[to] = {"via": "lineage", "confidence": round(c, ROUND), "path": path + [d]}
@@ -89,7 +97,8 @@ def walk(conn: apsw.Connection, seeds: dict[int, float], *, min_confidence: floa
         frontier = nxt
     if frontier and depth >= max_depth:
         truncated["depth"] = True
-    _cross_tapes(conn, plans, state, tape_of, reached, lineage, truncated, max_edges)
+    _cross_tapes(conn, plans, state, tape_of, reached, lineage, truncated, max_edges,
+                 {tape_of[e] for e in prio if e in tape_of})
     tombs = [dict(t, range=list(t["range"])) for t in plans.tombstones(conn, state)]
     tombs.sort(key=lambda d: (d["t"] or "", d["tape_id"], d["offset"]))
     return {"lineage": lineage, "tombstones": tombs, "truncated": truncated, "reached": reached}
@@ -295,10 +304,16 @@ def _tomb_events(conn: apsw.Connection, ids) -> set[int]:
     return {e for e in ids if rows[e]}
 
 
+CROSS_TAPES = MAX_DEPTH * 8   # tapes whose continuation / dispatch rows a walk crosses
+
+
 def _cross_tapes(conn, plans: _Plans, state, tape_of, reached, lineage, truncated,
-                 max_edges) -> None:
-    """Cross continuation / dispatch rows from every tape reached (repeatedly: chains).
-    ``tape_of``: the tape row of each event in ``state`` (an event that is gone has none)."""
+                 max_edges, prio: set[int] | None = None) -> None:
+    """Cross continuation / dispatch rows from every tape reached (repeatedly: chains), the
+    strongest first, up to ``CROSS_TAPES`` tapes; past that, only the ``prio`` tapes and the
+    chains found from them. ``tape_of``: the tape row of each event in ``state`` (an event that
+    is gone has none)."""
+    prio = set() if prio is None else prio
     best_in_tape: dict[int, tuple[float, int]] = {}
     for eid, (c, _p, _a) in state.items():
         tid = tape_of.get(eid)
@@ -310,10 +325,15 @@ def _cross_tapes(conn, plans: _Plans, state, tape_of, reached, lineage, truncate
     todo = sorted(best_in_tape, key=lambda t: (-best_in_tape[t][0], t))
     seen = set(todo)
     steps = 0
-    while todo and steps < MAX_DEPTH * 8:
+    while todo:
         # one wave: the rows of every queued tape looked up together (the order of the queue,
         # and so the output, is that of popping tapes one by one)
-        wave, todo = todo[:MAX_DEPTH * 8 - steps], todo[MAX_DEPTH * 8 - steps:]
+        if steps >= CROSS_TAPES:  # past the budget: the prio tapes' chains alone
+            wave, todo = [t for t in todo if t in prio], []
+            if not wave:
+                break
+        else:
+            wave, todo = todo[:CROSS_TAPES - steps], todo[CROSS_TAPES - steps:]
         hops = plans.hops(conn, wave)
         for tid in wave:
             steps += 1
@@ -340,6 +360,8 @@ def _cross_tapes(conn, plans: _Plans, state, tape_of, reached, lineage, truncate
                 best_in_tape[from_tape] = (c, anchor)
                 seen.add(from_tape)
                 todo.append(from_tape)
+                if tid in prio:
+                    prio.add(from_tape)
 
 
 @functools.lru_cache(maxsize=1024)
