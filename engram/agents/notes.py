@@ -18,8 +18,8 @@ aside), or the file is gone: a *tombstone* (``stale: true, tombstone: true``).
 
 **Which spans show a note** (``annotate``): fingerprints find every span that *resembles* the
 note's code; explain keeps a note only where its lines are today — ``at`` overlapping the
-explained lines (fresh, or stale with half of its lines or more when in another file than the
-note's); a tombstone only on the note's own file.
+explained lines (fresh, or stale — with three quarters of its lines or more when in another file
+than the note's); a tombstone only on the note's own file.
 """
 
 from __future__ import annotations
@@ -344,8 +344,9 @@ def annotate(conn, result: dict, file_text: str | None) -> dict:
 
 def _about(note: dict, span: dict) -> bool:
     """Whether a note found by fingerprint is about ``span`` (the explained lines of a file):
-    its lines are found today where they overlap the span (fresh, or stale with at least half of
-    them kept); a tombstone only on the note's own file. Without a file span: always."""
+    its lines are found today where they overlap the span (fresh; stale in another file than the
+    note's: with three quarters of them kept — a similar function is not the noted code); a
+    tombstone only on the note's own file. Without a file span: always."""
     if not span.get("file") or not span.get("start"):
         return True
     at = note.get("at")
@@ -355,6 +356,6 @@ def _about(note: dict, span: dict) -> bool:
         return False
     ch = note.get("changed") or {}
     if note.get("stale") and note.get("file") != span["file"]:
-        return ch.get("lines_kept", 0) * 2 >= max(ch.get("lines_then", 1), 1)
+        return ch.get("lines_kept", 0) * 4 >= 3 * max(ch.get("lines_then", 1), 1)
     return True
 
