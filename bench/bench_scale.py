@@ -203,15 +203,22 @@ def cli_explain(repos: dict[str, Path], out: Path, env: dict, n: int) -> dict:
     spans = [x for x in json.loads((out / "truth" / "spans.json").read_text())
              if x["end"] - x["start"] >= 2]
     spans = random.Random(11).sample(spans, min(n, len(spans)))
-    ms, errors = [], []
+    import resource
+
+    def cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return (r.ru_utime + r.ru_stime) * 1000
+
+    ms, cpu_ms, errors = [], [], []
     for x in spans:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu()
         p = subprocess.run([exe, "explain", f"{x['file']}:{x['start']}-{x['end']}"],
                            cwd=repos[x["repo"]], env=env, capture_output=True)
         ms.append((time.perf_counter() - t0) * 1000)
+        cpu_ms.append(cpu() - c0)  # user + system: what a loaded machine's wall time hides
         if p.returncode:
             errors.append(p.stderr.decode()[-300:])
-    return {**summ(ms), "errors": errors[:3]}
+    return {**summ(ms), "cpu": summ(cpu_ms), "errors": errors[:3]}
 
 
 async def lsp(repo: Path, out: Path, env: dict, n: int, fresh: int) -> dict:
