@@ -72,11 +72,57 @@ def read_raw(path: Path) -> bytes:
         raise CorruptTape("tape file vanished or does not exist", path=str(path)) from None
     except OSError as e:
         raise CorruptTape(f"cannot read tape: {e.strerror or e}", path=str(path)) from None
-    raw = _decompress(data, size_limit(len(data)), path)
+    limit = size_limit(len(data))
+    if _large(data, limit):
+        _check_streamed(data, want, limit, path)
+    raw = _decompress(data, limit, path)
     got = xxhash.xxh3_128_hexdigest(raw)
     if got != want:
         raise CorruptTape(f"content hash {got} does not match the tape's name", path=str(path))
     return raw
+
+
+STREAM_CHECK_BYTES = 64 << 20
+"""A tape that may decompress to more than this is first checked as a stream (decompressed
+``_FEED`` bytes at a time, hashed, never held), so one that is not what its name says -- a zstd
+bomb padded to pass the ratio rule, a mis-named or truncated big tape from a tape source -- is
+refused in a few MiB instead of after holding up to ``MAX_TAPE_BYTES``; a tape that passes is
+then decompressed whole as usual (twice the CPU, for tapes this large only)."""
+
+
+def _large(data: bytes, limit: int) -> bool:
+    try:
+        declared = zstandard.frame_content_size(data)
+    except zstandard.ZstdError:
+        return False  # not zstd: ``_decompress`` says so
+    if declared >= 0:  # more than ``limit``: ``_decompress`` refuses it from the header
+        return STREAM_CHECK_BYTES < declared <= limit
+    return limit > STREAM_CHECK_BYTES
+
+
+def _check_streamed(data: bytes, want: str, limit: int, path: Path) -> None:
+    """Refuse a tape whose content is larger than ``limit``, does not end, or does not hash to
+    ``want``, without holding its content."""
+    try:
+        dobj = _decompressor().decompressobj()
+        h = xxhash.xxh3_128()
+        total = 0
+        for i in range(0, len(data), _FEED):
+            out = dobj.decompress(data[i:i + _FEED])
+            total += len(out)
+            if total > limit:
+                raise CorruptTape(f"tape decompresses to more than its {len(data)}-byte file "
+                                  f"may hold ({limit} bytes): a zstd bomb?", path=str(path))
+            h.update(out)
+            if dobj.eof:
+                break
+    except zstandard.ZstdError as e:
+        raise CorruptTape(f"corrupt or truncated zstd data: {e}", path=str(path)) from None
+    if not dobj.eof:
+        raise CorruptTape("truncated zstd data (the frame does not end)", path=str(path))
+    got = h.hexdigest()
+    if got != want:
+        raise CorruptTape(f"content hash {got} does not match the tape's name", path=str(path))
 
 
 def _decompress(data: bytes, limit: int, path: Path) -> bytes:
