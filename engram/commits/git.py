@@ -99,13 +99,13 @@ class Git:
         return out.split()
 
     def _check_revs(self, revs: list[str]) -> None:
+        if self.head_state()["empty"]:
+            raise GitError("the repository has no commits yet")
         for r in revs:
             for part in (r.split("...") if "..." in r else r.split("..")):
                 part = part.lstrip("^")
                 if part:
                     self.resolve(part)
-            if r == "HEAD" and self.head_state()["empty"]:
-                raise GitError("the repository has no commits yet")
 
     def parents(self, sha: str) -> list[str]:
         return self._run(["rev-list", "--parents", "-n", "1", sha]).split()[1:]
