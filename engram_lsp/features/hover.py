@@ -8,19 +8,18 @@ error. The card's format is in ``engram_lsp.render``.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from lsprotocol import types
 
 from engram_lsp import documents, render
+from engram_lsp.commits import SpanCommits
 from engram_lsp.params import lsp_range
 
 log = logging.getLogger(__name__)
 
 HOVER_BEFORE, HOVER_AFTER = 8, 6  # events read around the anchor to find the assistant's words
 NOTE_HARNESS = "engram"  # the harness of note tapes (``engram note``)
-COMMITS_WAIT_S = 0.25  # the hover waits this long for the span's commits (later hovers: cached)
 
 
 def hover_block(engine, backend, doc: documents.Doc, line: int):
@@ -56,26 +55,6 @@ def _notes(engine, doc, text, start, end) -> list[dict]:
     return [s["note"] for s in result.get("sessions") or [] if isinstance(s.get("note"), dict)]
 
 
-def span_commits(engine, backend, doc: documents.Doc, start: int, end: int) -> list[dict]:
-    """The commits that brought lines ``start``-``end`` in (``git blame`` of the file on disk),
-    cached per generation; none when the buffer has unsaved edits (its lines are not git's)."""
-    if doc.text is not None:
-        try:
-            if engine.read_file(doc.path) != doc.text:
-                return []
-        except Exception:
-            return []
-
-    def compute() -> list[dict]:
-        try:
-            return engine.span_commits(doc.file, start, end).get("commits") or []
-        except Exception as exc:  # not a git repository, git missing, ...: no commits line
-            log.debug("span_commits failed for %s: %s", doc.file, exc)
-            return []
-
-    return backend.cached(("commits", doc.uri, doc.version, start, end), compute)
-
-
 def _with_window(engine, doc, text, start, end, top: dict) -> dict:
     """The best session with a window holding the request and the assistant's nearest words.
 
@@ -109,6 +88,8 @@ def _with_window(engine, doc, text, start, end, top: dict) -> dict:
 
 
 def register(server) -> None:
+    server.span_commits = SpanCommits()
+
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     async def hover(ls, params: types.HoverParams) -> dict | None:
         if not ls.settings.hover_enabled or not params.text_document.uri.startswith("file:"):
@@ -120,7 +101,8 @@ def register(server) -> None:
         )
         if not block or not block.get("sessions"):
             return None
-        block = {**block, "commits": await _commits(ls, backend, doc, start, end)}
+        # the commits known for the block (never waited for: see ``engram_lsp.commits``)
+        block = {**block, "commits": ls.span_commits.get(backend, doc, start, end)}
         # a ``Hover`` as JSON (written out as it is, see ``server.EngramProtocol``)
         return {
             "contents": {
@@ -130,16 +112,3 @@ def register(server) -> None:
             "range": lsp_range(start, end),
         }
 
-
-async def _commits(ls, backend, doc, start: int, end: int) -> list[dict]:
-    """The span's commits if they are known within ``COMMITS_WAIT_S`` (a commit seen for the
-    first time is attributed once, then cached in the index: a later hover shows it)."""
-    job = asyncio.ensure_future(ls.run(span_commits, backend, doc, start, end, quiet=list))
-    try:
-        return await asyncio.wait_for(asyncio.shield(job), COMMITS_WAIT_S)
-    except TimeoutError:
-        job.add_done_callback(lambda j: j.cancelled() or j.exception())
-        return []
-    except Exception:
-        log.debug("commits for the hover failed", exc_info=True)
-        return []

@@ -1,0 +1,79 @@
+"""The commits that brought a span in, for the hover, computed off the hover's path.
+
+``git blame`` and the attribution of a commit Engram has not seen yet take from tens of
+milliseconds to seconds, far more than a hover may (≤ 10 ms): the hover shows the commits already
+known for the block and, when there are none yet, asks for them in the background
+(``Engine.span_commits`` on the background thread); the next hover on the block shows them. Known
+answers are kept per file state (path, size, modification time) and line range, in a small LRU;
+a buffer with unsaved edits gets none (its lines are not the ones git knows).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import OrderedDict
+
+log = logging.getLogger(__name__)
+
+_SIZE = 512
+
+
+class SpanCommits:
+    def __init__(self) -> None:
+        self._known: OrderedDict[tuple, list[dict]] = OrderedDict()
+        self._pending: set[tuple] = set()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(doc, start: int, end: int) -> tuple | None:
+        """The file's state and the range, or None when the buffer differs from the file."""
+        try:
+            st = os.stat(doc.path)
+        except (OSError, ValueError):
+            return None
+        if doc.text is not None:
+            if len(doc.text.encode("utf-8", "surrogatepass")) != st.st_size:
+                return None
+            try:
+                with open(doc.path, encoding="utf-8", errors="surrogateescape") as f:
+                    if f.read() != doc.text:
+                        return None
+            except OSError:
+                return None
+        return (str(doc.path), st.st_size, st.st_mtime_ns, start, end)
+
+    def get(self, backend, doc, start: int, end: int) -> list[dict]:
+        """The commits known for lines ``start``-``end`` of ``doc`` (maybe none yet); asks for
+        them in the background when they are not known."""
+        key = self.key(doc, start, end)
+        if key is None:
+            return []
+        with self._lock:
+            hit = self._known.get(key)
+            if hit is not None:
+                self._known.move_to_end(key)
+                return hit
+            if key in self._pending:
+                return []
+            self._pending.add(key)
+        try:
+            backend.background(self._compute, backend, doc.file, key)
+        except RuntimeError:  # shutting down
+            with self._lock:
+                self._pending.discard(key)
+        return []
+
+    def _compute(self, backend, file: str, key: tuple) -> None:
+        commits: list[dict] = []
+        try:
+            engine = backend.open()
+            commits = engine.span_commits(file, key[3], key[4]).get("commits") or []
+        except Exception as exc:  # not a git repository, git missing, ...: no commits line
+            log.debug("span_commits failed for %s: %s", file, exc)
+        with self._lock:
+            self._pending.discard(key)
+            self._known[key] = commits
+            while len(self._known) > _SIZE:
+                self._known.popitem(last=False)
