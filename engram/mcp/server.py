@@ -137,11 +137,13 @@ def build(app: EngramMCP) -> Server:
         return types.ReadResourceResult(contents=[types.TextResourceContents(
             uri=uri, mime_type="application/json", text=text)])
 
-    return Server("engram", version=__version__, instructions=INSTRUCTIONS,
-                  on_list_tools=on_list_tools, on_call_tool=on_call_tool,
-                  on_list_resources=on_list_resources,
-                  on_list_resource_templates=on_list_resource_templates,
-                  on_read_resource=on_read_resource)
+    server = Server("engram", version=__version__, instructions=INSTRUCTIONS,
+                    on_list_tools=on_list_tools, on_call_tool=on_call_tool,
+                    on_list_resources=on_list_resources,
+                    on_list_resource_templates=on_list_resource_templates,
+                    on_read_resource=on_read_resource)
+    server.middleware.clear()  # no OpenTelemetry span per message: nothing here exports them
+    return server
 
 
 async def _serve(app: EngramMCP) -> None:

@@ -8,6 +8,7 @@ before any call (``check``): a missing or wrong-typed argument is a one-line err
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -153,14 +154,19 @@ def available(engine_cls) -> list[str]:
     return [n for n in TOOLS if n not in OPTIONAL or callable(getattr(engine_cls, n, None))]
 
 
+@functools.cache
+def _validator(name: str):
+    """The schema's validator, built once per tool (building one costs ~10 ms)."""
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(TOOLS[name][1])
+
+
 def check(name: str, args: dict | None) -> dict:
     """The arguments of tool ``name`` validated against its schema; ``ValueError`` with one
     line naming the first problem."""
-    import jsonschema
-
-    schema = TOOLS[name][1]
     args = {} if args is None else args
-    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(args),
+    errors = sorted(_validator(name).iter_errors(args),
                     key=lambda e: (list(e.absolute_path), e.message))
     if errors:
         e = errors[0]
