@@ -101,10 +101,9 @@ def _verify(tee: _Tee, size: int, tape_id: str, name: str, max_tape_bytes: int) 
     if declared > cap:
         raise CorruptTape(f"tape declares {declared} bytes of content, more than the "
                           f"{cap} allowed: a zstd bomb?", path=name)
-    # a frame that declares its size cannot make more (libzstd checks it block by block), so it
-    # is fed in big pieces; one that does not is fed ``_FEED`` bytes at a time: one such step
-    # yields at most 8 MiB (a 4-byte RLE block makes 128 KiB)
-    feed = IN_CHUNK if declared >= 0 else _FEED
+    # fed ``_FEED`` bytes at a time: one step yields at most 8 MiB (a 4-byte RLE block makes
+    # 128 KiB), whatever the frame declares (libzstd only bounds the total by the declared size)
+    feed = _FEED
     dobj = zstandard.ZstdDecompressor().decompressobj()
     h = xxhash.xxh3_128()
     total = 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +30,7 @@ META = {"k": "meta", "t": "2026-01-05T09:00:00.000Z", "harness": "claude_code",
 MISNAMED = "0123456789abcdef0123456789abcdef"
 BOMB = xxhash.xxh3_128_hexdigest(b"bomb")
 DBOMB = xxhash.xxh3_128_hexdigest(b"declared bomb")
+PBOMB = xxhash.xxh3_128_hexdigest(b"padded bomb")
 
 
 def at(tid: str) -> str:
@@ -41,6 +43,23 @@ def _events(label: str) -> list[dict]:
             {"k": "msg.in", "t": "2026-01-05T09:00:01.000Z", "text": f"hello from {label}"},
             {"k": "code.edit", "t": "2026-01-05T09:00:02.000Z", "file": "/home/x/repo/ok.py",
              "after": "def shared_helper(value):\n    return value * 42 + len(str(value))\n"}]
+
+
+def _padded_bomb() -> bytes:
+    """A meta line and 480 MiB of zero bytes, size declared, followed by a ~5 MiB skippable frame
+    so that its file passes the reader's ratio rule (at most 100 bytes of content per byte of
+    file): only the hash check can refuse it."""
+    head = json.dumps(META).encode() + b"\n"
+    n = 480 << 20
+    buf = io.BytesIO()
+    with zstandard.ZstdCompressor(level=1).stream_writer(buf, size=len(head) + n,
+                                                         closefd=False) as w:
+        w.write(head)
+        zero = bytes(1 << 20)
+        for _ in range(n >> 20):
+            w.write(zero)
+    pad = n // 100 + 4096
+    return buf.getvalue() + struct.pack("<II", 0x184D2A50, pad) + bytes(pad)
 
 
 def _bomb(declared: bool) -> bytes:
@@ -72,6 +91,7 @@ def hostile(tmp_path_factory) -> dict[str, bytes]:
             at(trunc.tape_id): tb[:len(tb) // 2],
             at(BOMB): _bomb(declared=False),
             at(DBOMB): _bomb(declared=True),
+            at(PBOMB): _padded_bomb(),
             at("f" * 32): b"\x00garbage, not zstd",
             "README.md": b"not a tape",
             f"{good.tape_id[2:4]}/{good.tape_id}.jsonl.zst": good.path.read_bytes(),  # wrong place
@@ -122,6 +142,7 @@ def test_pull_contains_a_hostile_ref(tmp_path, hostile):
     assert res["new"] == 1 and res["ingest"]["tapes_indexed"] == 1
     rejected = {r["path"].rpartition(":")[2]: r["error"] for r in res["rejected"]}
     expected = {at(bomb): "decompresses to more", at(dbomb): "declares",
+                at(PBOMB): "does not match the tape's name",
                 at(MISNAMED): "does not match the tape's name", at(trunc): "truncated",
                 at("f" * 32): "not zstd", "README.md": "not a tape at its place",
                 f"{good[2:4]}/{good}.jsonl.zst": "not a tape at its place",
