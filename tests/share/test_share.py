@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import stat
+import sys
 import time
 from pathlib import Path
 
@@ -302,3 +303,31 @@ def test_pulled_tapes_are_not_pushed_again_elsewhere(tmp_path):
     res = carol.json("push", "fork")
     assert (res["pushed"], res["tapes"]) == (0, [])
     assert remote_tapes(fork) == []
+
+
+def test_a_stale_push_is_rejected_then_fetches_unions_and_retries(tmp_path):
+    """Dave builds his commit on the ref as he fetched it; before it goes out, his own pre-push
+    hook lets Erin push first (real hooks, real processes). The remote refuses Dave's push (not a
+    fast-forward); Dave fetches, adds his tapes to Erin's and pushes again."""
+    remote = bare_remote(tmp_path)
+    dave, erin = Clone(tmp_path, "dave", remote), Clone(tmp_path, "erin", remote)
+    for i, c in enumerate((dave, erin)):
+        for j in range(3):
+            c.world.session(session_id=f"{i + 5:08d}-0000-0000-0000-{j:012d}") \
+                .user(f"part {j}").write(f"src/p{i}_{j}.py", f"def p_{i}_{j}():\n    return {j}\n") \
+                .save()
+        c.json("ingest", "--seal")
+    mark = tmp_path / "erin-pushed"
+    env = " ".join(f"{k}={v}" for k, v in (("HOME", erin.home), ("ENGRAM_HOME", erin.engram_home)))
+    hook = dave.root / ".git" / "hooks" / "pre-push"
+    hook.write_text(f"#!/bin/sh\ncat >/dev/null\nif [ ! -e {mark} ]; then touch {mark}; "
+                    f"cd {erin.root} && env -u GIT_DIR {env} {sys.executable} -m engram.cli push "
+                    f">{tmp_path / 'erin.json'} 2>&1; fi\nexit 0\n")
+    hook.chmod(0o755)
+    res = dave.json("push")
+    erin_res = json.loads((tmp_path / "erin.json").read_text())
+    assert erin_res["pushed"] == 3 and erin_res["retries"] == 0
+    assert res["pushed"] == 3 and res["retries"] == 1 and res["on_remote"] == 6
+    assert set(remote_tapes(remote)) == _in_repo_tapes(dave) | _in_repo_tapes(erin)
+    subjects = git("log", "--format=%an %s", "refs/engram/tapes", cwd=remote).stdout.split("\n")
+    assert subjects[:2] == ["dave engram: 3 tapes", "erin engram: 3 tapes"]
