@@ -25,6 +25,7 @@ than the note's); a tombstone only on the note's own file.
 from __future__ import annotations
 
 import difflib
+import functools
 from pathlib import Path
 
 import orjson
@@ -188,6 +189,14 @@ def _norm(text: str) -> list[str]:
     return lines
 
 
+@functools.lru_cache(maxsize=8)
+def _file_keys(file_text: str) -> tuple[list[str], list[str]]:
+    """A file's lines (trailing blanks cut) and their keys (``_key``), memoised: a brief or an
+    explain locates several notes in one file."""
+    raw = [ln.rstrip() for ln in file_text.split("\n")]
+    return raw, [_key(x) for x in raw]
+
+
 def _key(line: str) -> str:
     return " ".join(line.split())
 
@@ -207,21 +216,23 @@ def locate(span_text: str, file_text: str | None, near: tuple[int, int] | None =
                 "changed": {"reason": "the file is gone"}}
     if not want_raw:
         return {"stale": False, "tombstone": False, "at": None, "changed": None}
-    have_raw = [ln.rstrip() for ln in file_text.split("\n")]
+    have_raw, have = _file_keys(file_text)
     # lines compared with their whitespace collapsed: re-indented code has not changed
-    want, have = [_key(x) for x in want_raw], [_key(x) for x in have_raw]
+    want = [_key(x) for x in want_raw]
     n = len(want)
     centre = (near[0] + near[1]) / 2 - 1 if near else 0.0
     exact = [i for i, ln in enumerate(have) if ln == want[0] and have[i:i + n] == want]
     if exact:
         i = min(exact, key=lambda i: (abs(i + (n - 1) / 2 - centre), i)) if near else exact[0]
         return {"stale": False, "tombstone": False, "at": [i + 1, i + n], "changed": None}
-    found = _best_region(want, have, 0)
-    if near:  # the same search in a window around the expected place: kept on a tie
+    found = None
+    if near:  # first in a window around the expected place: kept when it holds half the lines
         lo = max(0, int(near[0]) - 1 - 2 * n)
-        local = _best_region(want, have[lo:int(near[1]) + 2 * n], lo)
-        if local is not None and (found is None or local[2] >= found[2]):
-            found = local
+        found = _best_region(want, have[lo:int(near[1]) + 2 * n], lo)
+    if found is None or found[2] * 2 < n:  # else the whole file; the window wins a tie
+        whole = _best_region(want, have, 0)
+        if whole is not None and (found is None or whole[2] > found[2]):
+            found = whole
     if found is None:
         return {"stale": True, "tombstone": True, "at": None,
                 "changed": {"reason": "none of the note's lines is in the file any more",
