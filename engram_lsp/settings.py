@@ -28,6 +28,8 @@ Keys (camelCase as in the editor; every one optional)::
     watch: {enabled: bool, debounceMs: int}                 (true, 200)
     ingestOnStartup: bool     ingest in the background when the server starts (true)
     showNotifications: "off" | "onError" | "always"         ("onError")
+    sharing: {autoPull: bool, pullInterval: seconds ≥ 60}    pull the team's tapes in the
+                              background (Engram's config: false, 600); the server never pushes
 """
 
 from __future__ import annotations
@@ -68,6 +70,8 @@ class Settings:
     debounce_ms: int = _default("watch.debounceMs")
     ingest_on_startup: bool = _default("ingestOnStartup")
     show_notifications: str = _default("showNotifications")
+    auto_pull: bool | None = None  # None: Engram's config (``sharing.autoPull``, default false)
+    pull_interval: float | None = None  # None: Engram's config (``sharing.pullInterval``, 600 s)
 
     def engine_key(self) -> tuple:
         """The settings that require a new Engine (and a re-ingest) when they change.
@@ -114,6 +118,8 @@ _FIELDS = {
     "watch.debounceMs": "debounce_ms",
     "ingestOnStartup": "ingest_on_startup",
     "showNotifications": "show_notifications",
+    "sharing.autoPull": "auto_pull",
+    "sharing.pullInterval": "pull_interval",
 }
 
 

@@ -43,9 +43,11 @@ async def _startup(ls) -> None:
     """Configuration, then the index, then ingest and watching — all off the request path."""
     await settings.pull(ls)
     await ls.indexer.start()
+    from engram_lsp.puller import pull_loop
     from engram_lsp.server import collect_when_idle
 
     _keep(asyncio.ensure_future(collect_when_idle(ls)))
+    _keep(asyncio.ensure_future(pull_loop(ls)))  # sharing.autoPull (never pushes)
 
 
 _TASKS: set[asyncio.Future] = set()

@@ -34,6 +34,7 @@ def server_status(ls) -> dict:
         "memory": backend.postings_status(),
         "warming": backend.warming(),
         "heap_kept": heap.kept(),
+        "pull": getattr(ls, "pull_state", None),  # sharing.autoPull (engram_lsp.puller)
         "settings": {
             "codeLens": {
                 "enabled": ls.settings.code_lens_enabled,

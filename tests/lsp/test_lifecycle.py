@@ -13,8 +13,6 @@ from lsp_helpers import start_raw as _start_raw
 from lsprotocol import types
 from waiting import async_wait_until
 
-from engram.paths import index_dir
-
 pytestmark = pytest.mark.e2e
 
 
@@ -29,7 +27,8 @@ async def test_initialize_answers_at_once_and_advertises_features(lsp, ws):
     assert client.init_result.server_info.name == "engram-lsp"
     status = await wait_indexed(client)
     assert status.server.root == str(ws.root)
-    assert status.index.startswith(str(index_dir()))
+    # the machine's one index, under the server's ENGRAM_HOME (the workspace's, not this process's)
+    assert status.index == str(ws.engram_home / "index" / "index.sqlite")
 
 
 async def test_startup_ingest_reports_progress_then_refreshes_lenses(lsp, ws):

@@ -13,6 +13,8 @@ export interface EngramSettings {
     window: { before: number; after: number; sessions: number };
     minConfidence: number;
     showNotifications: NotificationLevel;
+    /** Unset (undefined): Engram's config files decide (`sharing.autoPull`, `sharing.pullInterval`). */
+    sharing: { autoPull?: boolean; pullInterval?: number };
 }
 
 /** What the server receives as `initializationOptions`, in `workspace/didChangeConfiguration` and as
@@ -24,6 +26,7 @@ export interface ServerSettings {
     codeLens: { enabled: boolean; minSessions: number };
     hover: { enabled: boolean };
     showNotifications: NotificationLevel;
+    sharing?: { autoPull?: boolean; pullInterval?: number };
 }
 
 export const DEFAULTS: EngramSettings = {
@@ -33,6 +36,7 @@ export const DEFAULTS: EngramSettings = {
     window: { before: 3, after: 3, sessions: 3 },
     minConfidence: 0.5,
     showNotifications: 'onError',
+    sharing: {},
 };
 
 /** The subset of `vscode.WorkspaceConfiguration` this module needs. */
@@ -88,7 +92,22 @@ export function readSettings(config: ConfigReader, vars: PathVariables = {}): En
         showNotifications: LEVELS.includes(level as NotificationLevel)
             ? (level as NotificationLevel)
             : DEFAULTS.showNotifications,
+        sharing: readSharing(config),
     };
+}
+
+/** `engram.sharing.*`: only what the user set (null or unset leaves it to Engram's config). */
+function readSharing(config: ConfigReader): EngramSettings['sharing'] {
+    const out: EngramSettings['sharing'] = {};
+    const autoPull = config.get<unknown>('sharing.autoPull');
+    if (typeof autoPull === 'boolean') {
+        out.autoPull = autoPull;
+    }
+    const interval = config.get<unknown>('sharing.pullInterval');
+    if (typeof interval === 'number' && Number.isFinite(interval)) {
+        out.pullInterval = Math.max(60, interval);
+    }
+    return out;
 }
 
 export function toServerSettings(settings: EngramSettings): ServerSettings {
@@ -98,6 +117,7 @@ export function toServerSettings(settings: EngramSettings): ServerSettings {
         codeLens: { ...settings.codeLens },
         hover: { ...settings.hover },
         showNotifications: settings.showNotifications,
+        ...(Object.keys(settings.sharing).length ? { sharing: { ...settings.sharing } } : {}),
     };
 }
 

@@ -128,6 +128,8 @@ describe('readSettings', () => {
                 'window.sessions': 10,
                 minConfidence: 1.7,
                 showNotifications: 'always',
+                'sharing.autoPull': true,
+                'sharing.pullInterval': 5,
             }),
             { userHome: '/home/u', workspaceFolder: '/ws' },
         );
@@ -138,6 +140,7 @@ describe('readSettings', () => {
             window: { before: 7, after: 0, sessions: 10 },
             minConfidence: 1,
             showNotifications: 'always',
+            sharing: { autoPull: true, pullInterval: 60 },
         });
     });
 
@@ -160,6 +163,12 @@ describe('toServerSettings', () => {
             hover: { enabled: true },
             showNotifications: 'onError',
         });
+    });
+    it('sends sharing.* only when the user set them (else Engram\'s config decides)', () => {
+        const unset = toServerSettings(readSettings(config({ 'sharing.autoPull': null })));
+        assert.equal('sharing' in unset, false);
+        const set = toServerSettings(readSettings(config({ 'sharing.autoPull': true, 'sharing.pullInterval': 120 })));
+        assert.deepEqual(set.sharing, { autoPull: true, pullInterval: 120 });
     });
 });
 
