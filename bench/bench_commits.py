@@ -42,7 +42,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 CORPUS = HERE / "corpus" / "full"
 CWD_BASE = "/home/dev/src/"
-HAND_EVERY = 25
+HAND_EVERY = 8
 SQUASH = 5
 REBASE = 4
 HAND = "hand"

@@ -33,8 +33,10 @@ from engram.query.history import BLAME_MIN
 
 log = logging.getLogger(__name__)
 
-VERSION = 5                 # bump when the attribution rules change: cached rows are recomputed
+VERSION = 6                 # bump when the attribution rules change: cached rows are recomputed
 MAX_BLAME_BYTES = 4 << 20   # review reads final files up to this size
+STRAY_LINES = 2             # see _stray_lines
+STRAY_SHARE = 0.2
 EVIDENCE = 0.5              # share of the expected indexed k-grams a line must show to have a session
 
 
@@ -132,6 +134,7 @@ def _line_owners(conn, ds: list[diff.CommitDiff], tapes: _TapeInfo) -> dict[str,
         if not own_sessions[d.sha]:
             own_sessions[d.sha] |= set(fp.values())
     out: dict[str, dict] = {}
+    alt: dict[str, dict] = {}
     for d, path, run, lh, edits, exact, stripped, fp in per_run:
         mine = own_sessions[d.sha]
         carried = _line_writers(run, lh, {e for e in edits if tid_of[edit_tape[e]] in mine},
@@ -140,7 +143,33 @@ def _line_owners(conn, ds: list[diff.CommitDiff], tapes: _TapeInfo) -> dict[str,
                   **{n: (t, "log") for d_ in (stripped, carried, exact) for n, t in d_.items()}}
         if owners:
             out.setdefault(d.sha, {}).setdefault(path, {}).update(owners)
+            alt.setdefault(d.sha, {}).setdefault(path, {}).update(carried)
+    for sha, files in out.items():
+        _stray_lines(files, alt.get(sha, {}))
     return out
+
+
+def _stray_lines(files: dict[str, dict[int, tuple[str, str]]], carried: dict[str, dict[int, str]]) -> None:
+    """A session with at most ``STRAY_LINES`` lines of a commit, under ``STRAY_SHARE`` of its agent
+    lines, beside a session with more, is mostly a common line it once wrote that the commit's main
+    session carried (``import os``, ``return None``): such a line goes to the session that carried
+    it."""
+    from collections import Counter as _C
+
+    count = _C(t for lines in files.values() for t, _r in lines.values())
+    total = sum(count.values())
+    if len(count) < 2:
+        return
+    stray = {t for t, n in count.items() if n <= STRAY_LINES and n < STRAY_SHARE * total}
+    if not stray or stray == set(count):
+        return
+    for path, lines in files.items():
+        for n, (t, _rule) in list(lines.items()):
+            if t not in stray:
+                continue
+            other = carried.get(path, {}).get(n)
+            if other is not None and other not in stray:
+                lines[n] = (other, "log")
 
 
 def _path_edits(conn, paths: set[str]) -> dict[str, dict[int, int]]:
