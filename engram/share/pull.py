@@ -53,7 +53,7 @@ def pull(root: Path, config, *, remote: str | None = None, dest: Path | None = N
     "rejected": [{"path", "error"}], "dir", "elapsed_s"}`` (``elapsed_s``: the one timing)."""
     t0 = time.perf_counter()
     git = open_repo(root)
-    remote = remote_of(config, remote)
+    remote = remote_of(config, remote, git)
     dest = paths.private_dir(dest or pulled_dir())
     with _locked(git, "pull.lock"):
         tip = fetch_ref(git, remote)

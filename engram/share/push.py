@@ -48,9 +48,45 @@ _RETRYABLE = ("fetch first", "non-fast-forward", "stale info", "failed to update
               "failed to lock", "cannot lock ref", "incorrect old value", "reference already exists")
 
 
-def remote_of(config, remote: str | None) -> str:
-    """The remote to use: as given, else ``sharing.remote``, else ``origin``."""
-    return check_remote(remote or getattr(config, "sharing_remote", None) or "origin")
+def remote_of(config, remote: str | None, git: Git | None = None) -> str:
+    """The remote to use: as given, else ``sharing.remote``, else ``origin``.
+
+    ``sharing.remote`` may come from the repository's committed ``.engram/config.yml``, which
+    anyone who can commit may change: so a configured value is used only when it names one of this
+    clone's git remotes (or one's URL), or when the private ``$ENGRAM_HOME/config.yml`` sets it.
+    Otherwise one commit could send everyone's tapes to a repository of its author's choosing."""
+    if remote:
+        return check_remote(remote)
+    configured = getattr(config, "sharing_remote", None)
+    if not configured:
+        return "origin"
+    check_remote(configured)
+    if git is None or configured == _private_setting() or _is_remote(git, configured):
+        return configured
+    raise ShareError(f"sharing.remote is {configured!r}, which is not a remote of this clone; "
+                     f"add it (git remote add NAME URL) and set sharing.remote to NAME, set it in "
+                     f"$ENGRAM_HOME/config.yml, or name the remote on the command line")
+
+
+def _is_remote(git: Git, value: str) -> bool:
+    names = git.out("remote").split()
+    if value in names:
+        return True
+    urls = git.run("config", "--get-regexp", r"^remote\..*\.(push)?url$", check=False).stdout
+    return value in {ln.partition(" ")[2] for ln in urls.splitlines()}
+
+
+def _private_setting() -> str | None:
+    """``sharing.remote`` as the private, machine-wide config file sets it (None if it does not)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load((paths.user_dir() / "config.yml").read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return None
+    sharing = data.get("sharing") if isinstance(data, dict) else None
+    value = sharing.get("remote") if isinstance(sharing, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def tape_path(tape_id: str) -> str:
@@ -93,7 +129,7 @@ def push(root: Path, config, conn=None, *, remote: str | None = None, dry_run: b
     t0 = time.perf_counter()
     git = open_repo(root)
     root = git.repo
-    remote = remote_of(config, remote)
+    remote = remote_of(config, remote, git)
     with _locked(git, "push.lock") as work:
         result = _push_locked(git, root, config, conn, remote, dry_run, retries, work)
     result["elapsed_s"] = round(time.perf_counter() - t0, 3)

@@ -331,3 +331,25 @@ def test_a_stale_push_is_rejected_then_fetches_unions_and_retries(tmp_path):
     assert set(remote_tapes(remote)) == _in_repo_tapes(dave) | _in_repo_tapes(erin)
     subjects = git("log", "--format=%an %s", "refs/engram/tapes", cwd=remote).stdout.split("\n")
     assert subjects[:2] == ["dave engram: 3 tapes", "erin engram: 3 tapes"]
+
+
+def test_a_committed_sharing_remote_must_be_a_remote_of_the_clone(team, tmp_path):
+    """A commit that sets sharing.remote in .engram/config.yml to a repository of its author's
+    choosing does not make anyone's push go there."""
+    remote, alice, _bob, _outside = team
+    elsewhere = tmp_path / "attacker.git"
+    git("init", "--quiet", "--bare", str(elsewhere), cwd=tmp_path)
+    (alice.root / ".engram").mkdir(exist_ok=True)
+    (alice.root / ".engram" / "config.yml").write_text(f"sharing:\n  remote: {elsewhere}\n")
+    alice.world.session().user("write").write("src/alpha.py", ALPHA).save()
+    alice.json("ingest", "--seal")
+    for cmd in ("push", "pull"):
+        run = alice.engram(cmd, check=False)
+        assert run.returncode == 1 and "not a remote of this clone" in run.stderr, run.stderr
+        assert run.stderr.count("\n") == 1
+    assert remote_tapes(elsewhere) == [] and remote_tapes(remote) == []
+    alice.git("remote", "add", "transcripts", str(elsewhere))  # the user's own decision
+    assert alice.json("push")["pushed"] == 1  # its URL is now a remote of the clone
+    (alice.root / ".engram" / "config.yml").write_text("sharing:\n  remote: transcripts\n")
+    assert alice.json("push", "--dry-run")["remote"] == "transcripts"
+    assert len(remote_tapes(elsewhere)) == 1 and remote_tapes(remote) == []
