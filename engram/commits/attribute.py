@@ -28,6 +28,7 @@ import numpy as np
 from engram import fingerprint
 from engram.commits import cache, diff
 from engram.commits.git import Git
+from engram.fingerprint import winnow
 from engram.index import queries, schema, store
 from engram.query.history import BLAME_MIN
 
@@ -88,10 +89,12 @@ def _line_owners(conn, ds: list[diff.CommitDiff], tapes: _TapeInfo) -> dict[str,
                 continue
             for run in _runs(f):
                 text = "\n".join(t for _n, t, _a in run)
-                kg, first = fingerprint.all_kgrams(text, k)
-                if not len(kg):
+                # one tokenising pass: the k-grams of the tokens are ``all_kgrams(text, k)``
+                tok, tok_line = fingerprint.text_tokens(text)
+                if len(tok) < k:
                     continue
-                _tok, tok_line = fingerprint.text_tokens(text)
+                kg = winnow._kgram_hashes(tok, k)
+                first = tok_line[:len(kg)]
                 last = np.asarray(tok_line[k - 1:k - 1 + len(kg)], dtype=np.int64)
                 pieces.append((d, f.path, run, np.asarray(kg, np.int64), np.asarray(first, np.int64), last))
     if not pieces:
