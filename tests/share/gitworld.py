@@ -61,10 +61,10 @@ class Clone:
         return {**os.environ, "HOME": str(self.home), "ENGRAM_HOME": str(self.engram_home),
                 "ENGRAM_NO_PROGRESS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 
-    def engram(self, *argv: str, check: bool = True, timeout: float = DEADLINE_S
-               ) -> subprocess.CompletedProcess:
+    def engram(self, *argv: str, check: bool = True, timeout: float = DEADLINE_S,
+               input: str | None = None) -> subprocess.CompletedProcess:
         p = subprocess.run([sys.executable, "-m", "engram.cli", *argv], cwd=self.root, text=True,
-                           capture_output=True, env=self.env(), timeout=timeout)
+                           capture_output=True, env=self.env(), timeout=timeout, input=input)
         if check:
             assert p.returncode == 0, (argv, p.stderr)
         return p
@@ -74,8 +74,8 @@ class Clone:
                                 text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 env=self.env())
 
-    def json(self, *argv: str):
-        return json.loads(self.engram(*argv).stdout)
+    def json(self, *argv: str, input: str | None = None):
+        return json.loads(self.engram(*argv, input=input).stdout)
 
     def git(self, *args: str, **kw) -> subprocess.CompletedProcess:
         return git(*args, cwd=self.root, env=self.env(), **kw)

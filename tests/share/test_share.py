@@ -163,6 +163,12 @@ def test_concurrent_pushes_union(tmp_path):
     # one line of history per successful push, the second on top of the first
     log = git("log", "--format=%s", "refs/engram/tapes", cwd=remote).stdout.split("\n")
     assert log[:2] == ["engram: 3 tapes", "engram: 3 tapes"]
+    # a third clone, with no logs, explains what both wrote
+    frank = Clone(tmp_path, "frank", remote)
+    assert frank.json("pull")["new"] == 6
+    for i in (0, 1):
+        ans = frank.json("explain", "--stdin", input=f"def part_{i}_2(x):\n    return x * {i * 10 + 2} + 1\n")
+        assert ans["sessions"][0]["session"] == f"{i + 1:08d}-0000-0000-0000-000000000002"
 
 
 def test_pre_receive_rejection_quotes_the_hook(team):
