@@ -36,13 +36,12 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
-import apsw
 import numpy as np
 
 from engram import fingerprint
 from engram.errors import BadSpan
 from engram.files import read_text_file
-from engram.index import queries, schema, store
+from engram.index import postings, queries, schema, store
 from engram.query import walk
 
 CONTENT_MIN = 0.6          # share of an event's text found in today's file to count for trace
@@ -260,10 +259,19 @@ def _posting_pairs(conn, uq: np.ndarray, keep: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     keys = queries.index_keys(uq)
     want = np.unique(keys[keep])
-    packed = conn.execute(
-        "SELECT group_concat((hash << 32) | block) FROM fingerprints WHERE hash IN carray(?)",
-        (apsw.carray(queries._i64(want)),)).fetchone()[0]
-    codes = np.fromstring(packed, dtype=np.int64, sep=",") if packed else np.zeros(0, np.int64)
+    # from the postings a long-running process holds in memory when it does (the language
+    # server: ``engram.index.postings``), else from SQLite; the same codes either way
+    cache = postings._cache(conn)
+    with cache.lock:
+        own = not conn.in_transaction
+        if own:
+            conn.execute("BEGIN")
+        try:
+            cache.check(conn)
+            codes, _kid = postings._postings(conn, want, cache)
+        finally:
+            if own:
+                conn.execute("COMMIT")
     col = np.searchsorted(keys, codes >> 32, "right") - 1  # the largest hash with that key
     return np.unique((col << 32) | (codes & _LO32))
 
