@@ -37,11 +37,15 @@ def load(conn, repo: str, shas: list[str], version: int) -> dict[str, dict]:
     if not rows:
         return {}
     low = min(t for t, _c, _d in rows.values())
-    late_ids = dict(conn.execute("SELECT id, first_t FROM tapes WHERE id > ?", (low,)).fetchall())
+    late = conn.execute("SELECT id, first_t FROM tapes WHERE id > ?", (low,)).fetchall()
+    earliest: dict[int, str | None] = {}   # per tapes_max: the earliest start of a tape since
+    for tmax in {t for t, _c, _d in rows.values()}:
+        starts = [ft or "" for tid, ft in late if tid > tmax]
+        earliest[tmax] = min(starts) if starts else None
     out = {}
     for sha, (tmax, committed, data) in rows.items():
-        stale = any(tid > tmax and (ft or "") <= (committed or "~") for tid, ft in late_ids.items())
-        if not stale:
+        first = earliest[tmax]
+        if first is None or (committed and first > committed):
             out[sha] = orjson.loads(data)
     return out
 

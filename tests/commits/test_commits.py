@@ -305,3 +305,23 @@ def test_span_commits_for_the_editor(repo):
     assert [c["subject"] for c in r["commits"]] == ["database connection"]
     assert r["commits"][0]["span_lines"] == 3
     assert r["commits"][0]["sessions"][0]["session"] == repo.s2
+
+
+def test_cache_is_recomputed_when_a_session_that_predates_the_commit_is_ingested(repo, capsys):
+    w = repo
+    s5 = w.session(name="s5").user("add request logging")
+    s5.write("app/logging_mw.py", "def log_requests(app, logger):\n"
+             "    @app.middleware(\"http\")\n    async def middleware(request, call_next):\n"
+             "        response = await call_next(request)\n"
+             "        logger.info(\"%s %s %d\", request.method, request.url.path, response.status_code)\n"
+             "        return response\n    return middleware\n").save()
+    w.checkout()
+    git(w.root, "add", "app/logging_mw.py")
+    git(w.root, "commit", "-q", "-m", "request logging")
+    first = run_json(capsys, "log", "-n", "1")["commits"][0]
+    assert first["sessions"] == [] and first["hand_lines"] == 7   # not ingested yet: cached so
+    assert run_json(capsys, "log", "-n", "1")["commits"][0] == first
+    assert main(["ingest", "--seal"]) == 0
+    capsys.readouterr()
+    again = run_json(capsys, "log", "-n", "1")["commits"][0]
+    assert [s["session"] for s in again["sessions"]] == [s5.sid] and again["agent_lines"] == 7
