@@ -1,6 +1,6 @@
 """The retrieval loop's commands: ``feedback`` (helpful / not relevant / incorrect on a session,
-optionally for one span) and ``used`` (an answer's session was used). ``engram stats --retrieval``
-is a flag of ``engram stats`` (``retrieval_stats`` here is its handler)."""
+optionally for one span) and ``used`` (an answer's session was used); ``--retrieval`` for
+``engram stats`` (through ``engram.commands.commits.extend_stats``)."""
 
 from __future__ import annotations
 
@@ -39,20 +39,22 @@ def cmd_used(args) -> int:
     return 0
 
 
-def retrieval_stats(args) -> int:
-    """``engram stats --retrieval``: answers logged and how often one was used."""
-    from engram.retrieval import report
+def _stats_arguments(parser) -> None:
+    parser.add_argument("--retrieval", action="store_true",
+                        help="also report the retrieval log: answers, and how often one was used")
 
-    eng = _engine(args)
-    try:
-        res = eng.retrieval_report(since=getattr(args, "since", None))
-    finally:
-        eng.close()
-    emit(res, args.pretty, report.render)
-    return 0
+
+def _stats_extend(args, engine, result: dict) -> None:
+    """``engram stats --retrieval``: the result's ``retrieval`` key (``Engine.retrieval_report``)."""
+    if getattr(args, "retrieval", False):
+        result["retrieval"] = engine.retrieval_report(since=getattr(args, "since", None))
 
 
 def register(sub, common) -> None:
+    from engram.commands import commits
+
+    if (_stats_arguments, _stats_extend) not in commits._STATS_EXTENSIONS:  # once per process
+        commits.extend_stats(_stats_arguments, _stats_extend)
     s = sub.add_parser("feedback", parents=[common],
                        help="tell Engram an answer's session was helpful, not relevant or incorrect",
                        description="Record feedback on a session (an append-only tape in this "

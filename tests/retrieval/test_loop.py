@@ -137,19 +137,10 @@ def test_retrieval_log_holds_no_code_query_or_transcript_text(world, capsys):
     texts += [query, "calc.py:", "parse_amount"]
     leaked = [t for t in texts if t in data]
     assert not leaked, leaked
-    report = run_json(capsys, "stats", "--retrieval") if _has_stats() else None
-    if report is not None:
-        assert report["answers"] == 2 and report["used"] == 1
-
-
-def _has_stats() -> bool:
-    from engram.cli import build_parser
-
-    try:
-        build_parser().parse_args(["stats", "--retrieval"])
-    except SystemExit:
-        return False
-    return True
+    report = run_json(capsys, "stats", "--retrieval", "--no-head", "--all")["retrieval"]
+    assert report["answers"] == 2 and report["used"] == 1 and report["uses"] == 1
+    assert report["by_op"] == {"explain": {"answers": 1, "used": 0, "used_rate": 0.0},
+                               "search": {"answers": 1, "used": 1, "used_rate": 1.0}}
 
 
 def test_usage_report_counts_used_answers(world, capsys):
