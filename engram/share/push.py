@@ -177,7 +177,7 @@ def _new_tapes(root: Path, config, conn, git: Git, on_remote: dict[str, str]):
             continue
         try:
             why, meta = select.judge(path, root, forced)
-        except CorruptTape as e:
+        except (CorruptTape, select.Unredacted) as e:
             errors.append({"tape_id": tid, "path": str(path), "error": e.message})
             continue
         if why is not None:

@@ -21,10 +21,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import orjson
-
 from engram import paths
-from engram.errors import CorruptTape, UnknownTape
+from engram.adapters import redact
+from engram.errors import EngramError, UnknownTape
 from engram.share.git import Git, ShareError
 from engram.share.verify import TAPE_ID
 from engram.tape import reader
@@ -126,21 +125,36 @@ def candidates(root: Path, config, conn, git: Git) -> dict[str, tuple[Path, str 
     return out
 
 
+class Unredacted(EngramError):
+    """Today's redaction rules still find a secret in a tape (one written by an older Engram):
+    it does not leave the machine."""
+
+    code = "unredacted-tape"
+
+
 def judge(path: Path, root: Path, forced: str | None) -> tuple[str | None, dict]:
-    """Read and verify a candidate; ``(reason it may be shared or None, its meta)``."""
-    raw = reader.read_raw(path)  # CorruptTape: the caller reports it
-    meta = orjson.loads(raw[:raw.index(b"\n")] if b"\n" in raw else raw)
-    if not isinstance(meta, dict):
-        raise CorruptTape("tape does not start with a meta event", path=str(path), line=1)
-    if forced:
-        return forced, meta
+    """Read and verify a candidate; ``(reason it may be shared or None, its meta)``. A tape that
+    may be shared is also scanned with today's redaction rules (tapes are redacted when written,
+    but an older Engram's rules found less): one they still find a secret in raises
+    ``Unredacted``, like a corrupt one raises ``CorruptTape``; the caller reports both."""
+    lines = reader.parse_lines(reader.read_raw(path), path)
+    meta = lines[0]
+    why = forced or _reason(meta, path, root)
+    if why is not None:
+        found = sum(redact.redact_event(ev) for ev in lines)
+        if found:
+            raise Unredacted(f"today's redaction rules find {found} secret(s) in this tape "
+                             "(written by an older Engram); not pushed", path=str(path))
+    return why, meta
+
+
+def _reason(meta: dict, path: Path, root: Path) -> str | None:
     cwd = meta.get("cwd")
     if isinstance(cwd, str) and os.path.isabs(cwd) and paths.is_within(cwd, root):
-        return "cwd", meta
-    in_repo_dir = Path(path).parent == paths.repo_tapes_dir(root)
-    if meta.get("harness") == ENGRAM_HARNESS and in_repo_dir:
-        return "engram", meta
-    return None, meta
+        return "cwd"
+    if meta.get("harness") == ENGRAM_HARNESS and Path(path).parent == paths.repo_tapes_dir(root):
+        return "engram"
+    return None
 
 
 def describe(tape_id: str, meta: dict, reason: str) -> dict:

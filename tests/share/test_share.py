@@ -359,3 +359,24 @@ def test_a_committed_sharing_remote_must_be_a_remote_of_the_clone(team, tmp_path
     (alice.root / ".engram" / "config.yml").write_text("sharing:\n  remote: transcripts\n")
     assert alice.json("push", "--dry-run")["remote"] == "transcripts"
     assert len(remote_tapes(elsewhere)) == 1 and remote_tapes(remote) == []
+
+
+def test_a_tape_with_a_secret_todays_rules_find_is_not_pushed(team):
+    """A tape written by an older Engram (weaker redaction) still holding a token: push scans
+    every tape that would leave with today's rules, reports it and sends the others."""
+    from engram.tape.writer import write_tape
+
+    remote, alice, _bob, _outside = team
+    alice.world.session().user("write").write("src/alpha.py", ALPHA).save()
+    alice.json("ingest", "--seal")
+    good = _in_repo_tapes(alice)
+    old = write_tape(alice.root / ".engram" / "tapes", [
+        {"k": "meta", "t": "2025-01-01T00:00:00Z", "harness": "claude_code", "session": "old",
+         "cwd": str(alice.root), "label": "deploy"},
+        {"k": "msg.in", "t": "2025-01-01T00:00:01Z",
+         "text": "export GITHUB_TOKEN=ghp_x7Kq9Lm2Pw4Rt8Yz1Bc5Df3Gh6Jk0Nv2Qs4Wu"}])
+    res = alice.json("push")
+    assert res["pushed"] == 1 and set(remote_tapes(remote)) == good
+    assert [e["tape_id"] for e in res["errors"]] == [old.tape_id]
+    assert "redaction rules find 1 secret" in res["errors"][0]["error"]
+    assert "ghp_" not in json.dumps(res)  # the report names the tape, never the secret
