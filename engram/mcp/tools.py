@@ -59,8 +59,8 @@ def _feedback(eng, a: dict) -> dict:
 
 
 def _log(eng, a: dict) -> dict:
-    kw = {k: a[k] for k in ("revs", "limit") if k in a}
-    return eng.log(**kw)
+    return eng.log(a["revs"].split() if a.get("revs") else None, limit=a.get("limit"),
+                   agent=a.get("agent"))
 
 
 def _review(eng, a: dict) -> dict:
@@ -68,8 +68,7 @@ def _review(eng, a: dict) -> dict:
 
 
 def _stats(eng, a: dict) -> dict:
-    kw = {k: a[k] for k in ("by",) if k in a}
-    return eng.stats(**kw)
+    return eng.stats(by=a.get("by", "model"), since=a.get("since"), all_=a.get("all", False))
 
 
 Tool = tuple[str, dict, Callable[[Any, dict], dict]]
@@ -131,8 +130,12 @@ TOOLS: dict[str, Tool] = {
         _feedback),
     "log": (
         "Commits with the agent sessions behind their added lines (like git log).",
-        _obj({"revs": {"type": "string", "maxLength": 400},
-              "limit": {"type": "integer", "minimum": 1, "maximum": 1000}}, []),
+        _obj({"revs": {"type": "string", "maxLength": 400,
+                       "description": "revisions as git log takes them, space-separated (default HEAD)"},
+              "limit": {"type": "integer", "minimum": 1, "maximum": 1000},
+              "agent": {"type": "string", "maxLength": 200,
+                        "description": "only commits with a session of this harness/model/session"}},
+             []),
         _log),
     "review": (
         "A range of commits A..B: the sessions, files, agent share and dead ends.",
@@ -140,7 +143,11 @@ TOOLS: dict[str, Tool] = {
         _review),
     "stats": (
         "Tokens, cost and lines at HEAD by harness, model, week, file or session.",
-        _obj({"by": {"type": "string", "enum": ["harness", "model", "week", "file", "session"]}},
+        _obj({"by": {"type": "string", "enum": ["harness", "model", "week", "file", "session"]},
+              "since": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+                        "description": "sessions that began on or after this date"},
+              "all": {"type": "boolean", "description": "every indexed session, not only this "
+                                                        "repository's"}},
              []),
         _stats),
 }

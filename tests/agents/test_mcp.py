@@ -140,3 +140,28 @@ def test_a_client_that_disconnects_mid_call_ends_the_server_quietly(world):
             proc.kill()
     err = proc.stderr.read().decode()
     assert code == 0 and "Traceback" not in err, err
+
+
+async def test_log_review_stats_answer_what_the_cli_prints(world, capsys):
+    def git(*a):
+        subprocess.run(["git", *a], cwd=world.root, check=True, capture_output=True)
+
+    git("init", "-q")
+    git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "root")
+    git("add", "net.py")
+    git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "-m", "add net.py")
+    cli_log = run_json(capsys, "log", "-n", "5")
+    cli_review = run_json(capsys, "review", "HEAD~1..HEAD")
+    async with stdio_client(_params(world.root)) as (r, w), ClientSession(r, w) as s:
+        await s.initialize()
+        names = [t.name for t in (await s.list_tools()).tools]
+        assert {"log", "review", "stats"} <= set(names)
+        res = await s.call_tool("log", {"limit": 5})
+        assert res.is_error is not True and res.structured_content == cli_log
+        assert res.structured_content["commits"][0]["subject"] == "add net.py"
+        res = await s.call_tool("review", {"range": "HEAD~1..HEAD"})
+        assert res.structured_content == cli_review
+        res = await s.call_tool("stats", {"by": "harness"})
+        assert res.is_error is not True and "rows" in res.structured_content
+        bad = await s.call_tool("stats", {"since": "last week"})
+        assert bad.is_error is True and "does not match" in bad.content[0].text
