@@ -409,6 +409,10 @@ class Ingestor:
                 if lines is not None:
                     rec.live_json = [writer.encode_event(events[0])] + lines[1:]
             rec.encode()  # a value that cannot be written is this source's error
+            if lines is None and prep is not None and None not in prep.blocks[1:]:
+                # its tape staged and its JSON made, the batch holds only what the commit reads
+                # of events prepared ahead (their texts are in the tape and the prepared arrays)
+                rec.events = [events[0]] + [store.light_event(ev) for ev in events[1:]]
             records.append(rec)
             counts["events"] += len(events)
         for rec in records:
