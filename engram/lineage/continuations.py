@@ -49,6 +49,9 @@ log = logging.getLogger(__name__)
 
 TABLE_MIN_TAPES = 8     # this many new tapes or more: predecessors etc. from one read of ``tapes``
 DISPATCH_AGENTS = 200   # later agent tapes an orchestrator tape may have dispatched
+AGENT_DISPATCH_SIM = 0.9     # a non-orchestrator dispatches a task it holds this much of, ...
+AGENT_DISPATCH_PRINTS = 6    # ... a task of this many fingerprints, or a shorter one quoted
+AGENT_DISPATCH_QUOTED = 2    # ... within a text this many times its size
 
 
 class TapeText:
@@ -496,6 +499,37 @@ def _tail_hits(conn: apsw.Connection, preds: dict[int, queries.TapeRow], hashes:
     return out
 
 
+def _quotes(text: TapeText, o: queries.TapeRow, e, task: str) -> bool:
+    """Whether the event ``e`` of tape ``o`` holds ``task`` verbatim (whitespace aside): a task
+    too short for its fingerprints to tell a quote from a sentence naming the same things."""
+    try:
+        got = text.access.read(o, [e.ofs])
+    except (CorruptTape, OSError):
+        return False
+    words = " ".join(task.split())
+    return any(words in " ".join(s.split()) for _o, ev in got for s in _strings(ev))
+
+
+def _strings(x):
+    if isinstance(x, str):
+        yield x
+    elif isinstance(x, dict):
+        for v in x.values():
+            yield from _strings(v)
+    elif isinstance(x, list):
+        for v in x:
+            yield from _strings(v)
+
+
+def _block_sizes(conn: apsw.Connection, blocks) -> dict[int, int]:
+    """block → its number of fingerprints."""
+    out: dict[int, int] = {}
+    for ch in _chunks(sorted(blocks)):
+        out.update(conn.execute("SELECT id, n_fp FROM blocks WHERE id IN carray(?)",
+                                (apsw.carray(queries._i64(ch)),)))
+    return out
+
+
 def _dispatch_of(conn: apsw.Connection, a: queries.TapeRow, text: TapeText, stats: dict) -> None:
     text.write("DELETE FROM continuations WHERE to_tape=? AND markers LIKE '%dispatch%'", (a.id,))
     task = text.get(a)["task"]
@@ -520,6 +554,7 @@ def _dispatch_of(conn: apsw.Connection, a: queries.TapeRow, text: TapeText, stat
     ev = queries.events(conn, {r[1] for r in refs})
     trows = queries.tapes(conn, {e.tape for e in ev.values()})
     best = None
+    n_fp: dict[int, int] | None = None
     for b, eid, role, _l in refs:
         e = ev.get(eid)
         if e is None or e.tape == a.id:
@@ -527,20 +562,29 @@ def _dispatch_of(conn: apsw.Connection, a: queries.TapeRow, text: TapeText, stat
         o = trows[e.tape]
         if role not in (schema.ROLE_MSG_OUT, schema.ROLE_TOOL_CALL, schema.ROLE_MSG_IN):
             continue
-        # any session dispatches by writing the task itself (a Claude Code session that hands work
-        # to another agent is of the agent tier); the same request typed into another session
-        # (its input) dispatches nothing unless an orchestrator's harness gave it
-        if o.tier != "orchestrator" and role == schema.ROLE_MSG_IN:
-            continue
         if a.first_t and e.t and (e.t > a.first_t or _hours(e.t, a.first_t) > DISPATCH_MAX_HOURS):
             continue
         sim = round(min(1.0, len(by_block[b]) / nq), ROUND)
-        cand = (sim, e.t or "", -eid, o, eid)
-        if best is None or cand[:3] > best[:3]:
+        orch = o.tier == "orchestrator"
+        if not orch:
+            # any session dispatches by handing the whole task over (a Claude Code session that
+            # gives work to another agent is of the agent tier) in what it wrote: a task of some
+            # length, or a short one quoted within a longer text of its own. A sentence that
+            # merely names the same functions and file as a short request, or the request typed
+            # into another session, dispatches nothing
+            if role == schema.ROLE_MSG_IN or sim < AGENT_DISPATCH_SIM:
+                continue
+            if nq < AGENT_DISPATCH_PRINTS:
+                if n_fp is None:
+                    n_fp = _block_sizes(conn, blocks)
+                if n_fp.get(b, 0) < AGENT_DISPATCH_QUOTED * nq or not _quotes(text, o, e, task):
+                    continue
+        cand = (orch, sim, e.t or "", -eid, o, eid)
+        if best is None or cand[:4] > best[:4]:
             best = cand
     if best is None:
         return
-    sim, _, _, o, eid = best
+    _orch, sim, _, _, o, eid = best
     text.write("INSERT OR REPLACE INTO continuations(from_tape, to_tape, score, markers, anchor)"
                " VALUES (?,?,?,?,?)", (o.id, a.id, sim, json.dumps(["dispatch"]), eid))
     stats["dispatch"] += 1
