@@ -27,7 +27,8 @@ async def _warmed(client, timeout: float = 20.0) -> None:
 
 
 @pytest.mark.e2e
-async def test_open_reads_ahead_for_explain_and_the_answer_is_the_same(lsp, ws):
+async def test_open_reads_ahead_for_explain_and_the_answer_is_the_same(lsp, ws, monkeypatch):
+    monkeypatch.setenv("ENGRAM_HOME", str(ws.engram_home))  # the server's home (one index, tapes)
     client = await lsp(ws)
     await wait_indexed(client)
     uri = open_doc(client, ws, "hello.py")
@@ -40,7 +41,7 @@ async def test_open_reads_ahead_for_explain_and_the_answer_is_the_same(lsp, ws):
     log = server_log.read_text()
     assert log.count(READ_AHEAD) == 2, log  # one per query thread
     result = plain(await request(client, "engram/explain", explain_params(uri, 3, 5)))
-    engine = Engine(ws.root)
+    engine = Engine(ws.root, index_path=ws.engram_home / "index" / "index.sqlite")
     expected = engine.explain(str(ws.root / "hello.py"), 4, 5, text=ws.files["hello.py"])
     engine.close()
     result["stats"].pop("elapsed_ms"), expected["stats"].pop("elapsed_ms")
