@@ -143,10 +143,8 @@ def _git_hooks(root: Path, action: str) -> dict:
 
         raise EngramError("git hooks are not part of this version of Engram") from None
     res = (git_hooks.install if action == "install" else git_hooks.uninstall)(root)
-    out = {"action": action, "harness": "git", "file": str(root / ".git" / "hooks"),
-           "changed": True}
-    out.update(res if isinstance(res, dict) else {"changed": bool(res)})
-    return out
+    return {"action": action, "harness": "git", "file": res.get("hook"),
+            "changed": bool(res.get("installed") or res.get("removed")), **res}
 
 
 def cmd_hook_ingest(args) -> int:

@@ -102,3 +102,13 @@ def test_hook_stops_after_two_seconds(world):
     t0 = time.monotonic()
     assert hooks.run_guarded(lambda: time.sleep(10), what="slow thing", timeout=0.3) == 0
     assert time.monotonic() - t0 < 2.0
+
+
+def test_git_hooks_go_through_the_commits_part(world, capsys):
+    subprocess.run(["git", "init", "-q"], cwd=world.root, check=True)
+    res = run_json(capsys, "hooks", "install", "git")
+    hook = Path(res["file"])
+    assert res["changed"] is True and hook.exists() and os.access(hook, os.X_OK)
+    assert run_json(capsys, "hooks", "uninstall", "git")["changed"] is True
+    assert not hook.exists()
+    assert run_json(capsys, "hooks", "uninstall", "git")["changed"] is False
