@@ -391,7 +391,7 @@ def test_hover_escapes_terminal_controls_from_logs(ws, tmp_path):
             time.sleep(0.2)
         value = res["result"]["contents"]["value"]
         assert not re.findall(RAW_CONTROLS, value), value
-        assert "\\x1b]52;c;ZXZpbA==\\x07" in value and "\\u202eevil\\u202c" in value, value
+        assert "\\x1b\\]52;c;ZXZpbA==\\x07" in value and "\\u202eevil\\u202c" in value, value
     finally:
         c.close()
 

@@ -20,8 +20,6 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from waiting import async_wait_until
 
-from engram.paths import index_dir
-
 pytestmark = pytest.mark.e2e
 
 
@@ -155,7 +153,7 @@ async def test_bad_command_arguments(lsp, ws):
 
 
 async def test_corrupt_index_offers_a_rebuild_that_works(lsp, ws):
-    cache = index_dir()
+    cache = ws.engram_home / "index"
     cache.mkdir()
     (cache / "index.sqlite").write_bytes(b"this is not a database" * 500)
     client = await lsp(ws, rebuild_answer="Rebuild index")
@@ -197,7 +195,7 @@ async def test_index_deleted_while_running_offers_a_rebuild(lsp, ws):
     await wait_indexed(client)
     uri = open_doc(client, ws, "hello.py")
     assert await hover(client, uri, 4) is not None
-    shutil.rmtree(index_dir())
+    shutil.rmtree(ws.engram_home / "index")
     # the next hover notices (no error, no stale answer from the deleted file) and offers a rebuild
     client.text_document_did_change(
         types.DidChangeTextDocumentParams(
@@ -213,4 +211,4 @@ async def test_index_deleted_while_running_offers_a_rebuild(lsp, ws):
     # the client said "Rebuild index"
     await async_wait_until(lambda: hover(client, uri, 4), 20.0, interval=0.1,
                            message="the hover to recover after the rebuild")
-    assert (index_dir() / "index.sqlite").exists()
+    assert (ws.engram_home / "index" / "index.sqlite").exists()

@@ -102,7 +102,7 @@ async def test_engram_explain_returns_the_engine_result(lsp, ws, monkeypatch):
     # exactly what the engine (and so the CLI) answers on the same index
     from engram.engine import Engine
 
-    engine = Engine(ws.root)
+    engine = Engine(ws.root, index_path=ws.engram_home / "index" / "index.sqlite")
     expected = engine.explain(str(ws.root / "hello.py"), 4, 5, text=ws.files["hello.py"])
     engine.close()
     result["stats"].pop("elapsed_ms"), expected["stats"].pop("elapsed_ms")
