@@ -120,4 +120,11 @@ def test_compact_groups_index_what_whole_events_index(tmp_path, monkeypatch, cap
     monkeypatch.setattr(ingestor, "COMPACT_MIN_BYTES", 0)
     compact = run()
     assert compact == plain
+    # parsed and prepared in the worker, not compact: the batch holds the events light
+    monkeypatch.setattr(ingestor, "COMPACT_MIN_BYTES", 1 << 62)
+    lightened = []
+    light = store.light_event
+    monkeypatch.setattr(store, "light_event", lambda ev: lightened.append(1) or light(ev))
+    assert run() == plain
+    assert lightened
     assert (len(plain["tape files"]) == 8) is seal and (len(plain["live_events"]) > 0) is not seal
