@@ -43,6 +43,7 @@ from engram.errors import BadSpan
 from engram.files import read_text_file
 from engram.index import postings, queries, schema, store
 from engram.query import walk
+from engram.sortedset import member, uniq
 
 CONTENT_MIN = 0.6          # share of an event's text found in today's file to count for trace
 BLAME_CONTEXT = 2          # lines on each side whose k-grams score a line
@@ -194,7 +195,7 @@ def blame(engine, file: str, text: str | None = None, *, earlier: bool = True) -
     result = {"file": rel, "path": str(p), "lines": [], "sessions": {}, "runs": []}
     if n_lines == 0:
         return result
-    uq, inv = np.unique(allk, return_inverse=True)
+    uq, inv = _unique_inverse(allk)
     pairs, after_rows, other_rows, erows = _block_roles(conn, uq)
     tape_list, prod, other = _tape_matrices(uq, pairs, after_rows, other_rows)
     L = n_lines
@@ -226,7 +227,7 @@ def _block_roles(conn, uq: np.ndarray):
     bp = queries.boilerplate(conn, uq)
     keep = ~np.isin(uq, np.fromiter(bp, np.int64, len(bp))) if bp else np.ones(len(uq), bool)
     pairs = _posting_pairs(conn, uq, keep)
-    blocks = np.unique(pairs & _LO32)
+    blocks = uniq(pairs & _LO32)
     refs = queries.refs_for_blocks(conn, blocks.tolist())
     erows = queries.events(conn, {eid for _b, eid, _r, _l in refs})
     # an edit produced a hash when it is in its after-text but not in its before-text (lines
@@ -258,7 +259,7 @@ def _posting_pairs(conn, uq: np.ndarray, keep: np.ndarray) -> np.ndarray:
     if not keep.any():
         return np.zeros(0, dtype=np.int64)
     keys = queries.index_keys(uq)
-    want = np.unique(keys[keep])
+    want = uniq(keys[keep])
     # from the postings a long-running process holds in memory when it does (the language
     # server: ``engram.index.postings``), else from SQLite; the same codes either way
     cache = postings._cache(conn)
@@ -273,7 +274,7 @@ def _posting_pairs(conn, uq: np.ndarray, keep: np.ndarray) -> np.ndarray:
             if own:
                 conn.execute("COMMIT")
     col = np.searchsorted(keys, codes >> 32, "right") - 1  # the largest hash with that key
-    return np.unique((col << 32) | (codes & _LO32))
+    return uniq((col << 32) | (codes & _LO32))
 
 
 def _tape_matrices(uq: np.ndarray, pairs: np.ndarray, after_rows: np.ndarray,
@@ -298,12 +299,12 @@ def _tape_matrices(uq: np.ndarray, pairs: np.ndarray, after_rows: np.ndarray,
     o_row, o_col = join(other_rows[:, 0])
     a_tape, o_tape = after_rows[a_row, 1], other_rows[o_row, 1]
     before = after_rows[a_row, 2]
-    carried = (before >= 0) & np.isin((a_col << 32) | np.maximum(before, 0), pairs)
-    tape_list = sorted(set(np.unique(a_tape).tolist()) | set(np.unique(o_tape).tolist()))
+    carried = (before >= 0) & member((a_col << 32) | np.maximum(before, 0), pairs)
+    tape_list = uniq(np.concatenate([a_tape, o_tape])).tolist()
     tl = np.asarray(tape_list, dtype=np.int64)
     n_u = len(uq)
-    prod = np.unique(np.searchsorted(tl, a_tape[~carried]) * n_u + a_col[~carried])
-    other = np.unique(np.concatenate([np.searchsorted(tl, a_tape[carried]) * n_u + a_col[carried],
+    prod = uniq(np.searchsorted(tl, a_tape[~carried]) * n_u + a_col[~carried])
+    other = uniq(np.concatenate([np.searchsorted(tl, a_tape[carried]) * n_u + a_col[carried],
                                       np.searchsorted(tl, o_tape) * n_u + o_col]))
     return tape_list, prod, other
 
@@ -334,12 +335,12 @@ def _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total):
     cols = inv[by_col]
     found1 = {}
     for pass_prod in (True, False):
-        pairs = prod if pass_prod else np.union1d(prod, other)
+        pairs = prod if pass_prod else uniq(np.concatenate([prod, other]))
         t_idx, c_idx = pairs // n_u, pairs % n_u
         lo = np.searchsorted(cols, c_idx, "left")
         n = np.searchsorted(cols, c_idx, "right") - lo
         ks = by_col[np.repeat(lo - np.cumsum(n) + n, n) + np.arange(int(n.sum()))]
-        own = np.unique(np.repeat(rank[t_idx], n) * L + kl[ks], return_counts=True)
+        own = _counted(np.repeat(rank[t_idx], n) * L + kl[ks])
         for mode in ("context", "strict"):
             code, found = own if mode == "strict" else _spread(*own, L)
             r, line = code // L, code % L
@@ -367,14 +368,38 @@ def _around(x: np.ndarray, L: int) -> np.ndarray:
     return np.convolve(x, np.ones(2 * BLAME_CONTEXT + 1), mode="full")[BLAME_CONTEXT:BLAME_CONTEXT + L]
 
 
+def _unique_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(a, return_inverse=True)`` by a stable sort (numpy's hash-based unique is
+    slower on hashes, see ``engram.sortedset``)."""
+    order = np.argsort(a, kind="stable")
+    s = a[order]
+    first = np.r_[True, s[1:] != s[:-1]] if len(s) else np.zeros(0, dtype=bool)
+    inv = np.empty(len(a), dtype=np.int64)
+    inv[order] = np.cumsum(first) - 1
+    return s[first], inv
+
+
+def _counted(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(a, return_counts=True)`` by a sort."""
+    s = np.sort(a, kind="stable")
+    if not len(s):
+        return s, np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+    return s[starts], np.diff(np.r_[starts, len(s)])
+
+
 def _spread(code: np.ndarray, count: np.ndarray, L: int) -> tuple[np.ndarray, np.ndarray]:
     """``(row * L + line, count)`` pairs summed over [line - ctx, line + ctx] of each line."""
     off = np.arange(-BLAME_CONTEXT, BLAME_CONTEXT + 1)
     line = (code % L)[:, None] + off
     spread = ((code // L) * L)[:, None] + line
     ok = (line >= 0) & (line < L)
-    u, at = np.unique(spread[ok], return_inverse=True)
-    return u, np.bincount(at, weights=np.broadcast_to(count[:, None], line.shape)[ok])
+    values = spread[ok]
+    weights = np.broadcast_to(count[:, None], line.shape)[ok]
+    order = np.argsort(values, kind="stable")
+    values, weights = values[order], weights[order]
+    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]]) if len(values) else order
+    return values[starts], np.add.reduceat(weights, starts) if len(values) else weights
 
 
 def _line_entries(L: int, best, own: np.ndarray, log, log_rows, trows) -> tuple[list[dict], list[int]]:
