@@ -104,6 +104,11 @@ def wanted(ofs: int, ev: dict) -> bool:
     return ofs <= HEAD_EVENTS or ev.get("k") in _WANTED_KINDS
 
 
+def _own(a: np.ndarray | None) -> np.ndarray | None:
+    """``a`` itself, or a copy of it when it is a view (of another array or a buffer)."""
+    return a.copy() if a is not None and a.base is not None else a
+
+
 class IngestCache:
     wanted = staticmethod(wanted)
 
@@ -136,7 +141,9 @@ class IngestCache:
         """The winnowed hashes and all k-grams of the text whose ``text_key`` is ``key`` (made
         distinct when first asked for: not every kept text is)."""
         if key not in self.prints:
-            self._put_print(key, (hashes, kgrams, False))
+            # a view would keep its whole batch's array alive (the fingerprints of every text
+            # fingerprinted with it), however little of it the cap counts
+            self._put_print(key, (_own(hashes), _own(kgrams), False))
 
     def _put_print(self, key: bytes, value: tuple[np.ndarray, np.ndarray, bool]) -> None:
         """Keep a text's arrays while ``MAX_PRINTS_BYTES`` allows (replacing its entry)."""
@@ -236,7 +243,7 @@ class IngestCache:
         if todo:
             fps = fingerprint.fingerprint_batch(list(todo.values()), keep_kgrams=[True] * len(todo))
             for key, fp in zip(todo, fps):
-                self._put_print(key, (fp.hashes, fp.kgrams, False))
+                self._put_print(key, (_own(fp.hashes), _own(fp.kgrams), False))
 
     def many_prints(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """The same for the union of ``texts``."""

@@ -78,3 +78,21 @@ def test_passes_and_caps_change_no_row(world, capsys, monkeypatch):
 def _untimed(res: dict) -> dict:
     res["stats"].pop("elapsed_ms", None)
     return res
+
+
+def test_kept_fingerprints_do_not_hold_their_batch():
+    """Fingerprints of a batch of texts are views of the batch's arrays: kept as they are, one
+    small text would keep every text's fingerprints alive, unseen by the cap."""
+    from engram import fingerprint
+    from engram.digest import text_key
+
+    texts = [f"value_{i} = compute(item, {i})\n" * 300 for i in range(40)]
+    fps = fingerprint.fingerprint_batch(texts, keep_kgrams=[True] * len(texts))
+    assert fps[0].hashes.base is not None  # (what makes this test matter)
+    kept = cache.IngestCache()
+    kept.keep_prints(text_key(texts[0]), fps[0].hashes, fps[0].kgrams)
+    hashes, kgrams, _ = kept.prints[text_key(texts[0])]
+    assert hashes.base is None and kgrams.base is None
+    assert (hashes == fps[0].hashes).all() and kept.prints_bytes == hashes.nbytes + kgrams.nbytes
+    kept.prefetch(texts[1:3])
+    assert all(v[0].base is None for v in kept.prints.values())
