@@ -68,6 +68,14 @@ CONFIG_TEMPLATE = """\
 #   device: auto           # auto | cpu | cuda
 #   model: null            # a local model dir or hub id; default: bundled all-MiniLM-L6-v2
 #   maxChunksPerMinute: null
+
+# Team sharing over git (docs/sharing.md): `engram push` / `engram pull` use this remote (the name
+# of one of the clone's git remotes; default origin). The language server may pull by itself.
+# sharing:
+#   remote: origin
+#   autoPull: false
+#   pullInterval: 600      # seconds
+#   maxTapeBytes: 536870912
 """
 
 
