@@ -101,6 +101,10 @@ def _line_owners(conn, ds: list[diff.CommitDiff], tapes: _TapeInfo) -> dict[str,
         return {}
     produced, found, h_edits, edit_tape = _producers(
         conn, np.unique(np.concatenate([p[3] for p in pieces])))
+    e_hashes: dict[int, set[int]] = defaultdict(set)   # edit → the hunks' k-grams its after-text holds
+    for h, eids in h_edits.items():
+        for e in eids:
+            e_hashes[e].add(h)
     by_path = _path_edits(conn, {p[1] for p in pieces})
     for eds in by_path.values():
         edit_tape.update(eds)
@@ -115,8 +119,7 @@ def _line_owners(conn, ds: list[diff.CommitDiff], tapes: _TapeInfo) -> dict[str,
         # after the parent commit was made (a session that ended before it is in the parent)
         recent = {e for e, t in by_path.get(path, {}).items()
                   if d.parent_t is None or (info[t].last_t or "") > d.parent_t}
-        edits = {e for h in set(kg.tolist()) for e in h_edits.get(h, ())} | recent
-        edits = {e for e in edits if edit_tape[e] in allowed}
+        edits = _Candidates(set(kg.tolist()), recent, allowed, edit_tape, e_hashes)
         text = "\n".join(t for _n, t, _a in run)
         lh = store.line_hashes(text).tolist()
         xh = [x if h else 0 for x, h in zip(store.exact_hashes(text).tolist(), lh, strict=True)]
@@ -140,7 +143,7 @@ def _line_owners(conn, ds: list[diff.CommitDiff], tapes: _TapeInfo) -> dict[str,
     alt: dict[str, dict] = {}
     for d, path, run, lh, edits, exact, stripped, fp in per_run:
         mine = own_sessions[d.sha]
-        carried = _line_writers(run, lh, {e for e in edits if tid_of[edit_tape[e]] in mine},
+        carried = _line_writers(run, lh, edits.only({t for t, tid in tid_of.items() if tid in mine}),
                                 lines_of, edit_tape, info, produced_only=False)
         owners = {**{n: (t, "fingerprint") for n, t in fp.items()},
                   **{n: (t, "log") for d_ in (stripped, carried, exact) for n, t in d_.items()}}
@@ -173,6 +176,31 @@ def _stray_lines(files: dict[str, dict[int, tuple[str, str]]], carried: dict[str
             other = carried.get(path, {}).get(n)
             if other is not None and other not in stray:
                 lines[n] = (other, "log")
+
+
+class _Candidates:
+    """The edits a run may take a line from: by sessions begun before the commit (``allowed``),
+    that the run's k-grams point at or that are the file's ``recent`` logged edits; ``only``
+    narrows them to some sessions. Membership is computed when asked (a run looks up a few)."""
+
+    def __init__(self, kgset, recent, allowed, edit_tape, e_hashes, only=None):
+        self.kgset, self.recent, self.allowed = kgset, recent, allowed
+        self.edit_tape, self.e_hashes, self.only_tapes = edit_tape, e_hashes, only
+
+    def only(self, tapes: set[int]) -> _Candidates:
+        return _Candidates(self.kgset, self.recent, self.allowed, self.edit_tape, self.e_hashes, tapes)
+
+    def __contains__(self, e: int) -> bool:
+        t = self.edit_tape[e]
+        if t not in self.allowed or (self.only_tapes is not None and t not in self.only_tapes):
+            return False
+        return e in self.recent or not self.e_hashes.get(e, _NONE).isdisjoint(self.kgset)
+
+    def __bool__(self) -> bool:
+        return self.only_tapes is None or bool(self.only_tapes)
+
+
+_NONE: frozenset = frozenset()
 
 
 def _path_edits(conn, paths: set[str]) -> dict[str, dict[int, int]]:
@@ -245,10 +273,17 @@ def _edit_lines(conn, eids: set[int]) -> dict[int, tuple[set[int], ...]]:
                                     (apsw.carray(queries._i64(bl[i:i + 20000])),)):
             blob[b] = set(np.frombuffer(h, dtype=np.int32).tolist()) - {0}
             exact[b] = set(np.frombuffer(x, dtype=np.int32).tolist()) if x is not None else set()
-    out = {}
-    for eid, d in blocks.items():
+    out: dict = {}
+    by_hash: dict[int, list[int]] = defaultdict(list)
+    by_exact: dict[int, list[int]] = defaultdict(list)
+    for eid, d in sorted(blocks.items()):
         a, b = d.get(schema.ROLE_EDIT_AFTER), d.get(schema.ROLE_EDIT_BEFORE)
         out[eid] = (blob.get(a, set()), blob.get(b, set()), exact.get(a, set()), exact.get(b, set()))
+        for h in out[eid][0]:
+            by_hash[h].append(eid)
+        for h in out[eid][2]:
+            by_exact[h].append(eid)
+    out[None] = (by_hash, by_exact)
     return out
 
 
@@ -257,25 +292,26 @@ def _line_writers(run, lh, edits, lines_of, edit_tape, info, produced_only: bool
     """Added lines whose exact text (``store.line_hashes``: whitespace-stripped, trivial lines
     left out) one of ``edits`` wrote — in its after-text and, with ``produced_only``, not in its
     before-text — go to the latest session with such an edit (blame's "through the logged
-    edits" for a line whose text is the edit's)."""
+    edits" for a line whose text is the edit's). ``lines_of`` holds, besides each edit's line
+    sets, the inverted index ``lines_of[None]``: line hash → the edits whose after-text has it."""
     if not edits:
         return {}
+    by_hash = lines_of[None][1 if exact else 0]
     out: dict[int, str] = {}
     for j, (line, _text, added) in enumerate(run):
         h = lh[j]
         if not added or h == 0:
             continue
         best = None
-        for e in edits:
-            got = lines_of.get(e)
-            if got is None:
+        for e in by_hash.get(h, ()):
+            if e not in edits:
                 continue
-            after, before = (got[2], got[3]) if exact else (got[0], got[1])
-            if h in after and not (produced_only and h in before):
-                t = info[edit_tape[e]]
-                key = (t.last_t or "", t.tape_id)
-                if best is None or key > best[0]:
-                    best = (key, t.tape_id)
+            if produced_only and h in lines_of[e][3 if exact else 1]:
+                continue
+            t = info[edit_tape[e]]
+            key = (t.last_t or "", t.tape_id)
+            if best is None or key > best[0]:
+                best = (key, t.tape_id)
         if best is not None:
             out[line] = best[1]
     return out

@@ -23,7 +23,7 @@ BIG_FILE = "16m"         # git treats larger files as binary (core.bigFileThresh
 SEP = "\x1f"
 FORMAT = ("%x00%H%x1f%P%x1f%an%x1f%ae%x1f%at%x1f%ct%x1f%s"
           "%x1f%(trailers:key=Engram-Session,valueonly,separator=%x1d)%x1e")
-_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
 @dataclass
@@ -122,13 +122,42 @@ def _parent_times(git: Git, out: dict[str, CommitDiff]) -> None:
 
 
 def _parse(stream) -> dict[str, CommitDiff]:
+    """Commits and their patches from ``git log --format=FORMAT -p`` output. Inside a hunk the
+    line counts of its ``@@`` header say which lines belong to it (an added line may itself
+    begin with ``++ ``); only the lines kept are decoded."""
     out: dict[str, CommitDiff] = {}
     cur: CommitDiff | None = None
     f: FileDiff | None = None
-    new_line = 0
-    header = b""
+    new_line = old_left = new_left = 0
     n_added = 0
     for raw in stream:
+        if new_left > 0 or old_left > 0:
+            c = raw[:1]
+            if c == b"+":
+                new_left -= 1
+                if f is not None:
+                    if n_added >= MAX_ADDED:
+                        cur.truncated = f"more than {MAX_ADDED} added lines: the rest are not attributed"
+                    else:
+                        f.added.append((new_line, raw[1:].decode("utf-8", "replace").rstrip("\n")))
+                        n_added += 1
+                new_line += 1
+                continue
+            if c == b" ":
+                new_left -= 1
+                old_left -= 1
+                if f is not None and len(f.context) < MAX_ADDED:
+                    f.context.append((new_line, raw[1:].decode("utf-8", "replace").rstrip("\n")))
+                new_line += 1
+                continue
+            if c == b"-":
+                old_left -= 1
+                if f is not None:
+                    f.deleted += 1
+                continue
+            if c == b"\\":
+                continue
+            new_left = old_left = 0   # a malformed hunk: read on as headers
         if raw.startswith(b"\x00"):
             header = raw[1:]
             while b"\x1e" not in header:
@@ -161,22 +190,12 @@ def _parse(stream) -> dict[str, CommitDiff]:
             continue
         if f is None:
             continue
-        if line.startswith("+") and not line.startswith("+++ "):
-            if n_added >= MAX_ADDED:
-                cur.truncated = f"more than {MAX_ADDED} added lines: the rest are not attributed"
-            else:
-                f.added.append((new_line, line[1:]))
-                n_added += 1
-            new_line += 1
-        elif line.startswith(" "):
-            if len(f.context) < MAX_ADDED:
-                f.context.append((new_line, line[1:]))
-            new_line += 1
-        elif line.startswith("-") and not line.startswith("--- "):
-            f.deleted += 1
-        elif line.startswith("@@"):
+        if line.startswith("@@"):
             m = _HUNK.match(line)
-            new_line = int(m.group(1)) if m else 0
+            if m:
+                new_line = int(m.group(3))
+                old_left = int(m.group(2)) if m.group(2) is not None else 1
+                new_left = int(m.group(4)) if m.group(4) is not None else 1
         elif line.startswith("+++ "):
             target = line[4:]
             if target != "/dev/null":
