@@ -116,3 +116,14 @@ def test_a_commit_touching_more_files_than_kept_is_marked_truncated(tmp_path, mo
     c = ok(capsys, "show", "HEAD")["commit"]
     assert len(c["files"]) == diff.MAX_FILES
     assert any("more than" in x and "files" in x for x in c["degraded"])
+
+
+def test_added_lines_that_look_like_diff_headers(tmp_path, monkeypatch, capsys):
+    r = make_repo(tmp_path / "r", n=1)
+    text = "++ not a header\n--- nor this\n@@ -1 +1 @@ nor this\ndiff --git a/x b/x\n+++ b/y\n"
+    (r / "tricky.txt").write_text(text)
+    git(r, "add", ".")
+    git(r, "commit", "-q", "-m", "tricky")
+    monkeypatch.chdir(r)
+    c = ok(capsys, "show", "HEAD")["commit"]
+    assert [(f["path"], f["added_lines"], f["added_ranges"]) for f in c["files"]] == [("tricky.txt", 5, "1-5")]
