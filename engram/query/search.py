@@ -149,18 +149,14 @@ def candidates(engine, text: str, pool: int) -> tuple[dict[int, dict], str]:
     return scores, semantic_state
 
 
-def search(engine, text: str, *, limit: int = 20, before: int = 2, after: int = 2,
-           intent: str | None = None, agent: str | None = None, since: str | None = None,
-           file: str | None = None, kind: str | None = None,
-           min_confidence: float | None = None, raw: bool = False) -> dict:
-    """Search: one result per session, ranked by ``score`` (``raw``: by similarity alone, the
-    baseline the benchmark compares with). Ties break by tape id: the order is total."""
-    t0 = time.perf_counter()
+def rank(engine, text: str, *, limit: int = 20, intent: str | None = None,
+         filters: dict | None = None, raw: bool = False) -> dict:
+    """The ranking without windows: ``{"ranked": [(tape row, candidate)], "scores", "erows",
+    "roles", "semantic", "candidates"}``, best first (``raw``: by similarity alone, the baseline
+    the benchmark compares with). Ties break by tape id: the order is total."""
     conn = engine.conn()
-    filters = {"agent": agent, "since": since, "file": file, "kind": kind,
-               "min_confidence": min_confidence}
-    narrow = any(v is not None for v in filters.values())
-    scores, semantic_state = candidates(engine, text, limit * (4 if narrow else 1))
+    filters = {k: v for k, v in (filters or {}).items() if v is not None}
+    scores, semantic_state = candidates(engine, text, limit * (4 if filters else 1))
     erows = queries.events(conn, scores.keys())
     trows = queries.tapes(conn, {r.tape for r in erows.values()})
     roles = event_roles(conn, erows, trows)
@@ -176,7 +172,7 @@ def search(engine, text: str, *, limit: int = 20, before: int = 2, after: int = 
         t = trows[r.tape]
         st = fb.get(t.session or "") or fb.get(t.tape_id)
         conf = st.confidence if st else feedback.START
-        if not _passes(conn, t, r, roles[eid], conf, filters):
+        if filters and not _passes(conn, t, r, roles[eid], conf, filters):
             continue
         sig = scores[eid]
         sim = max(v for v in (sig["keyword"], sig["semantic"]) if v is not None)
@@ -193,16 +189,89 @@ def search(engine, text: str, *, limit: int = 20, before: int = 2, after: int = 
         if cur is None or (rank_of(c), -c["eid"]) > (rank_of(cur), -cur["eid"]):
             per_tape[tape] = c
     ranked = sorted(per_tape.items(), key=lambda kv: (-rank_of(kv[1]), trows[kv[0]].tape_id))[:limit]
+    return {"ranked": [(trows[tid], c) for tid, c in ranked], "scores": scores, "erows": erows,
+            "roles": roles, "semantic": semantic_state, "candidates": len(kept)}
+
+
+def search(engine, text: str, *, limit: int = 20, before: int = 2, after: int = 2,
+           intent: str | None = None, agent: str | None = None, since: str | None = None,
+           file: str | None = None, kind: str | None = None,
+           min_confidence: float | None = None, raw: bool = False) -> dict:
+    """Search: one result per session, ranked by ``score`` (``rank``), each with a transcript
+    window around its best event."""
+    t0 = time.perf_counter()
+    conn = engine.conn()
+    filters = {"agent": agent, "since": since, "file": file, "kind": kind,
+               "min_confidence": min_confidence}
+    r = rank(engine, text, limit=limit, intent=intent, filters=filters, raw=raw)
+    scores = r["scores"]
+    ranked = merge_notes(engine, r["ranked"], r["semantic"])
     access = TapeAccess(conn)
-    results = [_result(conn, access, trows[tid], erows[c["eid"]], c, scores[c["eid"]], roles,
-                       before, after) for tid, c in ranked]
+    results = []
+    for t, c in ranked:
+        res = _result(conn, access, t, r["erows"][c["eid"]], c, scores[c["eid"]], r["roles"],
+                      before, after)
+        if c.get("merged"):
+            res["merged"] = c["merged"]
+            res["confidence"] = c["confidence"]
+        results.append(res)
     return {"query": text, "intent": intent or "general", "results": results,
-            "semantic": semantic_state,
+            "semantic": r["semantic"],
             "filters": {k: v for k, v in filters.items() if v is not None},
             "stats": {"keyword_hits": sum(1 for s in scores.values() if s["keyword"] is not None),
                       "semantic_hits": sum(1 for s in scores.values() if s["semantic"] is not None),
-                      "candidates": len(kept),
+                      "candidates": r["candidates"],
                       "elapsed_ms": round((time.perf_counter() - t0) * 1000, 2)}}
+
+
+#: two notes of one category whose texts' embeddings are at least this similar are one lore item
+NOTE_MERGE_COSINE = 0.92
+NOTE_MERGE_BONUS = 0.10
+
+
+def _note_of(conn, tape_id: int) -> tuple[str, str] | None:
+    row = conn.execute("SELECT json_extract(meta_json, '$.note.kind'), json_extract(meta_json,"
+                       " '$.note.text') FROM tapes WHERE id=? AND harness='engram'", (tape_id,)).fetchone()
+    return (row[0], row[1]) if row and row[0] and isinstance(row[1], str) else None
+
+
+def merge_notes(engine, ranked: list, semantic_state: str) -> list:
+    """Lore: notes of the same category (kind) whose texts embed ≥ ``NOTE_MERGE_COSINE`` alike
+    are recalled as one: the better-ranked note stays, with the other's session and tape under
+    ``merged`` (both sources kept) and its confidence raised by ``NOTE_MERGE_BONUS`` (capped at
+    1); the other leaves the list. Only when semantic scoring is on (the model is loaded for the
+    query anyway); otherwise the list is returned as it is."""
+    if not semantic_state.startswith("on") or len(ranked) < 2:
+        return ranked
+    conn = engine.conn()
+    notes = [(i, _note_of(conn, t.id)) for i, (t, _c) in enumerate(ranked)]
+    notes = [(i, n) for i, n in notes if n is not None]
+    if len(notes) < 2:
+        return ranked
+    from engram.embed import run
+
+    try:
+        emb = run.get_embedder(engine.config, threads=run.QUERY_THREADS)
+        vecs = emb.embed([n[1] for _i, n in notes])
+    except Exception:  # noqa: BLE001 - the optional signal never breaks search
+        return ranked
+    gone: set[int] = set()
+    for a in range(len(notes)):
+        ia, (kind_a, _ta) = notes[a]
+        if ia in gone:
+            continue
+        for b in range(a + 1, len(notes)):
+            ib, (kind_b, _tb) = notes[b]
+            if ib in gone or kind_a != kind_b:
+                continue
+            if float(vecs[a] @ vecs[b]) >= NOTE_MERGE_COSINE:
+                keep, other = ranked[ia], ranked[ib]
+                keep[1].setdefault("merged", []).append(
+                    {"session": other[0].session, "tape_id": other[0].tape_id})
+                keep[1]["confidence"] = round(min(1.0, keep[1]["confidence"] + NOTE_MERGE_BONUS),
+                                              signals.ROUND)
+                gone.add(ib)
+    return [x for i, x in enumerate(ranked) if i not in gone]
 
 
 def _result(conn, access, t, r, c: dict, sig: dict, roles, before: int, after: int) -> dict:
