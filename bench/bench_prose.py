@@ -117,9 +117,10 @@ def calibrate(eng, repo: Path, cal: list[dict]) -> dict:
     for it in cal:
         text = "\n".join((repo / it["file"]).read_text().split("\n")[it["start"] - 1:it["end"]]) + "\n"
         plain = eng.explain(str(repo / it["file"]), it["start"], it["end"], brief=True)
-        known = {s["tape_id"] for s in plain["sessions"]}
-        pools.append((it, hybrid.candidates(eng, conn, text, plain["sessions"]), known,
-                      [x["session"] for x in plain["sessions"]]))
+        found = [x for x in plain["sessions"] if x["via"] != "semantic"]  # the fingerprint answer
+        known = {x["tape_id"] for x in found}
+        pools.append((it, hybrid.candidates(eng, conn, text, found), known,
+                      [x["session"] for x in found]))
     tape_session = dict(conn.execute("SELECT tape_id, session FROM tapes"))
     best = None
     for th in [round(0.30 + 0.02 * i, 2) for i in range(28)]:
@@ -151,9 +152,20 @@ def cli_additions(eng, repo: Path, items: list[dict]) -> dict[str, list[str]]:
 
 
 async def lsp_additions(repo: Path, env: dict, settings: dict, items: list[dict]) -> dict:
-    from bench_lsp import did_open, launch
+    from bench_lsp import CAPABILITIES, RawClient, did_open
 
-    client, _init_ms, _st = await launch(repo, env, settings)
+    client = RawClient(settings)  # bench_lsp.launch, with room for a loaded machine
+    await client.start(env)
+    await client.request("initialize", {"processId": os.getpid(), "rootUri": repo.as_uri(),
+                                        "capabilities": CAPABILITIES,
+                                        "initializationOptions": settings}, timeout=600)
+    client.notify("initialized", {})
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:  # the startup ingest (nothing new: the index is built)
+        st = await client.request("engram/status", {}, timeout=600)
+        if st["server"]["last_ingest_at"] and not st["server"]["ingesting"]:
+            break
+        await asyncio.sleep(0.2)
     out: dict = {"first": {}, "loaded": {}, "warming_said": 0}
     try:
         for phase in ("first", "loaded"):
