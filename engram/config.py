@@ -493,10 +493,16 @@ def load(root: Path | None = None) -> Config:
     return cfg
 
 
+GIT_IGNORED = (".engram/tapes/", ".engram-cache/")
+"""What ``engram init`` adds to ``.gitignore``."""
+
+
 def init_repo(root: Path) -> dict:
-    """Write a commented ``.engram/config.yml`` (never overwriting) and ignore ``.engram-cache/``
-    (where an older Engram kept its per-repository index, and where a private ``index.path``
-    conventionally goes)."""
+    """Write a commented ``.engram/config.yml`` (never overwriting) and ignore, in git, what must
+    never land on a branch: ``.engram/tapes/`` (transcripts; they are shared, redacted and by
+    choice, through ``engram push``'s own ref, docs/sharing.md) and ``.engram-cache/`` (where an
+    older Engram kept its per-repository index, and where a private ``index.path`` conventionally
+    goes)."""
     root = Path(root)
     cfg_path = root / ".engram" / "config.yml"
     created = False
@@ -507,11 +513,12 @@ def init_repo(root: Path) -> dict:
     paths.private_dir(root / ".engram" / "tapes")  # tapes are private (docs/security.md)
     gi = root / ".gitignore"
     lines = gi.read_text(encoding="utf-8").splitlines() if gi.exists() else []
-    added = False
-    if not any(ln.strip() in (".engram-cache/", ".engram-cache", "/.engram-cache/") for ln in lines):
+    have = {ln.strip().strip("/") for ln in lines}
+    missing = [p for p in GIT_IGNORED if p.strip("/") not in have]
+    if missing:
         with open(gi, "a", encoding="utf-8") as f:
             if lines and lines[-1] != "":
                 f.write("\n")
-            f.write(".engram-cache/\n")
-        added = True
+            f.write("".join(p + "\n" for p in missing))
+    added = bool(missing)
     return {"config": str(cfg_path), "created": created, "gitignore": str(gi), "gitignore_updated": added}

@@ -66,7 +66,7 @@ def test_init_writes_commented_config_and_gitignore(tmp_path):
     assert res["created"] and res["gitignore_updated"]
     text = (tmp_path / ".engram" / "config.yml").read_text()
     assert text.startswith("#") and "harnesses:" in text
-    assert (tmp_path / ".gitignore").read_text() == "node_modules/\n.engram-cache/\n"
+    assert (tmp_path / ".gitignore").read_text() == "node_modules/\n.engram/tapes/\n.engram-cache/\n"
     res2 = config.init_repo(tmp_path)  # idempotent, never overwrites
     assert not res2["created"] and not res2["gitignore_updated"]
     assert config.load(tmp_path).warnings == []
