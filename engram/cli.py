@@ -92,7 +92,8 @@ def cmd_init(args) -> int:
         res["agents"] = init_agents(root)
     emit(res, args.pretty, lambda r: (
         f"{'Wrote' if r['created'] else 'Kept existing'} {r['config']}\n"
-        f"{'Added .engram/tapes/ and .engram-cache/ to' if r['gitignore_updated'] else 'Already ignored in'} {r['gitignore']}\n"
+        f"{'Added .engram/tapes/ and .engram-cache/ to' if r['gitignore_updated'] else 'Already ignored in'}"
+        f" {r['gitignore']}\n"
         + "".join(f"{'Updated' if f['changed'] else 'Already current:'} {f['path']}\n"
                   for f in r.get("agents", {}).get("files", []))
         + "Next: engram ingest\n"))
@@ -446,7 +447,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"engram {__version__}")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
 
-    s = sub.add_parser("init", parents=[common], help="write .engram/config.yml and ignore .engram/tapes/ and .engram-cache/ in git")
+    s = sub.add_parser("init", parents=[common],
+                       help="write .engram/config.yml; git-ignore .engram/tapes/ and .engram-cache/")
     s.add_argument("--agents", action="store_true",
                    help="also write the Engram section of AGENTS.md (and CLAUDE.md when present)")
     s.set_defaults(fn=cmd_init)
