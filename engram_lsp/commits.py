@@ -25,24 +25,33 @@ class SpanCommits:
         self._known: OrderedDict[tuple, list[dict]] = OrderedDict()
         self._pending: set[tuple] = set()
         self._lock = threading.Lock()
+        self._same: tuple = (None, False)  # (buffer version and file state, saved?)
 
-    @staticmethod
-    def key(doc, start: int, end: int) -> tuple | None:
-        """The file's state and the range, or None when the buffer differs from the file."""
+    def key(self, doc, start: int, end: int) -> tuple | None:
+        """The file's state and the range, or None when the buffer differs from the file (the
+        comparison is remembered per buffer version and file state)."""
         try:
             st = os.stat(doc.path)
         except (OSError, ValueError):
             return None
-        if doc.text is not None:
-            if len(doc.text.encode("utf-8", "surrogatepass")) != st.st_size:
-                return None
+        state = (str(doc.path), st.st_size, st.st_mtime_ns)
+        if doc.text is not None and not self._saved(doc, state):
+            return None
+        return (*state, start, end)
+
+    def _saved(self, doc, state: tuple) -> bool:
+        memo = (doc.uri, doc.version, state)
+        if self._same[0] == memo:
+            return self._same[1]
+        same = len(doc.text.encode("utf-8", "surrogatepass")) == state[1]
+        if same:
             try:
                 with open(doc.path, encoding="utf-8", errors="surrogateescape") as f:
-                    if f.read() != doc.text:
-                        return None
+                    same = f.read() == doc.text
             except OSError:
-                return None
-        return (str(doc.path), st.st_size, st.st_mtime_ns, start, end)
+                same = False
+        self._same = (memo, same)
+        return same
 
     def get(self, backend, doc, start: int, end: int) -> list[dict]:
         """The commits known for lines ``start``-``end`` of ``doc`` (maybe none yet); asks for

@@ -36,12 +36,23 @@ def hover_block(engine, backend, doc: documents.Doc, line: int):
         if block and block.get("sessions") and isinstance(top, dict):
             block = {**block, "top": _with_window(engine, doc, text, start, end, top)}
             # a note among several sessions (or the best one): its kind and text, warnings first
-            if block["sessions"] > 1 or top.get("harness") == NOTE_HARNESS:
+            # (the extra explain only where the index holds notes at all)
+            if top.get("harness") == NOTE_HARNESS or (
+                    block["sessions"] > 1 and backend.cached(("has_notes",), lambda: _has_notes(engine))):
                 block["notes"] = _notes(engine, doc, text, start, end)
         return block
 
     key = ("hover", doc.uri, doc.version if doc.text is not None else hash(text), start, end)
     return start, end, backend.cached(key, compute)
+
+
+def _has_notes(engine) -> bool:
+    """Whether the index holds any note (``engram note``); asked once per index generation."""
+    try:
+        return any(t.get("harness") == NOTE_HARNESS for t in engine.tapes())
+    except Exception:
+        log.debug("listing the tapes failed", exc_info=True)
+        return True
 
 
 def _notes(engine, doc, text, start, end) -> list[dict]:
