@@ -12,8 +12,12 @@
   ``thoughts``), the last version of each message id (the JSONL form rewrites messages);
   input = ``input - cached``, reasoning = ``thoughts``.
 
-Other harnesses (OpenCode, Cursor, OpenClaw, Aider) give ``None``: their usage is not read yet.
-The Codex and Gemini figures are read from the session's source log when it still exists (the
+* **OpenCode**: each assistant message's ``tokens`` (``input``, ``output``, ``reasoning``,
+  ``cache.read``, ``cache.write``), once per message id — from the SQLite store's ``message``
+  table (read-only snapshot) or the older ``storage/message/<session>/*.json``.
+
+Other harnesses (Cursor, OpenClaw, Aider) give ``None``: their usage is not read yet.
+The Codex, Gemini and OpenCode figures are read from the session's source log when it still exists (the
 tape keeps no usage for them); gone logs give ``None``, never a guess.
 """
 
@@ -62,7 +66,9 @@ def of_tape(engine, tape_id: str) -> dict | None:
             return codex_usage(Path(t.source_path))
         if t.harness == "gemini_cli" and t.source_path:
             return gemini_usage(Path(t.source_path), t.session)
-    except (OSError, ValueError) as e:
+        if t.harness == "opencode" and t.source_path:
+            return opencode_usage(Path(t.source_path), t.session)
+    except Exception as e:  # a log gone, busy or malformed: no usage, never a failed stats
         log.info("usage of %s not read: %s", tape_id[:12], type(e).__name__)
     return None
 
@@ -134,3 +140,40 @@ def gemini_usage(path: Path, session: str | None) -> dict | None:
         out["cache_read_tokens"] += cached
         out["reasoning_tokens"] += _int(tk.get("thoughts"))
     return out
+
+
+def opencode_usage(path: Path, session: str | None) -> dict | None:
+    msgs: dict[str, dict] = {}
+    if path.is_file():
+        from engram.adapters.sqlite_store import read_snapshot
+
+        rows, _reasons = read_snapshot(path, lambda c: c.execute(
+            "SELECT id, data FROM message WHERE session_id=? ORDER BY id", (session,)).fetchall())
+        for mid, data in rows:
+            try:
+                msgs[mid] = json.loads(data)
+            except (TypeError, ValueError):
+                continue
+    elif path.is_dir():
+        st = path / "storage" if (path / "storage" / "message").is_dir() else path
+        for p in sorted((st / "message" / (session or "")).glob("*.json")):
+            try:
+                m = json.loads(p.read_text(encoding="utf-8", errors="replace"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(m, dict):
+                msgs[str(m.get("id") or p.name)] = m
+    out = empty()
+    seen = False
+    for m in msgs.values():
+        tk = m.get("tokens") if isinstance(m, dict) else None
+        if not isinstance(tk, dict):
+            continue
+        seen = True
+        cache = tk.get("cache") if isinstance(tk.get("cache"), dict) else {}
+        out["input_tokens"] += _int(tk.get("input"))
+        out["output_tokens"] += _int(tk.get("output"))
+        out["reasoning_tokens"] += _int(tk.get("reasoning"))
+        out["cache_read_tokens"] += _int(cache.get("read"))
+        out["cache_write_tokens"] += _int(cache.get("write"))
+    return out if seen else None

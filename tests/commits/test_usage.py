@@ -137,3 +137,47 @@ def test_prices_never_guess(model, known):
     assert (prices.cost(model, u) is not None) == known
     if known:
         assert prices.cost(model, u) == 3.0
+
+
+def _opencode_want(messages) -> dict:
+    want = dict.fromkeys(("input_tokens", "output_tokens", "reasoning_tokens", "cache_read_tokens",
+                          "cache_write_tokens"), 0)
+    for m in messages:
+        t = m.get("tokens")
+        if isinstance(t, dict):
+            want["input_tokens"] += t.get("input", 0)
+            want["output_tokens"] += t.get("output", 0)
+            want["reasoning_tokens"] += t.get("reasoning", 0)
+            want["cache_read_tokens"] += (t.get("cache") or {}).get("read", 0)
+            want["cache_write_tokens"] += (t.get("cache") or {}).get("write", 0)
+    return want
+
+
+def test_opencode_usage_from_the_sqlite_store(tmp_path, monkeypatch, capsys):
+    import sqlite3
+
+    db = DATA / "opencode" / "sqlite" / "gitai__opencode.db"
+
+    def setup(src: Path) -> None:
+        src.mkdir(parents=True)
+        shutil.copy(db, src / "opencode.db")
+
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    want = _opencode_want(json.loads(d) for (d,) in con.execute("SELECT data FROM message"))
+    con.close()
+    got = stats_for(tmp_path, monkeypatch, capsys, "opencode", setup)
+    assert want["input_tokens"] + want["output_tokens"] > 0
+    assert {k: got[k] for k in want} == want
+
+
+def test_opencode_usage_from_the_storage_tree(tmp_path, monkeypatch, capsys):
+    tree = DATA / "opencode" / "storage_v2"
+
+    def setup(src: Path) -> None:
+        src.mkdir(parents=True)
+        shutil.copytree(tree, src / "storage")
+
+    want = _opencode_want(json.loads(p.read_text()) for p in sorted((tree / "message").glob("*/*.json")))
+    got = stats_for(tmp_path, monkeypatch, capsys, "opencode", setup)
+    assert want["input_tokens"] + want["output_tokens"] > 0
+    assert {k: got[k] for k in want} == want
