@@ -127,3 +127,14 @@ def test_a_look_alike_span_does_not_show_the_note_and_reindenting_is_not_a_chang
     out = run_json(capsys, "explain", "net.py:5-13")
     note = _note_sessions(out)[0]["note"]
     assert note["stale"] is False and note["at"] == [5, 13]
+
+
+def test_a_note_is_indexed_as_an_ingest_would_index_it(world, capsys):
+    res = run_json(capsys, "note", "net.py:4-12", "--kind", "warning", WARNING)
+    assert run_json(capsys, "ingest")["tapes_indexed"] == 0  # already there: nothing to add
+    before = run_json(capsys, "explain", "net.py:4-12")
+    run_json(capsys, "ingest", "--rebuild", "--seal")
+    after = run_json(capsys, "explain", "net.py:4-12")
+    for r in (before, after):
+        r["stats"].pop("elapsed_ms", None)
+    assert after == before and after["sessions"][0]["tape_id"] == res["tape_id"]
