@@ -549,12 +549,14 @@ class Engine:
         return out
 
     # -- history -------------------------------------------------------------------------------
-    def blame(self, file: str, text: str | None = None) -> dict:
+    def blame(self, file: str, text: str | None = None, *, earlier: bool = True) -> dict:
         """Per line of ``file`` the session that most likely wrote it (``engram blame``);
-        ``text``: the buffer as an editor holds it, instead of the file on disk."""
+        ``text``: the buffer as an editor holds it, instead of the file on disk; ``earlier=False``:
+        without the lineage walk behind ``earlier`` (the editor's line annotation needs only the
+        lines)."""
         from engram.query import history
 
-        return history.blame(self, file, text=text)
+        return history.blame(self, file, text=text, earlier=earlier)
 
     # -- commits (engram/commits): git-native provenance ----------------------------------------
     def log(self, revs: list[str] | None = None, limit: int | None = None,

@@ -63,7 +63,7 @@ def annotate_document(engine, backend, doc: documents.Doc) -> dict:
         n = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
         if not text:
             return {"lines": 0, "sessions": [], "runs": []}
-        sessions, runs = annotation(engine.blame(doc.file, text=text))
+        sessions, runs = annotation(engine.blame(doc.file, text=text, earlier=False))
         return {"lines": n, "sessions": sessions, "runs": runs}
 
     key = ("annotate", doc.uri, doc.version if doc.text is not None else hash(text))
