@@ -680,7 +680,8 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
     if semantic is not None:
         _add_semantic(conn, semantic, text, out_sessions, shown, before, after, brief, stats)
     # feedback (engram/retrieval/feedback.py): a no-op when the index holds none
-    out_sessions = feedback.rerank_explain(conn, span_fingerprints(text)[2], span, out_sessions)
+    out_sessions = feedback.rerank_explain(conn, span_fingerprints(text)[2], span, out_sessions,
+                                           path=path)
     stats["elapsed_ms"] = round((time.perf_counter() - t0) * 1000, 2)
     return {"span": span, "sessions": out_sessions, "lineage": walked.lineage,
             "tombstones": walked.tombstones, "truncated": walked.truncated, "stats": stats}

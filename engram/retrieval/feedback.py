@@ -15,8 +15,10 @@ clamped to [0, 1] after each step; helpful ones also count as validations (count
 
 **Incorrect for a span**: an ``incorrect`` with ``--span`` applies to an explain of any span whose
 fingerprints and the feedback span's mostly coincide (at least ``SPAN_MATCH`` of each set in the
-other): the same code, or that code after it moved or was lightly edited (its lineage); not a
-span nested in it or around it. Explain then ranks that
+other) — the same code, or that code after it moved or was lightly edited (its lineage); not a
+span nested in it or around it — and which is either where the feedback was given (same file,
+overlapping lines) or elsewhere while the code is no longer at the feedback's place (it moved
+there). A copy of the code while the original still stands is another span. Explain then ranks that
 session below every session without such feedback, labelled ``feedback: incorrect``; other spans
 are untouched (``incorrect_sessions``).
 """
@@ -220,7 +222,7 @@ def load(conn) -> dict[str, SessionFeedback]:
 
 
 def incorrect_sessions(states: dict[str, SessionFeedback], hashes, file: str | None = None,
-                       lines: tuple[int, int] | None = None) -> set[str]:
+                       lines: tuple[int, int] | None = None, read=None) -> set[str]:
     """Sessions with ``incorrect`` feedback for this span: a feedback span whose fingerprints and
     ``hashes`` mostly coincide (at least ``SPAN_MATCH`` of each set is in the other: the same code,
     moved or lightly edited — not a method inside a class marked incorrect, nor the class around
@@ -231,8 +233,13 @@ def incorrect_sessions(states: dict[str, SessionFeedback], hashes, file: str | N
     for session, st in states.items():
         for f, a, b, hs in st.incorrect_spans:
             if hs and q:
-                shared = len(hs & q)
-                if shared / len(hs) >= SPAN_MATCH and shared / len(q) >= SPAN_MATCH:
+                if not _coincide(hs, q):
+                    continue
+                here = (file == f and lines is not None and isinstance(a, int) and isinstance(b, int)
+                        and a <= lines[1] and lines[0] <= b)
+                # the same code elsewhere: the feedback's span moved there (its lineage), unless
+                # the code is still where the feedback was given (then this is a copy of it)
+                if here or read is None or not _still_there(read, f, a, b, hs):
                     out.add(session)
                     break
             elif not hs and file and lines and f == file and isinstance(a, int) and isinstance(b, int):
@@ -245,7 +252,44 @@ def incorrect_sessions(states: dict[str, SessionFeedback], hashes, file: str | N
 INCORRECT_LABEL = "feedback: incorrect"
 
 
-def rerank_explain(conn, hashes, span: dict, sessions: list[dict]) -> list[dict]:
+def _coincide(a: frozenset | set, b: set) -> bool:
+    shared = len(a & b)
+    return shared / len(a) >= SPAN_MATCH and shared / len(b) >= SPAN_MATCH
+
+
+def _still_there(read, file, a, b, hs) -> bool:
+    """Whether lines ``a..b`` of ``file`` today still hold the feedback span's code."""
+    if not isinstance(file, str) or not isinstance(a, int) or not isinstance(b, int):
+        return False
+    text = read(file)
+    if text is None:
+        return False
+    lines = text.split("\n")[a - 1:b]
+    return bool(lines) and _coincide(hs, set(span_hashes("\n".join(lines) + "\n")))
+
+
+def _reader(span: dict, path: str | None):
+    """``read(file) -> text | None`` for files of the explained span's repository (its root: the
+    explained file's absolute ``path`` less the span's relative ``file``), memoised."""
+    shown = span.get("file")
+    if not path or not shown or not str(path).endswith(str(shown)):
+        return None
+    root = Path(str(path)[: len(str(path)) - len(str(shown))])
+    cache: dict[str, str | None] = {}
+
+    def read(f: str) -> str | None:
+        if f not in cache:
+            try:
+                cache[f] = read_text_file(root / f, shown=f)
+            except (OSError, EngramError):
+                cache[f] = None
+        return cache[f]
+
+    return read
+
+
+def rerank_explain(conn, hashes, span: dict, sessions: list[dict], path: str | None = None
+                   ) -> list[dict]:
     """Explain's sessions with feedback applied: each session with feedback carries ``feedback``
     (confidence, validations, last validated, verdict counts); sessions with ``incorrect`` for this
     span (``incorrect_sessions``) move below every other session, in their order, labelled
@@ -255,7 +299,7 @@ def rerank_explain(conn, hashes, span: dict, sessions: list[dict]) -> list[dict]
     if not states:
         return sessions
     lines = (span.get("start"), span.get("end")) if span.get("file") else None
-    bad = incorrect_sessions(states, hashes, span.get("file"), lines)
+    bad = incorrect_sessions(states, hashes, span.get("file"), lines, _reader(span, path))
     kept, demoted = [], []
     for s in sessions:
         st = states.get(s.get("session") or "") or states.get(s.get("tape_id") or "")

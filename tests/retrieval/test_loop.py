@@ -86,6 +86,24 @@ def test_incorrect_with_span_moves_that_session_last_for_that_span_only(world, c
     assert len(tapes) == 1 and tapes[0]["path"].startswith(str(world.root / ".engram" / "tapes"))
 
 
+def test_incorrect_follows_moved_code_but_not_a_copy(world, capsys):
+    run_json(capsys, "ingest", "--seal")
+    parse = _lines(world, "def parse_amount")
+    n = parse.split(":")[1]
+    copy = world.root / "copy.py"
+    copy.write_text((world.root / "calc.py").read_text().split("\n\n\n")[0] + "\n")
+    a, b = map(int, n.split("-"))
+    here = f"copy.py:{a}-{b}"
+    before = _order(capsys, here)
+    top = _order(capsys, parse)[0]
+    run_json(capsys, "feedback", top, "incorrect", "--span", parse)
+    assert _order(capsys, here) == before  # a copy, while the original stands: untouched
+    # the original goes away (the code moved to copy.py): the feedback follows it
+    (world.root / "calc.py").write_text("\n\n\n" + FORMAT)
+    after = run_json(capsys, "explain", here, "--brief")["sessions"]
+    assert after[-1]["session"] == top and after[-1]["feedback"]["label"] == "feedback: incorrect"
+
+
 def test_replay_from_scratch_gives_byte_identical_answers(world, capsys):
     run_json(capsys, "ingest", "--seal")
     parse, fmt = _lines(world, "def parse_amount"), _lines(world, "def format_amount")
