@@ -113,12 +113,16 @@ def _line_owners(conn, ds: list[diff.CommitDiff], tapes: _TapeInfo) -> dict[str,
     # per run: exact writers first, then the fingerprint share; then, per commit, a line whose
     # exact text an edit of the commit's own sessions carries goes to that session
     per_run = []
+    recent_of: dict[tuple, set[int]] = {}
     for d, path, run, kg, first, last in pieces:
-        allowed = {t for t, r in info.items() if (r.first_t or "") <= (d.committed or "~")}
+        allowed = _Begun(info, d.committed or "~")
         # edits the run's k-grams point at, and the file's logged edits by sessions still active
         # after the parent commit was made (a session that ended before it is in the parent)
-        recent = {e for e, t in by_path.get(path, {}).items()
-                  if d.parent_t is None or (info[t].last_t or "") > d.parent_t}
+        key = (path, d.parent_t)
+        if key not in recent_of:
+            recent_of[key] = {e for e, t in by_path.get(path, {}).items()
+                              if d.parent_t is None or (info[t].last_t or "") > d.parent_t}
+        recent = recent_of[key]
         edits = _Candidates(set(kg.tolist()), recent, allowed, edit_tape, e_hashes)
         text = "\n".join(t for _n, t, _a in run)
         lh = store.line_hashes(text).tolist()
@@ -129,11 +133,11 @@ def _line_owners(conn, ds: list[diff.CommitDiff], tapes: _TapeInfo) -> dict[str,
     own_sessions: dict[str, set[str]] = defaultdict(set)
     for d, _p, _r, _lh, _e, exact, stripped, _fp in per_run:
         own_sessions[d.sha] |= set(exact.values()) | set(stripped.values())
-    tid_of = {t: r.tape_id for t, r in info.items()}
+    row_of = {r.tape_id: t for t, r in info.items()}
     for i, (d, path, run, lh, edits, exact, stripped, (kg, first, last, allowed)) in enumerate(per_run):
         # by fingerprints, the commit's own sessions (those that wrote some of its lines exactly)
         # first: another session holding as much of a line's k-grams rarely wrote it here
-        prefer = {t for t in allowed if tid_of[t] in own_sessions[d.sha]}
+        prefer = {row_of[x] for x in own_sessions[d.sha] if row_of[x] in allowed}
         fp = _run_owners(run, kg, first, last, produced, found, allowed, info, prefer)
         per_run[i] = (d, path, run, lh, edits, exact, stripped, fp)
     for d, _p, _r, _lh, _e, _x, _s, fp in per_run:
@@ -143,7 +147,7 @@ def _line_owners(conn, ds: list[diff.CommitDiff], tapes: _TapeInfo) -> dict[str,
     alt: dict[str, dict] = {}
     for d, path, run, lh, edits, exact, stripped, fp in per_run:
         mine = own_sessions[d.sha]
-        carried = _line_writers(run, lh, edits.only({t for t, tid in tid_of.items() if tid in mine}),
+        carried = _line_writers(run, lh, edits.only({row_of[x] for x in mine}),
                                 lines_of, edit_tape, info, produced_only=False)
         owners = {**{n: (t, "fingerprint") for n, t in fp.items()},
                   **{n: (t, "log") for d_ in (stripped, carried, exact) for n, t in d_.items()}}
@@ -176,6 +180,17 @@ def _stray_lines(files: dict[str, dict[int, tuple[str, str]]], carried: dict[str
             other = carried.get(path, {}).get(n)
             if other is not None and other not in stray:
                 lines[n] = (other, "log")
+
+
+class _Begun:
+    """The sessions (tape row ids) that began at or before ``when``, as a membership test."""
+
+    def __init__(self, info, when: str):
+        self.info, self.when = info, when
+
+    def __contains__(self, t: int) -> bool:
+        r = self.info.get(t)
+        return r is not None and (r.first_t or "") <= self.when
 
 
 class _Candidates:
