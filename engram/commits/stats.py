@@ -159,16 +159,19 @@ def stats(engine, by: str = "model", since: str | None = None, all_: bool = Fals
             r["lines_at_head"] = sum(mine.values())
             total["lines_at_head"] += r["lines_at_head"]
     all_lines = info.get("lines", 0)
+    # the repository's lines at HEAD written by any indexed session (wherever it ran): the rows
+    # above count only the sessions in scope
     dirs: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for f, owners in head_lines.items():
         d = f.rsplit("/", 1)[0] if "/" in f else "."
         dirs[d][0] += info.get("_lines", {}).get(f, 0)
-        dirs[d][1] += sum(n for t, n in owners.items() if t in per_tape)
+        dirs[d][1] += sum(owners.values())
+    head_agent = sum(v[1] for v in dirs.values())
     return {"by": by, "scope": "all" if all_ else str(engine.root), "since": since,
             "rows": [{"key": k, **v} for k, v in sorted(rows.items())], "total": total,
             "head": {"files": info.get("files", 0), "lines": all_lines,
-                     "agent_lines": total["lines_at_head"],
-                     "agent_share": round(total["lines_at_head"] / all_lines, 4) if all_lines else None,
+                     "agent_lines": head_agent,
+                     "agent_share": round(head_agent / all_lines, 4) if all_lines else None,
                      "skipped_files": len(info.get("skipped", [])),
                      "directories": [{"dir": d, "lines": v[0], "agent_lines": v[1],
                                       "agent_share": round(v[1] / v[0], 4) if v[0] else None}
