@@ -6,7 +6,8 @@
   at HEAD).
 * ``engram/note`` ``{textDocument, range, kind, text, related?}`` → ``engram note FILE:A-B``: a note
   on the lines (``Engine.add_note``; tier ``human``). The note keeps the span's text as it is on
-  disk, so a buffer with unsaved edits is refused with a message to save first.
+  disk, so a buffer with unsaved edits is refused with a message to save first. After a note or
+  feedback the server's cached hovers and lenses are dropped (they may show it now).
 * ``engram/feedback`` ``{session, verdict, textDocument?, range?, note?}`` → ``engram feedback``
   (``helpful`` | ``not_relevant`` | ``incorrect``; with a range, about that span of the buffer).
 * ``engram/used`` ``{session, answer?}`` → ``engram used`` (the editor opened a session of an answer).
@@ -37,6 +38,13 @@ def _span(ls, params: dict) -> tuple[documents.Doc, int, int]:
         raise InvalidParams("missing required parameter 'range'")
     start, end = line_range(params["range"])
     return doc, start, end
+
+
+def _changed(ls) -> None:
+    """The index changed under this server (a note or feedback tape was ingested): cached hovers
+    and lenses are dropped, and the client asked for fresh lenses."""
+    ls.get_backend().invalidate()
+    ls.refresh_code_lenses()
 
 
 def register(server) -> None:
@@ -75,8 +83,10 @@ def register(server) -> None:
             if saved is not None and saved != doc.text:
                 raise InvalidParams("save the file first: a note keeps the span's text as it is "
                                     "on disk")
-        return await ls.run(lambda engine: engine.add_note(
+        result = await ls.run(lambda engine: engine.add_note(
             doc.file, start, end, kind, text, related, tier="human", via="lsp"))
+        _changed(ls)
+        return result
 
     @server.feature("engram/feedback")
     async def engram_feedback(ls, raw) -> dict:
@@ -90,8 +100,10 @@ def register(server) -> None:
         if params.get("textDocument") is not None:
             doc, start, end = _span(ls, params)
             file, text = doc.file, doc.text
-        return await ls.run(lambda engine: engine.feedback(
+        result = await ls.run(lambda engine: engine.feedback(
             session, verdict, file, start, end, note=note, text=text))
+        _changed(ls)
+        return result
 
     @server.feature("engram/used")
     async def engram_used(ls, raw) -> dict:

@@ -69,7 +69,8 @@ async def test_hover_names_the_commit_and_shows_a_warning_note_first(lsp, repo_w
         "range": {"start": {"line": 3, "character": 0}, "end": {"line": 4, "character": 0}},
         "kind": "warning", "text": "main() is called by the release script; keep its name"}))
     assert note["tape_id"] and note["note"]["kind"] == "warning"
-    md = await _hover_text(client, uri, 4, "Warning")
+    # at once: the note is indexed when the request answers, and the cached hover is dropped
+    md = (await hover(client, uri, 4)).contents.value
     assert md.startswith("> ⚠ **Warning** note: main() is called by the release script; keep its name")
     assert md.index("Warning") < md.index("**Engram**")
 
