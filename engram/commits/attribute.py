@@ -34,7 +34,7 @@ from engram.query.history import BLAME_MIN
 
 log = logging.getLogger(__name__)
 
-VERSION = 6                 # bump when the attribution rules change: cached rows are recomputed
+VERSION = 8                 # bump when the attribution rules change: cached rows are recomputed
 MAX_BLAME_BYTES = 4 << 20   # review reads final files up to this size
 STRAY_LINES = 2             # see _stray_lines
 STRAY_SHARE = 0.2
@@ -163,7 +163,9 @@ def _stray_lines(files: dict[str, dict[int, tuple[str, str]]], carried: dict[str
     """A session with at most ``STRAY_LINES`` lines of a commit, under ``STRAY_SHARE`` of its agent
     lines, beside a session with more, is mostly a common line it once wrote that the commit's main
     session carried (``import os``, ``return None``): such a line goes to the session that carried
-    it."""
+    it; one only fingerprints gave it, beside sessions whose lines their logged edits hold, goes to
+    the one of those with the most lines (a stray k-gram match is the likelier story than a
+    one-line contribution; the line is still known agent text)."""
     from collections import Counter as _C
 
     count = _C(t for lines in files.values() for t, _r in lines.values())
@@ -173,13 +175,17 @@ def _stray_lines(files: dict[str, dict[int, tuple[str, str]]], carried: dict[str
     stray = {t for t, n in count.items() if n <= STRAY_LINES and n < STRAY_SHARE * total}
     if not stray or stray == set(count):
         return
+    backed = _C(t for lines in files.values() for t, r in lines.values() if r == "log" and t not in stray)
+    main = min(backed, key=lambda t: (-backed[t], t)) if backed else None
     for path, lines in files.items():
-        for n, (t, _rule) in list(lines.items()):
+        for n, (t, rule) in list(lines.items()):
             if t not in stray:
                 continue
             other = carried.get(path, {}).get(n)
             if other is not None and other not in stray:
                 lines[n] = (other, "log")
+            elif rule == "fingerprint" and main is not None:
+                lines[n] = (main, "fingerprint")
 
 
 class _Begun:
