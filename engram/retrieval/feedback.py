@@ -16,8 +16,8 @@ clamped to [0, 1] after each step; helpful ones also count as validations (count
 **Incorrect for a span**: an ``incorrect`` with ``--span`` applies to an explain of any span whose
 fingerprints and the feedback span's mostly coincide (at least ``SPAN_MATCH`` of each set in the
 other) — the same code, or that code after it moved or was lightly edited (its lineage); not a
-span nested in it or around it — and which is either where the feedback was given (same file,
-overlapping lines) or elsewhere while the code is no longer at the feedback's place (it moved
+span nested in it or around it — and which is either where the feedback was given (same file, lines
+overlapping by ``SPAN_LINES`` of their union) or elsewhere while the code is no longer at the feedback's place (it moved
 there). A copy of the code while the original still stands is another span. Explain then ranks that
 session below every session without such feedback, labelled ``feedback: incorrect``; other spans
 are untouched (``incorrect_sessions``).
@@ -44,6 +44,7 @@ VERDICTS = ("helpful", "not_relevant", "incorrect")
 DELTA = {"helpful": 0.08, "not_relevant": 0.0, "incorrect": -0.15}
 START = 0.5
 SPAN_MATCH = 0.5
+SPAN_LINES = 0.8
 KIND = "feedback"          # the event kind, and meta["engram"]
 HARNESS = "engram"
 ROUND = 6
@@ -235,8 +236,7 @@ def incorrect_sessions(states: dict[str, SessionFeedback], hashes, file: str | N
             if hs and q:
                 if not _coincide(hs, q):
                     continue
-                here = (file == f and lines is not None and isinstance(a, int) and isinstance(b, int)
-                        and a <= lines[1] and lines[0] <= b)
+                here = file == f and _same_lines(lines, a, b)
                 # the same code elsewhere: the feedback's span moved there (its lineage), unless
                 # the code is still where the feedback was given (then this is a copy of it)
                 if here or read is None or not _still_there(read, f, a, b, hs):
@@ -250,6 +250,16 @@ def incorrect_sessions(states: dict[str, SessionFeedback], hashes, file: str | N
 
 
 INCORRECT_LABEL = "feedback: incorrect"
+
+
+def _same_lines(lines, a, b) -> bool:
+    """The explained lines are the feedback's: their overlap is at least ``SPAN_LINES`` of their
+    union (an edit moved the ends a little), not a method inside a class or the class around it."""
+    if lines is None or not isinstance(a, int) or not isinstance(b, int):
+        return False
+    inter = min(lines[1], b) - max(lines[0], a) + 1
+    union = max(lines[1], b) - min(lines[0], a) + 1
+    return inter > 0 and inter / union >= SPAN_LINES
 
 
 def _coincide(a: frozenset | set, b: set) -> bool:

@@ -132,3 +132,23 @@ def test_bad_verdict_and_span_are_clear_errors():
         feedback.parse_span("calc.py")
     with pytest.raises(feedback.BadFeedback, match="bad line range"):
         feedback.parse_span("calc.py:9-3")
+
+
+def test_incorrect_for_a_span_stays_with_its_lines_and_follows_moved_code():
+    code = ("def parse_amount(text):\n    value = float(text.strip().replace(',', ''))\n"
+            "    if value < 0:\n        raise ValueError('negative amount')\n"
+            "    return round(value, 2)\n")
+    a = feedback.span_hashes(code)
+    span = {"file": "calc.py", "start": 1, "end": 5,
+            "fingerprints": [format(h & 0xFFFFFFFFFFFFFFFF, "016x") for h in a]}
+    states = feedback.replay([("t", _ev("2026-01-01T00:00:00Z", "s1", "incorrect", span))])
+    files = {"calc.py": code}
+    read = files.get
+    assert feedback.incorrect_sessions(states, a, "calc.py", (1, 5), read) == {"s1"}
+    assert feedback.incorrect_sessions(states, a, "calc.py", (2, 5), read) == {"s1"}  # 4/5 lines
+    # the same code nested differently (lines 1-3 of 5), or copied elsewhere: the original stands
+    assert feedback.incorrect_sessions(states, a, "calc.py", (1, 3), read) == set()
+    assert feedback.incorrect_sessions(states, a, "copy.py", (1, 5), read) == set()
+    # the original is gone: the copy is where the code moved
+    files["calc.py"] = "\n\n\n\n\n"
+    assert feedback.incorrect_sessions(states, a, "copy.py", (1, 5), read) == {"s1"}
