@@ -193,8 +193,8 @@ class Engine:
         if getattr(self._local, "semantic_warming", False):  # ``_semantic`` skipped the model
             self._local.semantic_warming = False
             result.setdefault("stats", {})["semantic"] = "warming up: the embedding model is loading"
-        rlog.log_answer(self, op, query, result.get("sessions", result.get("results", [])),
-                        client or self.client)
+        rlog.log_answer(self, op, query, result.get("sessions") or result.get("results")
+                        or result.get("items") or [], client or self.client)
         return result
 
     def _with_notes(self, result: dict, file_text: str | None, archive: str | None = None) -> dict:
@@ -494,12 +494,14 @@ class Engine:
             finally:
                 conn.close()
 
-    def brief(self, paths: list[str] | None = None, budget: int = 1500) -> dict:
+    def brief(self, paths: list[str] | None = None, budget: int = 1500, *,
+              client: str | None = None) -> dict:
         """What to know before touching ``paths`` (none: the repository's recent work), within
         ``budget`` tokens (``engram.agents.brief``): ``{paths, items, tokens, markdown, ...}``."""
         from engram.agents import brief
 
-        return brief.brief(self, paths or [], budget=budget)
+        return self._logged("brief", "\n".join(paths or []),
+                            brief.brief(self, paths or [], budget=budget), client)
 
     # -- navigation ----------------------------------------------------------------------------
     def view(self, tape_id: str, at: int = 0, before: int = 5, after: int = 5) -> dict:

@@ -170,11 +170,12 @@ def test_usage_report_counts_used_answers(world, capsys):
         r1 = eng.search("parse amount")
         eng.search("nothing matches zzzz")
         eng.used(r1["results"][0]["session"])
+        eng.brief(["calc.py"])
         rep = eng.retrieval_report()
     finally:
         eng.close()
-    assert rep["answers"] == 2 and rep["used"] == 1 and rep["used_rate"] == 0.5
-    assert rep["by_client"]["api"]["answers"] == 2
+    assert rep["answers"] == 3 and rep["used"] == 1 and rep["used_rate"] == pytest.approx(1 / 3, abs=1e-4)
+    assert rep["by_client"]["api"]["answers"] == 3 and rep["by_op"]["brief"]["answers"] == 1
 
 
 def test_log_off_writes_nothing(world, capsys):
