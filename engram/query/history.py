@@ -454,11 +454,14 @@ def _log_owners(conn, rel: str, path: str, text: str, n_lines: int
     the most lines wins; None when there is none, or two attribute equally many."""
     from engram.query import explain, location
 
+    paths = explain.edited_paths(conn, rel, path, whole=True)
+    if not paths:  # no logged edit of the file: nothing to hash
+        return None
     now = store.line_hashes(text)[:n_lines]
     trivial = np.flatnonzero(now == 0)
     now_x = store.exact_hashes(text)[:n_lines].astype(np.int64) if len(trivial) else None
     found = []
-    for r, f in explain.edited_paths(conn, rel, path, whole=True):
+    for r, f in paths:
         where = location.reanchor(conn, r, f, now)
         if where is None:
             continue
