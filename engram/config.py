@@ -452,7 +452,9 @@ def _read_yaml(path: Path, warnings: list[str]) -> dict:
         warnings.append(f"{path}: cannot read config ({e.strerror}); using defaults")
         return {}
     try:
-        data = yaml.safe_load(text)
+        # libyaml's safe loader when present (the same documents, ~10x faster to parse: every
+        # CLI command reads the config)
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
