@@ -104,8 +104,18 @@ export async function showStats(server: EngramServer, docs: VirtualDocuments): P
     if (!by) {
         return;
     }
+    const scope = await vscode.window.showQuickPick(
+        [
+            { label: 'This repository', detail: 'Sessions that ran inside this repository', all: false },
+            { label: 'Every indexed session', detail: 'All the sessions of this machine\'s index', all: true },
+        ],
+        { title: `Engram: Stats by ${by}`, placeHolder: 'Which sessions' },
+    );
+    if (!scope) {
+        return;
+    }
     const result = await vscode.window.withProgress({ location: vscode.ProgressLocation.Window, title: 'Engram: stats' }, () =>
-        server.request<unknown>(Requests.stats, { by }),
+        server.request<unknown>(Requests.stats, { by, all: scope.all }),
     );
     if (!isStatsResult(result)) {
         throw new Error('the server answered engram/stats without "rows"');

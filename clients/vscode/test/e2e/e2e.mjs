@@ -535,9 +535,12 @@ try {
         await page.locator('.quick-input-list .monaco-list-row', { hasText: 'harness' }).first().waitFor({ timeout });
         await page.locator('.quick-input-widget input').fill('harness');
         await page.keyboard.press('Enter');
+        await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Every indexed session' }).first().waitFor({ timeout });
+        await page.locator('.quick-input-widget input').fill('Every indexed');
+        await page.keyboard.press('Enter');
         const stats = await waitFor(() => webviewText('Engram stats by harness'), 'the stats document');
         observed.stats = stats.text;
-        check('Stats shows the sessions by harness', /Scope: sessions in/.test(stats.text) && /total/.test(stats.text), stats.text.slice(0, 400));
+        check('Stats shows the sessions by harness', /Scope: every indexed session/.test(stats.text) && /claude_code/.test(stats.text) && /total/.test(stats.text), stats.text.slice(0, 400));
         await webviewSettled('Engram stats by harness');
         await shot('stats');
         // Reindex (server command engram.reindex via the client-side engram.reindexIndex), then Show Status.
