@@ -44,7 +44,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-PEER_SRC = Path("/work/peer/deja-vu")
+PEER_SRC = Path(os.environ.get("DEJA_VU_SRC", "/work/peer/deja-vu"))  # the peer's source checkout
 
 
 def pct(xs: list[float], q: float) -> float | None:
