@@ -50,3 +50,30 @@ def test_claude_code_session_dispatches_and_ranks_before_readers(world: World, c
     assert order.index(ORCH) == 1  # right after the session it dispatched, before every reader
     assert all(order.index(r) > order.index(ORCH) for r in READERS if r in by)
     assert TYPED not in by
+
+
+
+SHORT = ("Please update `retry_with_backoff` in net.py: retry on TimeoutError as well, and log each "
+         "attempt.")
+
+
+def test_a_short_task_is_dispatched_only_by_a_verbatim_hand_over(world: World, capsys):
+    """A short request (4 fingerprints) is matched by sentences that restate it; only a session
+    that hands it over verbatim, within a longer text of its own, dispatched it (the restating
+    session, later and as similar, would win otherwise)."""
+    w = world
+    w.session(session_id=TYPED).user("plan the next change").say(
+        "Handing this to a coding agent, with the file and the tests to run:\n\n" + SHORT
+        + "\n\nRun the network tests afterwards and report what failed, if anything.").save()
+    w.session(session_id=ORCH).user("review the network layer").say(
+        "Earlier I said I would update `retry_with_backoff` in net.py: retry on TimeoutError as "
+        "well, and log each attempt. Done, with the tests of the network layer all passing on "
+        "every platform we support today, and the changelog entry written for the release.").save()
+    w.session(session_id=AGENT).user(SHORT).write("net.py", RETRY).save()
+    w.checkout()
+    run_json(capsys, "ingest", "--seal")
+    res = run_json(capsys, "explain", "net.py:1-11", "--brief")
+    by = {s["session"]: s for s in res["sessions"]}
+    assert by[TYPED]["via"] == "lineage" and by[TYPED]["lineage"][-1].get("kind") == "dispatch"
+    assert not any(e.get("kind") == "dispatch" and e["to"]["tape_id"] == by[ORCH]["tape_id"]
+                   for e in res["lineage"]) if ORCH in by else True
