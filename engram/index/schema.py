@@ -158,3 +158,10 @@ CREATE TABLE IF NOT EXISTS commit_attr(
     committed TEXT, data BLOB NOT NULL, PRIMARY KEY (repo, sha)
 ) WITHOUT ROWID;
 """))
+
+# Notes and feedback are tapes of harness ``engram``, looked up by harness on every explain and
+# brief (``engram.agents.notes``, ``engram.retrieval.feedback``): without an index that is a scan of
+# every tape row (~60 ms at 16k sessions, on every `engram explain`).
+MIGRATIONS.append(("0007_tapes_harness", """
+CREATE INDEX IF NOT EXISTS tapes_harness ON tapes(harness);
+"""))
