@@ -433,6 +433,9 @@ try {
             const tape = await waitFor(() => webviewText('around event #'), 'the tape view');
             observed.tape = tape.text;
             check('Open tape shows the tape around the anchor', /Tape \S+ · around event #\d+/.test(tape.text), tape.text.slice(0, 300));
+            // opening a session counts as using the answer: the client sent engram/used (protocol trace)
+            const used = await waitFor(() => /Sending request 'engram\/used/.test(engramLog()), 'engram/used after Open tape').catch(() => false);
+            check('Open tape sends engram/used', used);
             await webviewSettled('around event #');
             await shot('tape');
         }
