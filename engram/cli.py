@@ -431,22 +431,8 @@ def _unit(text: str) -> float:
     return x
 
 
-def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--pretty", action="store_true", help="human-readable output instead of JSON")
-    common.add_argument("--root", help="repository root (default: nearest dir with .engram/ or .git)")
-    common.add_argument("--index", help="index file (default: index.path from config, else the "
-                                        "machine's one index, $ENGRAM_HOME/index/index.sqlite)")
-    common.add_argument("-v", "--verbose", action="store_true", help="log to stderr")
-
-    p = argparse.ArgumentParser(
-        prog="engram",
-        description="Provenance for agent-written code: which agent sessions produced this span, "
-                    "and what was the reasoning? Output is JSON unless --pretty.",
-        epilog="Start with: engram ingest && engram explain src/file.py:10-30 --pretty")
-    p.add_argument("--version", action="version", version=f"engram {__version__}")
-    sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
-
+def _register_core(sub, common) -> None:
+    """The subcommands defined in this module (the others: ``engram.commands``)."""
     s = sub.add_parser("init", parents=[common],
                        help="write .engram/config.yml; git-ignore .engram/tapes/ and .engram-cache/")
     s.add_argument("--agents", action="store_true",
@@ -548,7 +534,54 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("embed", parents=[common], help="embed reasoning text for semantic search")
     s.set_defaults(fn=cmd_embed)
+
+
+class _Skipped:
+    """Stands in for the parser of a subcommand that is not being run: every call is accepted
+    and ignored (``add_argument``, ``set_defaults``, groups, nested subparsers)."""
+
+    def __getattr__(self, name):
+        return lambda *a, **kw: _Skipped()
+
+
+class _OnlyOne:
+    """The subparsers action, building only the subcommand ``name`` (an ``engram explain`` in an
+    agent's loop does not pay for the other ~30 parsers); ``found`` tells whether it was one."""
+
+    def __init__(self, sub, name: str):
+        self.sub, self.name, self.found = sub, name, False
+
+    def add_parser(self, name: str, **kw):
+        if name != self.name and self.name not in kw.get("aliases", ()):
+            return _Skipped()
+        self.found = True
+        return self.sub.add_parser(name, **kw)
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or with ``only`` the subcommand of that name alone (None when there is
+    no such subcommand)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--pretty", action="store_true", help="human-readable output instead of JSON")
+    common.add_argument("--root", help="repository root (default: nearest dir with .engram/ or .git)")
+    common.add_argument("--index", help="index file (default: index.path from config, else the "
+                                        "machine's one index, $ENGRAM_HOME/index/index.sqlite)")
+    common.add_argument("-v", "--verbose", action="store_true", help="log to stderr")
+
+    p = argparse.ArgumentParser(
+        prog="engram",
+        description="Provenance for agent-written code: which agent sessions produced this span, "
+                    "and what was the reasoning? Output is JSON unless --pretty.",
+        epilog="Start with: engram ingest && engram explain src/file.py:10-30 --pretty")
+    p.add_argument("--version", action="version", version=f"engram {__version__}")
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
+    if only is not None:
+        sub = _OnlyOne(sub, only)
+
+    _register_core(sub, common)
     register_all(sub, common)
+    if only is not None and not sub.found:
+        return None
     return p
 
 
@@ -558,7 +591,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     _ignore_sigxfsz()
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = None
+    if argv and not argv[0].startswith("-"):
+        parser = build_parser(only=argv[0])
+    if parser is None:  # no command, an option first, or no such command: the whole parser
+        parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "fn", None):
         parser.print_help(sys.stderr)
