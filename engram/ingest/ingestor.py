@@ -28,6 +28,7 @@ source (a value that cannot be written included) is that source's error: the oth
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import logging
 import os
@@ -67,6 +68,7 @@ COMPACT_MIN_BYTES = 16 << 20    # a group this big comes back from the worker co
 #                                 cut to what the index reads, and their canonical JSON for the
 #                                 tape (``worker._encoded``): a big session held once, not twice
 GROUP_SOURCES, GROUP_BYTES = 32, 2 << 20  # sources sent to the worker at a time
+_WRITE_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)  # a write failed, not a read
 WALK_DEPTH = 8                  # directory levels under a location checked for unreadable ones
 Progress = Callable[[int, int, str], None]
 
@@ -301,6 +303,8 @@ class Ingestor:
         except EngramError as e:
             self._record_errors(src, [e.to_dict()], run.summary, run.pending)
         except OSError as e:  # unreadable (permissions, vanished, not a file): said, not traced
+            if e.errno in _WRITE_ERRNOS:  # writing a big tape (its spill): the run's error,
+                raise                     # reported as any failed tape write is
             log.warning("%s: cannot read: %s", src, e.strerror or e)
             err = _error(src, E_UNREADABLE, f"cannot read: {e.strerror or e}")
             self._record_errors(src, [err], run.summary, run.pending)

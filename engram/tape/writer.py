@@ -151,12 +151,19 @@ class _Encoded:
         self.tape_id = h.hexdigest()
 
     def _spill(self, directory: Path) -> None:
-        if self.spill is None:
-            self.spill = tempfile.TemporaryFile(dir=directory)
-        view = memoryview(self.buf)
-        while view:
-            view = view[os.write(self.spill.fileno(), view):]
-        view.release()
+        """``buf`` appended to the spill file. An ``OSError`` (disk full, ``ulimit -f``) names
+        the tape directory, as a failed tape write does."""
+        try:
+            if self.spill is None:
+                self.spill = tempfile.TemporaryFile(dir=directory)
+            view = memoryview(self.buf)
+            while view:
+                view = view[os.write(self.spill.fileno(), view):]
+            view.release()
+        except OSError as e:
+            if e.filename is None:
+                raise OSError(e.errno, e.strerror, str(directory)) from e
+            raise
         self.buf = bytearray()
 
     def compressed(self) -> bytes:

@@ -122,8 +122,9 @@ def test_a_failed_write_leaves_nothing(tmp_path, monkeypatch):
 
     stager = TapeStager()
     monkeypatch.setattr(os, "write", full)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(OSError, match="No space left") as e:
         stager.stage(tmp_path, events)
+    assert e.value.filename == str(tmp_path)  # the spill's failure names the tape directory
     monkeypatch.undo()
     assert list(tmp_path.iterdir()) == []
     assert stager.flush() == 0
@@ -134,3 +135,29 @@ def test_no_meta_first_is_refused(tmp_path):
         write_tape(tmp_path, [{"k": "msg.in", "t": None, "text": "x"}])
     with pytest.raises(ValueError, match="meta"):
         write_tape(tmp_path, iter([]))
+
+
+def test_disk_full_while_spilling_stops_the_ingest_with_one_line(world, capsys, monkeypatch):
+    """A big session's spill failing (disk full) is the run's error, as any failed tape write:
+    not its log's 'cannot read', and nothing is indexed or lost (the next run writes it)."""
+    import errno
+
+    from engram.cli import main
+
+    world.session(session_id="aaaa0201-0000-0000-0000-000000000001").user("write it") \
+        .write("big.py", "value = compute(item)\n" * 2000).save()
+    world.checkout()
+
+    def full(self, directory):
+        raise OSError(errno.ENOSPC, "No space left on device", str(directory))
+
+    spill = writer._Encoded._spill
+    monkeypatch.setattr(writer, "SPILL_BYTES", 1)
+    monkeypatch.setattr(writer._Encoded, "_spill", full)
+    assert main(["ingest", "--seal"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "disk full while writing it" in err[0] and "tapes" in err[0], err
+    monkeypatch.setattr(writer._Encoded, "_spill", spill)  # (the disk has room again)
+    assert main(["ingest", "--seal"]) == 0
+    res = __import__("json").loads(capsys.readouterr().out)
+    assert res["sealed"] == 1 and res["error_count"] == 0
