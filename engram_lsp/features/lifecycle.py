@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 
 from lsprotocol import types
 
@@ -26,6 +27,7 @@ def register(server) -> None:
         ls.loop = asyncio.get_running_loop()
         ls.init_options = params.initialization_options
         settings.apply(ls, params.initialization_options, announce=False)
+        threading.Thread(target=_preload, name="engram-preload", daemon=True).start()
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls, params: types.InitializedParams) -> None:
@@ -37,6 +39,18 @@ def register(server) -> None:
     @server.feature(types.SHUTDOWN)
     def shutdown(ls, params=None) -> None:
         stop(ls)
+
+
+def _preload() -> None:
+    """Import the engine (numpy, apsw, the fingerprinting) and load a grammar while the client
+    finishes the handshake and opens its first file, instead of on that file's first code lens.
+    The answer to ``initialize`` is not held for it: this runs on its own thread."""
+    try:
+        from engram.engine import Engine
+
+        Engine.top_level_blocks("def warm():\n    return 1\n", "warm.py")
+    except Exception:  # a warm-up; the first request does the same and reports what fails
+        log.debug("preload failed", exc_info=True)
 
 
 async def _startup(ls) -> None:
