@@ -274,10 +274,10 @@ class Engine:
         from engram.embed import hybrid
 
         try:
-            if not hybrid.active(self):
+            if hybrid.warming(self):  # a server's model still loading: say so, do not wait (first:
+                self._local.semantic_warming = True  # the loader holds the lock active() takes)
                 return None
-            if hybrid.warming(self):  # a server's model still loading: say so, do not wait
-                self._local.semantic_warming = True
+            if not hybrid.active(self):
                 return None
         except Exception:  # the semantic signal is optional; never fail explain over it
             log.debug("embedding state check failed", exc_info=True)

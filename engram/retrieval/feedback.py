@@ -298,6 +298,40 @@ def _reader(span: dict, path: str | None):
     return read
 
 
+def _score_semantic(conn, sessions: list[dict], states: dict) -> list[dict]:
+    """Explain's semantic tier (``via: "semantic"``, after every fingerprint session) scored like
+    search results (``engram.retrieval.signals``: similarity = the cosine, salience, confidence,
+    type × general intent of the anchor) and ordered by that score among themselves; each gets
+    ``score`` and the named signals beside ``fingerprint``/``semantic``."""
+    from engram.retrieval import log as rlog
+    from engram.retrieval import signals
+
+    head = [x for x in sessions if x.get("via") != "semantic"]
+    tail = [x for x in sessions if x.get("via") == "semantic"]
+    uses = rlog.uses(Path(conn.filename))
+    row = conn.execute("SELECT max(last_t) FROM tapes").fetchone()
+    times = [row[0]] if row and row[0] else []
+    times += [max(v) for v in uses.values() if v]
+    now = max(times) if times else None  # the index's own clock, as search's
+    kinds = {"code.edit": "edit", "code.read": "read", "msg.in": "request", "msg.out": "reply",
+             "tool.call": "tool", "tool.result": "tool", "sidecar": "note"}
+    cands = []
+    for x in tail:
+        st = states.get(x.get("session") or "") or states.get(x.get("tape_id") or "")
+        kind = (x.get("windows") or [{}])[0].get("kind")
+        cands.append({"s": x, "similarity": float((x.get("signals") or {}).get("semantic") or 0.0),
+                      "keyword": False,
+                      "salience": signals.salience(x.get("last_t"), uses.get(x.get("session") or "", []), now),
+                      "authority": 1.0, "confidence": st.confidence if st else START,
+                      "type_intent": signals.type_intent(kinds.get(kind, "reply"), "general")})
+    kept = signals.score(cands, "general")
+    for c in kept:
+        c["s"]["score"] = c["score"]
+        c["s"]["signals"] = {**c["s"].get("signals", {}), **c["signals"]}
+    kept.sort(key=lambda c: (-c["score"], c["s"].get("tape_id") or ""))
+    return head + [c["s"] for c in kept]
+
+
 def rerank_explain(conn, hashes, span: dict, sessions: list[dict], path: str | None = None
                    ) -> list[dict]:
     """Explain's sessions with feedback applied: each session with feedback carries ``feedback``
@@ -306,6 +340,8 @@ def rerank_explain(conn, hashes, span: dict, sessions: list[dict], path: str | N
     ``feedback.label: "feedback: incorrect"``. The list is returned unchanged (the same object)
     when the index holds no feedback."""
     states = load(conn)
+    if any(x.get("via") == "semantic" for x in sessions):
+        sessions = _score_semantic(conn, sessions, states)
     if not states:
         return sessions
     lines = (span.get("start"), span.get("end")) if span.get("file") else None
