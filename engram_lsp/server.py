@@ -54,6 +54,13 @@ _PENDING_WRITES: set[asyncio.Future] = set()  # websocket writes still in flight
 _HEADER = b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n"
 
 
+def _output_closed(error: Exception) -> bool:
+    """A write to an output that is closed (``ValueError: I/O operation on closed file``) or
+    whose reader is gone."""
+    return isinstance(error, (BrokenPipeError, ConnectionResetError)) or (
+        isinstance(error, ValueError) and "closed file" in str(error))
+
+
 class EngramProtocol(LanguageServerProtocol):
     """pygls' protocol, except that
 
@@ -71,10 +78,15 @@ class EngramProtocol(LanguageServerProtocol):
     * an error response carries a one-line message and its code, never a traceback: pygls puts
       the handler's traceback in ``error.data``; here ``data`` is kept only when it is Engram's
       own (``{code, path, line, message}``, see ``engram_lsp.params.engram_error``). The
-      traceback goes to the log.
+      traceback goes to the log;
+    * once the client's end of our output is closed (a broken pipe, or a closed stdout: the
+      editor quit), nothing more is sent and nothing is reported about it: reporting a failed
+      send is itself a send, and failing sends used to feed each other, burning a core and
+      growing the log without end while the server never got back to reading its EOF.
     """
 
     last_message_at = 0.0  # monotonic time of the last message from the client
+    client_gone = False  # the client's end of our output is closed: nothing more is sent
 
     def handle_message(self, message):
         self.last_message_at = time.monotonic()
@@ -120,6 +132,8 @@ class EngramProtocol(LanguageServerProtocol):
         raise TypeError(f"not JSON serializable: {type(obj).__name__}")
 
     def _send_data(self, data: Any):
+        if self.client_gone:
+            return None
         if not data or self.writer is None:
             return super()._send_data(data)
         try:
@@ -136,8 +150,13 @@ class EngramProtocol(LanguageServerProtocol):
                 task.add_done_callback(_PENDING_WRITES.discard)
         except BrokenPipeError:
             log.error("sending a message failed: the client closed the pipe")
+            self.client_gone = True
             raise
         except Exception as error:
+            if _output_closed(error):
+                log.error("sending a message failed: the client's end is closed; sending no more")
+                self.client_gone = True
+                return None
             log.exception("sending a message failed")
             self._server._report_server_error(error, JsonRpcInternalError)
 
