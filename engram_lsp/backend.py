@@ -684,13 +684,14 @@ class Backend:
             self.last_ingest_error = str(exc)
             raise
         finally:
-            self.last_ingest_at = time.time()
-            self.ingesting = self.rebuilding = False
             generation = self._index_generation()
             if not (isinstance(summary, dict) and summary.get("nothing_to_do")) \
                     or generation != self._generation:
                 self.invalidate()  # new evidence (ours or another process's): answers are stale
             self._generation = generation
+            # said done only now: a client that waits for it never gets an answer cached before
+            self.last_ingest_at = time.time()
+            self.ingesting = self.rebuilding = False
             if not self.closing:
                 self.prefill()  # any ingest commits (at least its time): rows read are dropped
                 self._rewarm()
