@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 
 from engram.errors import BadSpan
 
@@ -142,3 +143,36 @@ def count_lines(text: str) -> int:
 
 __all__ = ["MAX_FILE_BYTES", "UnreadableFile", "count_lines", "max_file_bytes",
            "read_bytes_file", "read_text_file"]
+
+
+def replace_text(path: Path | str, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (a temp file beside it, fsynced, renamed over it),
+    keeping an existing file's mode (0644 for a new one: these are the user's files, such as
+    ``AGENTS.md`` or a harness's settings); missing parent directories are created."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.engram-{os.getpid()}.tmp")
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if tmp.exists():
+            tmp.unlink()
+        raise
+
+
+def fsync_dir(directory: Path | str) -> None:
+    """Make a rename in ``directory`` durable (best effort: not every filesystem allows it)."""
+    try:
+        dfd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass

@@ -7,8 +7,9 @@ place (nothing else in the file changes) and changes nothing when it is already 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from engram.files import replace_text
 
 BEGIN = "<!-- engram:begin (written by `engram init --agents`; edits inside are replaced) -->"
 END = "<!-- engram:end -->"
@@ -53,22 +54,6 @@ def update_text(text: str) -> str:
     return text + sep + block()
 
 
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.engram-{os.getpid()}.tmp")
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if tmp.exists():
-            tmp.unlink()
-        raise
-
-
 def write(root: Path) -> dict:
     """Write or update the section in ``root/AGENTS.md`` and, when present, ``root/CLAUDE.md``:
     ``{"files": [{"path", "created", "changed"}]}``."""
@@ -83,6 +68,6 @@ def write(root: Path) -> dict:
         old = read_text_file(p, shown=name) if exists else ""
         new = update_text(old)
         if new != old:
-            _write(p, new)
+            replace_text(p, new)
         out.append({"path": str(p), "created": not exists, "changed": new != old})
     return {"files": out}

@@ -22,12 +22,12 @@ error and is left as it is. A hook never fails the agent: it stops after ``HOOK_
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
 from pathlib import Path
 
 from engram.errors import EngramError
+from engram.files import replace_text
 
 MARK = "# engram-managed"
 HOOK_TIMEOUT_S = 2
@@ -124,7 +124,7 @@ def _apply_json(path: Path, install: bool, harness: str, post_tool: bool) -> boo
         return False
     if not settings and not path.exists():
         return False
-    _write(path, json.dumps(settings, indent=2, ensure_ascii=False) + "\n")
+    replace_text(path, json.dumps(settings, indent=2, ensure_ascii=False) + "\n")
     return True
 
 
@@ -167,28 +167,11 @@ def _apply_codex(path: Path, install: bool) -> bool:
         return False
     if not new.strip() and not text.strip():
         return False
-    _write(path, new)
+    replace_text(path, new)
     return True
 
 
 # ---------------------------------------------------------------------------------------------
-
-
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.engram-{os.getpid()}.tmp")
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if tmp.exists():
-            tmp.unlink()
-        raise
 
 
 FILES = {"claude": ".claude/settings.json", "gemini": ".gemini/settings.json",

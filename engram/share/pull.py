@@ -26,6 +26,7 @@ from pathlib import Path
 
 from engram import paths
 from engram.errors import CorruptTape
+from engram.files import fsync_dir
 from engram.share.git import REF, Git, ShareError, fetch_ref, open_repo
 from engram.share.push import _locked, remote_of, tape_path
 from engram.share.verify import MAX_TAPE_BYTES, verify_stream
@@ -126,7 +127,7 @@ def _unpack(git: Git, remote: str, todo: list, dest: Path, cap: int, result: dic
             os.sync()  # the tapes are durable before their names appear
         for tid, tmp in done:
             os.replace(tmp, dest / f"{tid}{SUFFIX}")
-        _fsync_dir(dest)
+        fsync_dir(dest)
         return len(done)
     except BaseException:
         for _tid, tmp in done:
@@ -154,14 +155,3 @@ def _verified_copy(src, size: int, tid: str, name: str, dest: Path, cap: int,
     finally:
         if not ok:
             Path(tmp).unlink(missing_ok=True)
-
-
-def _fsync_dir(d: Path) -> None:
-    try:
-        fd = os.open(d, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError:
-        pass

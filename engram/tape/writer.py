@@ -46,6 +46,7 @@ import zstandard
 
 from engram import paths
 from engram.errors import EngramError
+from engram.files import fsync_dir
 
 SUFFIX = ".jsonl.zst"
 ZSTD_LEVEL = 3
@@ -269,7 +270,7 @@ class TapeStager:
                 os.replace(tmp, final)
             dirs.add(final.parent)
         for d in sorted(dirs):
-            _fsync_dir(d)
+            fsync_dir(d)
         n = len(self.pending)
         self.pending = []
         self._names.clear()
@@ -312,17 +313,6 @@ def _write_temp(directory: Path, tape_id: str, enc: _Encoded, sync: bool = False
     return tmp
 
 
-def _fsync_dir(directory: Path) -> None:
-    try:
-        dfd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
-
-
 def write_tape(directory: Path, events: Iterable[dict]) -> TapeRef:
     """Write the tape of ``events`` (any iterable, read once) into ``directory``, durably; a tape
     already there is left as it is (``created`` False)."""
@@ -345,7 +335,7 @@ def write_tape(directory: Path, events: Iterable[dict]) -> TapeRef:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-    _fsync_dir(directory)
+    fsync_dir(directory)
     return ref
 
 
