@@ -491,6 +491,8 @@ class Engine:
                                               source_path=events[0].get("source_path")))
                 batch.commit([])
                 derive.after_ingest(conn)
+                # the index changed: caches keyed by the generation (a server's lenses) are stale
+                db.set_meta(conn, "generation", f"{time.time_ns()}-{os.getpid()}")
             finally:
                 conn.close()
 
