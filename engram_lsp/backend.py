@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict, deque
@@ -189,6 +190,7 @@ class Backend:
         self._open_lock = threading.Lock()
         self.index_ident: tuple[int, int] | None = None  # (dev, inode) of the index we read
         self.index_lost = False
+        self._lens_store = None  # ``lens_store``
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -546,6 +548,75 @@ class Backend:
         running.set_result(value)
         return value
 
+    def peek(self, key: tuple) -> bool:
+        """Whether ``cached`` holds ``key`` for the current generation (no computing)."""
+        with self._lock:
+            return (self.generation, *key) in self._cache
+
+    # --- code lens counts kept on disk (``engram_lsp.lenses``) ----------------------------------
+
+    def lens_store(self):
+        """The on-disk lens counts of the index this server reads (None: no index path)."""
+        index = self.index_path()
+        if index is None:
+            return None
+        store = self._lens_store
+        if store is None or store.index != index:
+            from engram_lsp.lenses import LensStore
+
+            store = self._lens_store = LensStore(index)
+        return store
+
+    def stored_lenses(self, path, text: str) -> list[dict] | None:
+        """A document's lens counts from disk, when they belong to the index as it is now (no
+        engine needed: the first lenses after a start); None otherwise, or during a rebuild."""
+        if self.rebuilding or self.closing:
+            return None
+        store = self.lens_store()
+        if store is None:
+            return None
+        from engram_lsp import lenses
+
+        try:
+            blocks = store.get(lenses.key(path, text))
+        except Exception:  # a shortcut: the lens is computed instead
+            log.debug("reading kept lens counts failed", exc_info=True)
+            return None
+        return None if blocks is None else lenses.as_results(blocks)
+
+    def settled_generation(self, engine) -> str | None:
+        """The index's generation when this server's caches are known to belong to it (no ingest
+        of ours under way, the one seen after our last ingest); None otherwise."""
+        if self.ingesting or self._generation is None:
+            return None
+        generation = engine.generation()
+        return generation if generation == self._generation else None
+
+    def keep_lenses(self, engine, path, text: str, results: list[dict], generation) -> None:
+        """Write a document's lens counts to disk (``engram_lsp.lenses``) when they were computed
+        under ``generation`` (from ``settled_generation`` before the computation, and still the
+        index's after it) and ``text`` is the file's saved text (what a restarted editor opens
+        again; an edited buffer's lenses are not written at every keystroke). Off the request
+        path, on the background thread."""
+        if generation is None or self.closing or self.settled_generation(engine) != generation:
+            return
+        store = self.lens_store()
+        if store is None:
+            return
+        from engram_lsp import lenses
+
+        def write() -> None:
+            try:
+                if _saved_text_is(path, text):
+                    store.put(lenses.key(path, text), generation, lenses.counts(results))
+            except Exception:  # an optimisation
+                log.debug("keeping lens counts failed", exc_info=True)
+
+        try:
+            self._background_pool.submit(write)
+        except RuntimeError:  # shutting down
+            pass
+
     def block_results(
         self, engine, file: str, text: str, blocks: list[tuple[int, int]]
     ) -> list[dict]:
@@ -700,6 +771,18 @@ class Backend:
                 "paths" if paths else ("rebuild" if rebuild else "all"),
                 (time.monotonic() - started) * 1000,
             )
+
+
+def _saved_text_is(path, text: str) -> bool:
+    """Whether the file at ``path`` holds exactly ``text`` (UTF-8)."""
+    data = text.encode("utf-8", "surrogatepass")
+    try:
+        if os.stat(path).st_size != len(data):
+            return False
+        with open(path, "rb") as f:
+            return f.read(len(data) + 1) == data
+    except (OSError, ValueError):
+        return False
 
 
 def _hold_postings(engine) -> None:

@@ -6,14 +6,21 @@ changed, see ``Backend.block_results``). A lens appears where a block has at lea
 ``codeLens.minSessions`` sessions; its command is ``engram.explain`` with ``[uri, range]``.
 Results are cached per buffer version and index generation. After every ingest the client is
 asked to refresh its lenses (``workspace/codeLens/refresh``: an ``Indexer.on_indexed`` listener).
+The counts of a saved file's lenses are also kept on disk for the index's generation, and a
+buffer this server has not answered yet is answered from there when its text and the index are
+still the same (``engram_lsp.lenses``): the first lenses after a start need no engine.
 """
 
 from __future__ import annotations
+
+import logging
 
 from lsprotocol import types
 
 from engram_lsp import documents, render
 from engram_lsp.params import lsp_range
+
+log = logging.getLogger(__name__)
 
 
 def lens_blocks(engine, backend, doc: documents.Doc) -> list[dict]:
@@ -21,13 +28,28 @@ def lens_blocks(engine, backend, doc: documents.Doc) -> list[dict]:
     text = doc.source()
 
     def compute():
+        generation = backend.settled_generation(engine)
         blocks = [(s, e) for s, e, _name in engine.top_level_blocks(text, doc.path)]
-        if not blocks:
-            return []
-        return backend.block_results(engine, doc.file, text, blocks)
+        results = backend.block_results(engine, doc.file, text, blocks) if blocks else []
+        backend.keep_lenses(engine, doc.path, text, results, generation)
+        return results
 
-    key = ("lens", doc.uri, doc.version if doc.text is not None else hash(text))
-    return backend.cached(key, compute)
+    return backend.cached(lens_key(doc, text), compute)
+
+
+def lens_key(doc: documents.Doc, text: str) -> tuple:
+    return ("lens", doc.uri, doc.version if doc.text is not None else hash(text))
+
+
+def stored(backend, doc: documents.Doc) -> list[dict] | None:
+    """The lens counts kept on disk for an open buffer not answered yet by this server (the
+    first lenses after a start, before the engine is loaded: ``engram_lsp.lenses``)."""
+    if doc.text is None or backend.peek(lens_key(doc, doc.text)):
+        return None
+    results = backend.stored_lenses(doc.path, doc.text)
+    if results is not None:
+        log.debug("code lens from the kept counts: %s", doc.uri)
+    return results
 
 
 def register(server) -> None:
@@ -38,7 +60,10 @@ def register(server) -> None:
         if not ls.settings.code_lens_enabled or not params.text_document.uri.startswith("file:"):
             return []
         doc = documents.resolve(ls, params.text_document.uri)
-        results = await ls.run(lens_blocks, ls.get_backend(), doc, quiet=list)
+        backend = ls.get_backend()
+        results = stored(backend, doc)
+        if results is None:
+            results = await ls.run(lens_blocks, backend, doc, quiet=list)
         return lenses_of(results, doc.uri, ls.settings.min_sessions)
 
 
