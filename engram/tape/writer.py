@@ -26,6 +26,7 @@ window, from the one-call frame, and a tape's bytes must not depend on how it wa
 from __future__ import annotations
 
 import dataclasses
+import errno
 import functools
 import mmap
 import os
@@ -85,6 +86,46 @@ def _compress(raw) -> bytes:
         pad = max(0, -(-len(raw) // MAX_RATIO) - len(data) - 8)
         data += struct.pack("<II", 0x184D2A50, pad) + bytes(pad)
     return data
+
+
+DROP_EVERY_S = 0.02
+"""While a spilled tape is compressed from its mapped file, the pages zstd has read are dropped
+from this process this often (``_compress_file``)."""
+
+
+def _compress_file(fd: int, start: int, size: int) -> bytes:
+    """``_compress`` of ``size`` bytes of the file ``fd`` from ``start``, in one call (the same
+    frame as from bytes), from the file mapped. zstd reads it once, front to back, and needs only
+    its window (2 MiB at ``ZSTD_LEVEL``) behind where it is: a thread drops the mapping's pages
+    from this process every ``DROP_EVERY_S`` while it runs (``MADV_DONTNEED``: the file and the
+    page cache keep them, a page read again is mapped again), so the mapped tape does not count
+    whole in its resident memory (it did: 277 MB of file pages for a 400 MB log). The compressor
+    releases the GIL while it works."""
+    base = start - start % mmap.ALLOCATIONGRANULARITY
+    with mmap.mmap(fd, start - base + size, access=mmap.ACCESS_READ, offset=base) as mm:
+        try:
+            mm.madvise(mmap.MADV_SEQUENTIAL)
+        except (AttributeError, OSError):
+            pass
+        stop = threading.Event()
+        dropper = None
+        if size > 2 * SPILL_BYTES and hasattr(mmap, "MADV_DONTNEED"):
+            def drop() -> None:
+                while not stop.wait(DROP_EVERY_S):
+                    try:
+                        mm.madvise(mmap.MADV_DONTNEED)
+                    except (OSError, ValueError):
+                        return
+            dropper = threading.Thread(target=drop, name="engram-tape-drop", daemon=True)
+            dropper.start()
+        view = memoryview(mm)[start - base:]
+        try:
+            return _compress(view)
+        finally:
+            view.release()
+            stop.set()
+            if dropper is not None:
+                dropper.join()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,12 +212,7 @@ class _Encoded:
         """The tape file's bytes (``_compress`` of the whole JSONL, in one call)."""
         if self.spill is None:
             return _compress(self.buf)
-        with mmap.mmap(self.spill.fileno(), self.size, access=mmap.ACCESS_READ) as mm:
-            try:
-                mm.madvise(mmap.MADV_SEQUENTIAL)
-            except (AttributeError, OSError):
-                pass
-            return _compress(mm)
+        return _compress_file(self.spill.fileno(), 0, self.size)
 
     def raw(self) -> bytes:
         """The JSONL itself (tests; a spilled tape is read back)."""
@@ -189,6 +225,144 @@ class _Encoded:
         if self.spill is not None:
             self.spill.close()
             self.spill = None
+
+
+META_RESERVE = 1 << 20
+"""Bytes left free before a streamed tape's spilled lines for its ``meta`` line (``Streamed``)."""
+
+
+class Streamed:
+    """A tape's JSONL made while its session is still being read: ``add()`` each event after
+    the ``meta`` (in order), then ``finish(meta)`` once the ``meta`` is known (it depends on the
+    whole log). The same bytes, tape id and file as ``_Encoded`` of ``[meta, *events]``: the lines
+    go to ``buf``, past ``SPILL_BYTES`` to an unnamed temp file at offset ``META_RESERVE``; the
+    meta line is written just before them (a longer one: the file is copied behind it), the id
+    is hashed from the file and the tape compressed from it in one call. Holds one event at a
+    time, whatever the session. ``close()`` drops the spill."""
+
+    def __init__(self, directory: Path):
+        self.directory = Path(directory)
+        self.buf = bytearray()
+        self.spill = None
+        self.start = 0          # where the JSONL starts in the spill file
+        self.written = 0        # lines' bytes in the spill file
+        self.body = 0           # bytes of the lines after the meta
+        self.n_events = 1
+        self.size = 0
+        self.tape_id = ""
+
+    def add(self, ev: dict) -> None:
+        line = encode_event(ev)
+        self.n_events += 1
+        self.body += len(line) + 1
+        if self.body > MAX_TAPE_BYTES:
+            self.close()
+            raise TapeTooLarge(f"session of more than {MAX_TAPE_BYTES} bytes is larger than a "
+                               f"tape may hold ({MAX_TAPE_BYTES}); it is not written")
+        self.buf += line
+        self.buf += b"\n"
+        if len(self.buf) >= SPILL_BYTES:
+            self._spill()
+
+    def _spill(self) -> None:
+        """``buf`` written to the spill file after the lines already there."""
+        try:
+            if self.spill is None:
+                self.spill = tempfile.TemporaryFile(dir=self.directory)
+            _pwrite_all(self.spill.fileno(), self.buf, META_RESERVE + self.written)
+        except OSError as e:
+            self.close()
+            if e.filename is None:
+                raise OSError(e.errno, e.strerror, str(self.directory)) from e
+            raise
+        self.written += len(self.buf)
+        self.buf = bytearray()
+
+    def finish(self, meta: dict) -> None:
+        """The ``meta`` line first, then ``tape_id`` and ``size``. Raises ``ValueError`` for
+        something that is not a ``meta`` event, ``TapeTooLarge`` past ``MAX_TAPE_BYTES``."""
+        try:
+            if not isinstance(meta, dict) or meta.get("k") != "meta":
+                raise ValueError("a tape's first event must be meta")
+            head = encode_event(meta) + b"\n"
+            self.size = len(head) + self.body
+            if self.size > MAX_TAPE_BYTES:
+                raise TapeTooLarge(f"session of more than {MAX_TAPE_BYTES} bytes is larger than "
+                                   f"a tape may hold ({MAX_TAPE_BYTES}); it is not written",
+                                   path=str(meta.get("source_path") or "") or None)
+            if self.spill is None:
+                self.buf[:0] = head
+                self.tape_id = xxhash.xxh3_128_hexdigest(self.buf)
+                return
+            if self.buf:
+                self._spill()
+            fd = self.spill.fileno()
+            if len(head) <= META_RESERVE:
+                self.start = META_RESERVE - len(head)
+                _pwrite_all(fd, head, self.start)
+            else:  # a meta line longer than the room left for it: the lines copied behind it
+                moved = tempfile.TemporaryFile(dir=self.directory)
+                _pwrite_all(moved.fileno(), head, 0)
+                _copy(fd, META_RESERVE, moved.fileno(), len(head), self.body)
+                self.spill.close()
+                self.spill, self.start = moved, 0
+            h = xxhash.xxh3_128()
+            pos, end = self.start, self.start + self.size
+            while pos < end:
+                chunk = os.pread(self.spill.fileno(), min(SPILL_BYTES, end - pos), pos)
+                if not chunk:
+                    raise OSError(errno.EIO, "spill file shorter than written", str(self.directory))
+                h.update(chunk)
+                pos += len(chunk)
+            self.tape_id = h.hexdigest()
+        except OSError as e:
+            self.close()
+            if e.filename is None:
+                raise OSError(e.errno, e.strerror, str(self.directory)) from e
+            raise
+        except BaseException:
+            self.close()
+            raise
+
+    def compressed(self) -> bytes:
+        if self.spill is None:
+            return _compress(self.buf)
+        return _compress_file(self.spill.fileno(), self.start, self.size)
+
+    def raw(self) -> bytes:
+        """The JSONL itself (tests; a spilled tape is read back)."""
+        if self.spill is None:
+            return bytes(self.buf)
+        return os.pread(self.spill.fileno(), self.size, self.start)
+
+    def close(self) -> None:
+        self.buf = bytearray()
+        if self.spill is not None:
+            self.spill.close()
+            self.spill = None
+
+
+def _pwrite_all(fd: int, data, offset: int) -> None:
+    view = memoryview(data)
+    try:
+        while view:
+            n = os.pwrite(fd, view, offset)
+            view = view[n:]
+            offset += n
+    finally:
+        view.release()
+
+
+def _copy(src: int, src_off: int, dst: int, dst_off: int, n: int) -> None:
+    """``n`` bytes of the file ``src`` from ``src_off`` into ``dst`` at ``dst_off``."""
+    while n > 0:
+        chunk = os.pread(src, min(SPILL_BYTES, n), src_off)
+        if not chunk:
+            raise OSError(errno.EIO, "spill file shorter than written")
+        _pwrite_all(dst, chunk, dst_off)
+        src_off += len(chunk)
+        dst_off += len(chunk)
+        n -= len(chunk)
 
 
 class TapeStager:
@@ -217,12 +391,32 @@ class TapeStager:
         """Name and queue the tape of ``events`` (any iterable, read once). A tape whose JSONL
         was spilled (``SPILL_BYTES``) is compressed into its temp file at once, so that what is
         queued stays small."""
+        directory = self._dir(directory)
+        return self.stage_encoded(directory, _Encoded(directory, events))
+
+    def _dir(self, directory: Path) -> Path:
         directory = Path(directory)
         if directory not in self._dirs:  # once per stager (an ingest), not once per tape
             paths.private_dir(directory)
             sweep_temp(directory)  # what writers killed before their rename left behind
             self._dirs.add(directory)
-        enc = _Encoded(directory, events)
+        return directory
+
+    def adopt(self, ref: TapeRef, tmp: str | None) -> TapeRef:
+        """Stage a tape whose compressed temp file ``tmp`` another process (the parse worker,
+        ``write_streamed``) wrote in its directory (None: the tape was already there); renamed
+        into place by ``flush()`` like the others."""
+        self._dir(ref.path.parent)
+        if tmp is None or ref.path in self._names or ref.path.exists():
+            if tmp is not None:
+                os.unlink(tmp)
+            return dataclasses.replace(ref, created=False)
+        self._names.add(ref.path)
+        self.pending.append((tmp, ref.path))
+        return dataclasses.replace(ref, created=True)
+
+    def stage_encoded(self, directory: Path, enc) -> TapeRef:
+        """``stage`` of a tape already encoded (``_Encoded`` or a finished ``Streamed``)."""
         tape_id = enc.tape_id
         final = directory / f"{tape_id}{SUFFIX}"
         ref = TapeRef(tape_id, final, True, enc.n_events, enc.size)
@@ -311,6 +505,20 @@ def _write_temp(directory: Path, tape_id: str, enc: _Encoded, sync: bool = False
             raise OSError(e.errno, e.strerror, tmp) from e
         raise
     return tmp
+
+
+def write_streamed(enc: Streamed) -> tuple[TapeRef, str | None]:
+    """The compressed temp file of a finished ``Streamed`` in its directory (None when the tape
+    is there already), for a ``TapeStager.adopt`` (in another process) to rename into place;
+    the spill is closed."""
+    try:
+        final = enc.directory / f"{enc.tape_id}{SUFFIX}"
+        ref = TapeRef(enc.tape_id, final, True, enc.n_events, enc.size)
+        if final.exists():
+            return dataclasses.replace(ref, created=False), None
+        return ref, _write_temp(enc.directory, enc.tape_id, enc)
+    finally:
+        enc.close()
 
 
 def write_tape(directory: Path, events: Iterable[dict]) -> TapeRef:

@@ -108,7 +108,7 @@ def test_the_jsonl_is_never_held_on_the_heap(tmp_path, monkeypatch):
         tracemalloc.stop()
     assert ref.raw_bytes > 40_000_000
     [(kind, n, peak)] = seen
-    assert (kind, n) == ("mmap", ref.raw_bytes)
+    assert kind in ("mmap", "memoryview") and n == ref.raw_bytes  # a view of the mapped spill
     assert peak < writer.SPILL_BYTES + (4 << 20), peak
     assert len(reader.read_raw(ref.path)) == ref.raw_bytes
 
