@@ -106,7 +106,7 @@ class Engine:
                 summary = Ingestor(self.root, self.config, conn).run(
                     seal=seal, paths_=paths, progress=progress)
                 db.set_meta(conn, "last_ingest", utc_iso())
-                if not summary.get("nothing_to_do"):
+                if not summary.get("nothing_to_do") or db.get_meta(conn, "generation") is None:
                     db.set_meta(conn, "generation", f"{time.time_ns()}-{os.getpid()}")
             finally:
                 conn.close()
