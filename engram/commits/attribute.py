@@ -13,6 +13,11 @@ to the session holding the largest share of the k-grams that cover it, if that s
 reads the file's whole logged history and took ~0.5 s a commit on the bench corpus, against
 ~5 ms for this one index lookup shared by every commit attributed in one call.
 
+An edit *writes* the lines its own line diff (before → after) marks inserted or replaced; lines
+it kept it only carried. A line the commit both deletes and adds in one file (moved: imports
+sorted, a function moved) was carried by the commit and keeps the session that wrote it, as
+``git blame -M`` keeps a moved line's commit.
+
 ``Engram-Session:`` trailers add their sessions (``via: "trailer"``) and mark the ones content
 found too. The result per commit is the JSON object of ``engram log``, computed once per commit
 and repository and cached in the index (``engram.commits.cache``).
@@ -34,7 +39,7 @@ from engram.query.history import BLAME_MIN
 
 log = logging.getLogger(__name__)
 
-VERSION = 8                 # bump when the attribution rules change: cached rows are recomputed
+VERSION = 9                 # bump when the attribution rules change: cached rows are recomputed
 MAX_BLAME_BYTES = 4 << 20   # review reads final files up to this size
 STRAY_LINES = 2             # see _stray_lines
 STRAY_SHARE = 0.2
@@ -91,9 +96,9 @@ def _line_owners(conn, ds: list[diff.CommitDiff], tapes: _TapeInfo) -> dict[str,
                 text = "\n".join(t for _n, t, _a in run)
                 # one tokenising pass: the k-grams of the tokens are ``all_kgrams(text, k)``
                 tok, tok_line = fingerprint.text_tokens(text)
-                if len(tok) < k:
-                    continue
-                kg = winnow._kgram_hashes(tok, k)
+                # a run shorter than a k-gram (a moved import) has no k-grams; the exact-line
+                # rules still apply to it
+                kg = winnow._kgram_hashes(tok, k) if len(tok) >= k else []
                 first = tok_line[:len(kg)]
                 last = np.asarray(tok_line[k - 1:k - 1 + len(kg)], dtype=np.int64)
                 pieces.append((d, f.path, run, np.asarray(kg, np.int64), np.asarray(first, np.int64), last))
@@ -150,12 +155,45 @@ def _line_owners(conn, ds: list[diff.CommitDiff], tapes: _TapeInfo) -> dict[str,
         carried = _line_writers(run, lh, edits.only({row_of[x] for x in mine}),
                                 lines_of, edit_tape, info, produced_only=False)
         owners = {**{n: (t, "fingerprint") for n, t in fp.items()},
-                  **{n: (t, "log") for d_ in (stripped, carried, exact) for n, t in d_.items()}}
+                  **{n: (t, "log") for d_ in (stripped, carried, exact) for n, t in d_.items()},
+                  **{n: (t, "moved") for n, t in _moved(d, path, run, lh, by_path, lines_of,
+                                                         edit_tape, info).items()}}
         if owners:
             out.setdefault(d.sha, {}).setdefault(path, {}).update(owners)
             alt.setdefault(d.sha, {}).setdefault(path, {}).update(carried)
     for sha, files in out.items():
         _stray_lines(files, alt.get(sha, {}))
+    return out
+
+
+def _moved(d, path, run, lh, by_path, lines_of, edit_tape, info) -> dict[int, str]:
+    """Added lines the commit also deletes from the same file, same text (a moved line: imports
+    sorted, a function moved up) were carried, not written, by the commit, as ``git blame -M``
+    sees it: each goes to the latest session, begun before the commit, one of whose logged edits
+    of this file produced that exact text (in its after-text, not its before-text); none found:
+    the other rules decide."""
+    f = next((x for x in d.files if x.path == path), None)
+    if f is None or not f.removed:
+        return {}
+    gone = {t.rstrip() for t in f.removed}
+    allowed = _Begun(info, d.committed or "~")
+    mine = by_path.get(path, {})
+    by_exact = lines_of[None][1]
+    out: dict[int, str] = {}
+    for j, (line, text, added) in enumerate(run):
+        if not added or lh[j] == 0 or text.rstrip() not in gone:
+            continue
+        h = int(store.exact_hashes(text.rstrip())[0])
+        best = None
+        for e in by_exact.get(h, ()):
+            if e not in mine or edit_tape[e] not in allowed or h in lines_of[e][3]:
+                continue
+            t = info[edit_tape[e]]
+            key = (t.last_t or "", t.tape_id)
+            if best is None or key > best[0]:
+                best = (key, t.tape_id)
+        if best is not None:
+            out[line] = best[1]
     return out
 
 
@@ -175,11 +213,11 @@ def _stray_lines(files: dict[str, dict[int, tuple[str, str]]], carried: dict[str
     stray = {t for t, n in count.items() if n <= STRAY_LINES and n < STRAY_SHARE * total}
     if not stray or stray == set(count):
         return
-    backed = _C(t for lines in files.values() for t, r in lines.values() if r == "log" and t not in stray)
+    backed = _C(t for lines in files.values() for t, r in lines.values() if r in ("log", "moved") and t not in stray)
     main = min(backed, key=lambda t: (-backed[t], t)) if backed else None
     for path, lines in files.items():
         for n, (t, rule) in list(lines.items()):
-            if t not in stray:
+            if t not in stray or rule == "moved":
                 continue
             other = carried.get(path, {}).get(n)
             if other is not None and other not in stray:
@@ -287,25 +325,44 @@ def _edit_lines(conn, eids: set[int]) -> dict[int, tuple[set[int], ...]]:
                  schema.ROLE_EDIT_BEFORE)):
             blocks.setdefault(eid, {})[role] = b
     bl = sorted({b for d in blocks.values() for b in d.values()})
-    blob: dict[int, set[int]] = {}
-    exact: dict[int, set[int]] = {}
+    blob: dict[int, list[int]] = {}
+    exact: dict[int, list[int]] = {}
     for i in range(0, len(bl), 20000):
         for b, h, x in conn.execute("SELECT block, hashes, exact FROM block_lines WHERE block IN carray(?)",
                                     (apsw.carray(queries._i64(bl[i:i + 20000])),)):
-            blob[b] = set(np.frombuffer(h, dtype=np.int32).tolist()) - {0}
-            exact[b] = set(np.frombuffer(x, dtype=np.int32).tolist()) if x is not None else set()
+            blob[b] = np.frombuffer(h, dtype=np.int32).tolist()
+            exact[b] = np.frombuffer(x, dtype=np.int32).tolist() if x is not None else []
     out: dict = {}
     by_hash: dict[int, list[int]] = defaultdict(list)
     by_exact: dict[int, list[int]] = defaultdict(list)
     for eid, d in sorted(blocks.items()):
         a, b = d.get(schema.ROLE_EDIT_AFTER), d.get(schema.ROLE_EDIT_BEFORE)
-        out[eid] = (blob.get(a, set()), blob.get(b, set()), exact.get(a, set()), exact.get(b, set()))
+        out[eid] = _written(blob.get(a, []), exact.get(a, []), exact.get(b, []))
         for h in out[eid][0]:
             by_hash[h].append(eid)
         for h in out[eid][2]:
             by_exact[h].append(eid)
     out[None] = (by_hash, by_exact)
     return out
+
+
+def _written(after: list[int], after_x: list[int], before_x: list[int]) -> tuple[set[int], ...]:
+    """``(line hashes of the after-text, those of them the edit did not write, exact hashes of the
+    after-text, those of them it did not write)``: an edit writes the after-lines its own line
+    diff (before → after, exact lines, ``linediff``) marks inserted or replaced, as blame through
+    the log decides; a line it kept (``equal``) it only carried, wherever it had it before."""
+    a_set = set(after) - {0}
+    x_set = set(after_x)
+    if not before_x or len(after) != len(after_x):
+        return a_set, set(), x_set, set()
+    from engram.linediff import SequenceMatcher
+
+    kept = [False] * len(after_x)
+    for _i, j, n in SequenceMatcher(None, before_x, after_x, autojunk=False).get_matching_blocks():
+        kept[j:j + n] = [True] * n
+    wrote_s = {h for h, k in zip(after, kept, strict=True) if not k}
+    wrote_x = {h for h, k in zip(after_x, kept, strict=True) if not k}
+    return a_set, a_set - wrote_s, x_set, x_set - wrote_x
 
 
 def _line_writers(run, lh, edits, lines_of, edit_tape, info, produced_only: bool,
@@ -448,7 +505,7 @@ def _attribute(d: diff.CommitDiff, owners: dict[str, dict[int, str]], tapes: _Ta
                                     for tid in sorted(owned)}
         for n, _t in nonblank:
             if n in mine:
-                by_log[mine[n][0]] += mine[n][1] == "log"
+                by_log[mine[n][0]] += mine[n][1] in ("log", "moved")
         per_session.update(owned)
         agent_total += entry["agent_lines"]
         files.append(entry)

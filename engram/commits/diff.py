@@ -35,6 +35,7 @@ class FileDiff:
     added: list[tuple[int, str]] = field(default_factory=list)   # (line in the new file, text)
     context: list[tuple[int, str]] = field(default_factory=list)  # unchanged lines around them
     deleted: int = 0
+    removed: list[str] = field(default_factory=list)   # the deleted lines' text (moved-line rule)
 
 
 @dataclass
@@ -154,6 +155,8 @@ def _parse(stream) -> dict[str, CommitDiff]:
                 old_left -= 1
                 if f is not None:
                     f.deleted += 1
+                    if len(f.removed) < MAX_ADDED:
+                        f.removed.append(raw[1:].decode("utf-8", "replace").rstrip("\n"))
                 continue
             if c == b"\\":
                 continue
@@ -225,7 +228,7 @@ def _parse(stream) -> dict[str, CommitDiff]:
             if not fd.path:
                 fd.path = fd.old_path or ""
             if fd.status == "D":
-                fd.added, fd.context = [], []
+                fd.added, fd.context, fd.removed = [], [], []
     return out
 
 

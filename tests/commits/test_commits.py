@@ -325,3 +325,33 @@ def test_cache_is_recomputed_when_a_session_that_predates_the_commit_is_ingested
     capsys.readouterr()
     again = run_json(capsys, "log", "-n", "1")["commits"][0]
     assert [s["session"] for s in again["sessions"]] == [s5.sid] and again["agent_lines"] == 7
+
+
+def test_a_moved_line_keeps_its_writer(repo, capsys):
+    """A later session swaps two lines and adds a function: git's diff shows one of the swapped
+    lines deleted and added again; that line was carried, so it stays with the session that
+    wrote it, and only the new function is the later session's."""
+    w = repo
+    s1 = w.session(name="s7").user("settings helpers")
+    s1.write("app/paths.py", "import os\nimport sys\n\n\n" + A).save()
+    w.checkout()
+    git(w.root, "add", "app/paths.py")
+    git(w.root, "commit", "-q", "-m", "paths")
+    s2 = w.session(name="s8").user("sort the imports and add the pool")
+    s2.edit("app/paths.py", "import os\nimport sys\n", "import sys\nimport os\n")
+    s2.edit("app/paths.py", "    return data\n", "    return data\n\n\n" + B).save()
+    w.checkout()
+    git(w.root, "commit", "-q", "-am", "imports sorted, pool")
+    diff = git(w.root, "show", "--format=", "-U0", "HEAD", "--", "app/paths.py")
+    moved = [ln[1:] for ln in diff.splitlines() if ln[:1] == "+" and "-" + ln[1:] in diff.splitlines()]
+    assert moved and all(m.startswith("import ") for m in moved)   # git calls it added
+    assert main(["ingest", "--seal"]) == 0
+    capsys.readouterr()
+    c = run_json(capsys, "show", "HEAD")["commit"]
+    assert c["subject"] == "imports sorted, pool"
+    assert c["files"][0]["sessions"] == {_tape(c, s2.sid): 8, _tape(c, s1.sid): len(moved)}
+    assert c["added_lines"] == 8 + len(moved) and c["agent_lines"] == c["added_lines"]
+
+
+def _tape(c, sid):
+    return next(s["tape_id"] for s in c["sessions"] if s["session"] == sid)
