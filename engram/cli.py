@@ -8,29 +8,45 @@ boundary). Anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
-import argparse
-import logging
 import os
 import sys
 from pathlib import Path
 
-import orjson
-
 from engram import __version__
-from engram.commands import _engine, emit, register_all
 from engram.errors import EngramError
-from engram.render import (
-    _event_line,
-    _short,
-    _table,
-    _vrange,
-    render_blame,
-    render_explain,
-    render_ingest,
-    render_trace,
-)
 
-log = logging.getLogger("engram")
+# Loading this module stays cheap (``engram explain`` answered by ``engram serve`` imports nothing
+# else): the parser, the commands' helpers and the renderers load when a command runs.
+
+
+def _engine(args):
+    from engram.commands import _engine
+
+    return _engine(args)
+
+
+def emit(obj, pretty: bool, render=None) -> None:
+    from engram.commands import emit
+
+    emit(obj, pretty, render)
+
+
+def _lazy(name: str):
+    """``engram.render.<name>``, imported when first called."""
+
+    def call(*args, **kwargs):
+        from engram import render
+
+        return getattr(render, name)(*args, **kwargs)
+
+    call.__name__ = name
+    return call
+
+
+_event_line, _short, _table, _vrange = (_lazy(n) for n in ("_event_line", "_short", "_table",
+                                                           "_vrange"))
+render_blame, render_explain, render_ingest, render_trace = (
+    _lazy(n) for n in ("render_blame", "render_explain", "render_ingest", "render_trace"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -167,6 +183,8 @@ def cmd_show(args) -> int:
     finally:
         eng.close()
     if args.raw:
+        import orjson
+
         for ev in res:
             sys.stdout.write(orjson.dumps(ev, option=orjson.OPT_SORT_KEYS).decode() + "\n")
         return 0
@@ -405,12 +423,30 @@ def cmd_embed(args) -> int:
     return 0
 
 
+def cmd_serve(args) -> int:
+    """``engram serve`` (``engram.commands.serve``): it runs ``run`` on the clients' commands."""
+    from engram.commands.serve import Server
+
+    server = Server(run)
+    sys.stderr.write(f"engram serve: answering `engram explain` at {server.path}\n")
+    sys.stderr.flush()
+    try:
+        server.run(idle_exit=args.idle_exit)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------
 # parser
 
 
 def _count(text: str) -> int:
     """An argparse type: a whole number ≥ 0 (event counts, limits)."""
+    import argparse
+
     try:
         n = int(text)
     except ValueError:
@@ -422,6 +458,8 @@ def _count(text: str) -> int:
 
 def _unit(text: str) -> float:
     """An argparse type: a confidence in [0, 1]."""
+    import argparse
+
     try:
         x = float(text)
     except ValueError:
@@ -433,6 +471,8 @@ def _unit(text: str) -> float:
 
 def _register_core(sub, common) -> None:
     """The subcommands defined in this module (the others: ``engram.commands``)."""
+    import argparse
+
     s = sub.add_parser("init", parents=[common],
                        help="write .engram/config.yml; git-ignore .engram/tapes/ and .engram-cache/")
     s.add_argument("--agents", action="store_true",
@@ -535,6 +575,16 @@ def _register_core(sub, common) -> None:
     s = sub.add_parser("embed", parents=[common], help="embed reasoning text for semantic search")
     s.set_defaults(fn=cmd_embed)
 
+    s = sub.add_parser("serve", parents=[common],
+                       help="answer `engram explain` from a warm process (agents' loops)",
+                       description="Keep Engram warm for this ENGRAM_HOME: `engram explain` in any "
+                                   "shell of this user is then answered by this process over a "
+                                   "private unix socket, with the same output (in-process when "
+                                   "no server runs). Runs until interrupted.")
+    s.add_argument("--idle-exit", type=float, metavar="SECONDS",
+                   help="stop after this long without a request")
+    s.set_defaults(fn=cmd_serve)
+
 
 class _Skipped:
     """Stands in for the parser of a subcommand that is not being run: every call is accepted
@@ -558,9 +608,13 @@ class _OnlyOne:
         return self.sub.add_parser(name, **kw)
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+def build_parser(only: str | None = None):
     """The whole parser, or with ``only`` the subcommand of that name alone (None when there is
     no such subcommand)."""
+    import argparse
+
+    from engram.commands import register_all
+
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--pretty", action="store_true", help="human-readable output instead of JSON")
     common.add_argument("--root", help="repository root (default: nearest dir with .engram/ or .git)")
@@ -592,6 +646,19 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     _ignore_sigxfsz()
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in ("explain",):  # a warm `engram serve` answers it, when one runs
+        from engram import warm
+
+        code = warm.ask(argv)
+        if code is not None:
+            return code
+    return run(argv)
+
+
+def run(argv: list[str]) -> int:
+    """``engram <argv>`` in this process."""
+    import logging
+
     parser = None
     if argv and not argv[0].startswith("-"):
         parser = build_parser(only=argv[0])

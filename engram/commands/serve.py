@@ -1,0 +1,200 @@
+"""``engram serve`` (the command: ``engram.cli.cmd_serve``): a warm process that answers the
+``engram explain`` of any shell of this user (``engram.warm`` is the client side, and says when a
+client answers in-process instead).
+
+One request at a time, on a unix socket in ``$ENGRAM_HOME/run/`` (0700 directory, 0600 socket,
+the peer's user id checked): the server moves to the client's working directory and runs the
+CLI's own ``main`` on its command line with stdout and stderr captured, so the answer is the one
+the client would have printed itself, byte for byte, exit status included. What stays warm is the
+imported code and one engine per repository and index (``engram.commands.kept_engines``); an
+engine is opened again when the repository's or the user's config file, or the index file itself
+(``ingest --rebuild``), changed. A request from another Engram or another environment is
+declined (the client then answers in-process); so is every request once the server's own source
+files changed since it started, and the server then stops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import socket
+import struct
+import time
+
+from engram import warm
+
+log = logging.getLogger(__name__)
+
+MAX_REQUEST = 1 << 20
+
+
+def _source_stamp() -> tuple:
+    """The size and time of every source file of this Engram: a changed one means this process
+    no longer runs the code a fresh ``engram`` would."""
+    out = []
+    for d, _dirs, files in os.walk(warm.package_dir()):
+        for f in files:
+            if f.endswith(".py"):
+                with contextlib.suppress(OSError):
+                    st = os.stat(os.path.join(d, f))
+                    out.append((d, f, st.st_size, st.st_mtime_ns))
+    return tuple(sorted(out))
+
+
+class Server:
+    def __init__(self, run, path: str | None = None):
+        from engram import commands, paths
+        from engram.errors import EngramError
+
+        self.run_cli = run
+        self.path = path or warm.socket_path()
+        paths.private_dir(os.path.dirname(self.path))
+        if _answering(self.path):
+            raise EngramError(f"{self.path}: another engram serve answers there already")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)  # a socket left by a server that died
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)
+        try:
+            self.sock.bind(self.path)
+        finally:
+            os.umask(old)
+        os.chmod(self.path, 0o600)
+        self.ino = os.lstat(self.path).st_ino
+        self.sock.listen(64)
+        self.identity = warm.identity()
+        self.env = warm.relevant_env()
+        self.stamp = _source_stamp()
+        self.home = os.getcwd()
+        self.stale = False
+        commands.kept_engines = {}  # engines stay open between requests
+
+    def close(self) -> None:
+        from engram import commands
+
+        with contextlib.suppress(OSError):
+            if os.lstat(self.path).st_ino == self.ino:  # still ours
+                os.unlink(self.path)
+        self.sock.close()
+        for eng in (commands.kept_engines or {}).values():
+            with contextlib.suppress(Exception):
+                eng.close()
+        commands.kept_engines = None
+
+    def run(self, idle_exit: float | None = None) -> None:
+        self.sock.settimeout(idle_exit)
+        while not self.stale:
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                return
+            with conn:
+                try:
+                    self.handle(conn)
+                except OSError as e:  # the client went away: nothing to answer
+                    log.info("serve: client gone (%s)", e.__class__.__name__)
+
+    def handle(self, conn: socket.socket) -> None:
+        if _peer_uid(conn) != os.getuid():
+            return
+        conn.settimeout(5.0)
+        data = bytearray()
+        while len(data) <= MAX_REQUEST:
+            chunk = conn.recv(1 << 16)
+            if not chunk:
+                break
+            data += chunk
+        t0 = time.perf_counter()
+        answer = self.answer(bytes(data))
+        conn.sendall(answer)
+        if answer.startswith(b"ENGRAM-DECLINE"):
+            log.info("serve: declined (%s)", answer.split()[2].decode())
+        else:
+            log.info("serve: answered in %.1f ms", (time.perf_counter() - t0) * 1000)
+
+    def answer(self, data: bytes) -> bytes:
+        import json
+
+        try:
+            req = json.loads(data.decode("utf-8", "surrogatepass"))
+        except (ValueError, UnicodeDecodeError):
+            return warm.format_decline("bad-request")
+        if not isinstance(req, dict) or not isinstance(req.get("argv"), list) or not all(
+                isinstance(a, str) for a in req["argv"]) or not isinstance(req.get("cwd"), str):
+            return warm.format_decline("bad-request")
+        if any(req.get(k) != v for k, v in self.identity.items()):
+            return warm.format_decline("other-engram")
+        if req.get("env") != self.env:
+            return warm.format_decline("other-environment")
+        if not warm.served(req["argv"]):
+            return warm.format_decline("not-served")
+        if _source_stamp() != self.stamp:
+            self.stale = True  # this process runs older code: stop after declining
+            return warm.format_decline("code-changed")
+        try:
+            os.chdir(req["cwd"])
+        except OSError:
+            return warm.format_decline("cwd")
+        try:
+            return self._run(req["argv"])
+        finally:
+            os.chdir(self.home)
+
+    def _run(self, argv: list[str]) -> bytes:
+        out, err = io.StringIO(), io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), _logs_to(err):
+                try:
+                    code = self.run_cli(argv)
+                except SystemExit as e:  # argparse: a usage error, exit status 2
+                    code = e.code
+            if code is None:
+                code = 0
+            elif not isinstance(code, int):
+                err.write(f"{code}\n")
+                code = 1
+        except Exception:  # a bug: in-process, the client shows its traceback
+            log.exception("serve: the command failed; the client answers it in-process")
+            return warm.format_decline("error")
+        return warm.format_answer(code, out.getvalue(), err.getvalue())
+
+
+@contextlib.contextmanager
+def _logs_to(stream):
+    """Warnings logged while a command runs go where the client's own run would put them (its
+    stderr, at the CLI's level without ``-v``); the server's own logs stay on its stderr."""
+    root = logging.getLogger()
+    handlers = [(h, h.stream) for h in root.handlers if isinstance(h, logging.StreamHandler)]
+    level = root.level
+    root.setLevel(logging.WARNING)
+    for h, _ in handlers:
+        h.setStream(stream)
+    try:
+        yield
+    finally:
+        for h, s in handlers:
+            h.setStream(s)
+        root.setLevel(level)
+
+
+def _peer_uid(conn: socket.socket) -> int | None:
+    try:
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except (OSError, AttributeError):
+        return None
+    return struct.unpack("3i", creds)[1]
+
+
+def _answering(path: str) -> bool:
+    """Whether a live server listens at ``path`` (a connection is accepted)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.settimeout(1.0)
+        s.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()

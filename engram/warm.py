@@ -1,0 +1,175 @@
+"""Ask a warm ``engram serve`` for the answer of an ``engram explain`` run from a shell.
+
+An agent calls ``engram explain`` in a loop; each call as a fresh process pays for Python, numpy,
+SQLite and the engine's imports before its first query. When ``engram serve`` runs for this
+``ENGRAM_HOME``, the CLI sends it the command line instead (``ask``) and prints what it answers:
+the same bytes and exit status the command would have given in-process, because the server runs
+the very same ``engram.cli.main`` on them (in the client's working directory).
+
+This module is what the client imports: the standard library only (``os``, ``sys``, ``socket``,
+``json``). Any doubt gives ``None`` and the CLI answers in-process, silently: no server, a socket
+left by a server that died, one owned by another user or reachable by others, a server that is
+busy past ``ENGRAM_SERVE_WAIT`` seconds (default 2), another Engram (version, install, Python),
+another environment (``ENGRAM_*``, ``HOME``, ``XDG_*``, ``*_HOME``, ``TZ``), a command it does
+not serve (``--stdin``, ``-v``, ``--help``), or an answer cut short.
+
+The wire: the client sends one JSON object (``request``) and shuts its side; the server answers
+``ENGRAM-ANSWER <protocol> <exit status> <stdout bytes> <stderr bytes>\\n`` then the two texts
+(UTF-8), or ``ENGRAM-DECLINE <protocol> <reason>\\n``, and closes. The socket is
+``$ENGRAM_HOME/run/serve.sock``: its directory 0700, the socket 0600, both the user's; the server
+also checks the peer's user id (``SO_PEERCRED``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+
+PROTOCOL = 1
+SOCKET_NAME = "serve.sock"
+ENV_WAIT = "ENGRAM_SERVE_WAIT"
+ENV_OFF = "ENGRAM_NO_SERVE"  # set (to anything): never ask a server
+#: the commands a server answers (the rest always run in-process)
+SERVED = ("explain",)
+#: options after which the command runs in-process: it reads stdin, logs, or prints help
+_LOCAL_OPTIONS = ("--stdin", "-v", "--verbose", "-h", "--help")
+_MAX_ANSWER = 1 << 30
+
+
+def user_dir() -> str:
+    """``$ENGRAM_HOME``, else ``~/.engram`` (as ``engram.paths.user_dir``, without importing it)."""
+    home = os.environ.get("ENGRAM_HOME")
+    return os.path.abspath(os.path.expanduser(home)) if home else os.path.expanduser("~/.engram")
+
+
+def socket_path() -> str:
+    return os.path.join(user_dir(), "run", SOCKET_NAME)
+
+
+def package_dir() -> str:
+    return os.path.dirname(os.path.abspath(__file__))
+
+
+def relevant_env(environ=None) -> dict[str, str]:
+    """The environment an answer can depend on: where Engram, the harnesses and the user's files
+    live, and the time zone. A server answers only a client whose values are its own."""
+    environ = os.environ if environ is None else environ
+    return {k: v for k, v in sorted(environ.items())
+            if k.startswith(("ENGRAM_", "XDG_")) or k.endswith("_HOME") or
+            k in ("HOME", "TZ", "OPENCLAW_STATE_DIR", "PYTHONHASHSEED")}
+
+
+def identity() -> dict:
+    """What must be equal on both ends for the server's answer to be this process's answer."""
+    from engram import __version__
+
+    return {"protocol": PROTOCOL, "version": __version__, "package": package_dir(),
+            "python": sys.version, "prefix": sys.prefix}
+
+
+def served(argv: list[str]) -> bool:
+    return bool(argv) and argv[0] in SERVED and not any(
+        a in _LOCAL_OPTIONS or a.startswith("--stdin=") for a in argv)
+
+
+def request(argv: list[str]) -> dict:
+    return {**identity(), "argv": list(argv), "cwd": os.getcwd(), "env": relevant_env()}
+
+
+def _safe_socket(path: str) -> bool:
+    """The socket and its directory are this user's and no one else's."""
+    uid = os.getuid()
+    try:
+        d = os.stat(os.path.dirname(path))
+        s = os.lstat(path)
+    except OSError:
+        return False
+    import stat
+
+    return (d.st_uid == uid and stat.S_ISDIR(d.st_mode) and not d.st_mode & 0o077
+            and s.st_uid == uid and stat.S_ISSOCK(s.st_mode))
+
+
+def _wait_s() -> float:
+    try:
+        return max(0.05, float(os.environ.get(ENV_WAIT, "2")))
+    except ValueError:
+        return 2.0
+
+
+def ask(argv: list[str]) -> int | None:
+    """Print a warm server's answer to ``engram <argv>`` and return its exit status, or ``None``
+    (nothing printed) when it cannot answer it."""
+    if not served(argv) or os.environ.get(ENV_OFF):
+        return None
+    path = socket_path()
+    if not _safe_socket(path):
+        return None
+    answer = _exchange(path, request(argv))
+    if answer is None:
+        return None
+    code, out, err = answer
+    try:
+        if out:
+            sys.stdout.write(out)
+            sys.stdout.flush()
+        if err:
+            sys.stderr.write(err)
+            sys.stderr.flush()
+    except BrokenPipeError:  # as the in-process CLI: a closed pipe is not an error
+        return 0
+    return code
+
+
+def _exchange(path: str, req: dict) -> tuple[int, str, str] | None:
+    import json
+
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.settimeout(_wait_s())
+        s.connect(path)
+        s.sendall(json.dumps(req).encode("utf-8", "surrogatepass"))
+        s.shutdown(socket.SHUT_WR)
+        data = bytearray()
+        while True:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            data += chunk
+            if len(data) > _MAX_ANSWER:
+                return None
+    except (OSError, ValueError):  # refused (a stale socket), timed out (busy), reset, ...
+        return None
+    finally:
+        s.close()
+    return parse_answer(bytes(data))
+
+
+def parse_answer(data: bytes) -> tuple[int, str, str] | None:
+    """``(exit status, stdout, stderr)`` of a whole answer; ``None`` for a decline or anything
+    malformed or cut short."""
+    head, sep, body = data.partition(b"\n")
+    parts = head.split()
+    if not sep or len(parts) != 5 or parts[0] != b"ENGRAM-ANSWER" or parts[1] != b"%d" % PROTOCOL:
+        return None
+    try:
+        code, n_out, n_err = (int(p) for p in parts[2:])
+    except ValueError:
+        return None
+    if n_out < 0 or n_err < 0 or len(body) != n_out + n_err:
+        return None
+    try:
+        return (code, body[:n_out].decode("utf-8", "surrogatepass"),
+                body[n_out:].decode("utf-8", "surrogatepass"))
+    except UnicodeDecodeError:
+        return None
+
+
+def format_answer(code: int, out: str, err: str) -> bytes:
+    o, e = out.encode("utf-8", "surrogatepass"), err.encode("utf-8", "surrogatepass")
+    return b"ENGRAM-ANSWER %d %d %d %d\n" % (PROTOCOL, code, len(o), len(e)) + o + e
+
+
+def format_decline(reason: str) -> bytes:
+    return b"ENGRAM-DECLINE %d %s\n" % (PROTOCOL, reason.encode("ascii", "replace"))

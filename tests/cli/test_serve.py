@@ -1,0 +1,225 @@
+"""``engram serve`` answers ``engram explain`` from a warm process (``engram.warm``): real
+processes on a real unix socket, over an index of the real Claude Code fixtures. The answer must
+be the in-process one byte for byte (stdout, stderr, exit status; only ``stats.elapsed_ms``, a
+timing, differs), and every doubt (stale socket, busy or stopped server, another environment,
+unsafe permissions, changed code) must give the in-process answer, never a wrong one."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_cli import repo  # noqa: F401  (the fixture: a repository over the real fixtures)
+
+from engram import warm
+from engram.cli import main
+
+pytestmark = pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="unix sockets")
+
+
+def _env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != warm.ENV_OFF}
+    env.update(extra)
+    return env
+
+
+def engram(*argv, **env) -> tuple[int, str, str]:
+    p = subprocess.run([sys.executable, "-m", "engram.cli", *argv], capture_output=True,
+                       text=True, env=_env(**env), timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+def local(*argv, **env) -> tuple[int, str, str]:
+    return engram(*argv, **{warm.ENV_OFF: "1", **env})
+
+
+def untimed(text: str) -> str:
+    """The answer without its one timing (``stats.elapsed_ms``): nothing else may differ."""
+    obj = json.loads(text)
+    obj["stats"].pop("elapsed_ms", None)
+    return json.dumps(obj, sort_keys=True)
+
+
+class Serve:
+    """``engram serve -v`` as a process; ``answered()`` counts the requests it answered."""
+
+    def __init__(self, tmp: Path, **env):
+        self.log = tmp / "serve.log"
+        self.proc = subprocess.Popen([sys.executable, "-m", "engram.cli", "serve", "-v"],
+                                     stdout=subprocess.DEVNULL, stderr=self.log.open("w"),
+                                     env=_env(**env))
+        deadline = time.monotonic() + 60
+        while "engram serve: answering" not in self.log.read_text():
+            assert self.proc.poll() is None, self.log.read_text()
+            assert time.monotonic() < deadline, "engram serve did not start"
+            time.sleep(0.05)
+
+    def answered(self, expect: int | None = None) -> int:
+        """How many requests it answered (it logs one just after its answer is sent: given
+        ``expect``, wait a little for that count)."""
+        deadline = time.monotonic() + 10
+        while True:
+            n = self.log.read_text().count("serve: answered")
+            if expect is None or n >= expect or time.monotonic() > deadline:
+                return n
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def indexed(repo, capsys):  # noqa: F811
+    assert main(["ingest"]) == 0
+    capsys.readouterr()
+    return repo
+
+
+@pytest.fixture
+def server(indexed, tmp_path):
+    s = Serve(tmp_path)
+    yield s
+    s.stop()
+
+
+def test_the_server_answers_byte_for_byte(server, indexed):
+    mode = os.stat(os.path.dirname(warm.socket_path())).st_mode & 0o777
+    assert mode == 0o700 and os.stat(warm.socket_path()).st_mode & 0o777 == 0o600
+    for argv in (["explain", "hello.py:4-5"], ["explain", "hello.py:1-8", "--brief"],
+                 ["explain", "hello.py:3-8", "--before", "1", "--after", "0", "--all"]):
+        code, out, err = engram(*argv)
+        code_l, out_l, err_l = local(*argv)
+        assert (code, err) == (code_l, err_l) == (0, "")
+        assert json.loads(out)["sessions"], out
+        assert untimed(out) == untimed(out_l)
+    n = server.answered(3)
+    assert n == 3, server.log.read_text()
+    # --pretty, a bad span, a usage error: the same text, the same exit status
+    for argv in (["explain", "hello.py:4-5", "--pretty", "--brief"], ["explain", "nope.py:1-2"],
+                 ["explain", "hello.py:4-5", "--before", "x"], ["explain"]):
+        got, want = engram(*argv), local(*argv)
+        assert got == want, argv
+    assert server.answered(n + 4) == n + 4
+    assert engram("explain", "nope.py:1-2")[0] == 1  # (an error, answered by the server too)
+
+
+def test_a_second_server_is_refused(server):
+    code, _out, err = engram("serve")
+    assert code == 1 and "another engram serve answers there already" in err
+
+
+def test_what_it_does_not_serve_runs_in_process(server, indexed):
+    p = subprocess.run([sys.executable, "-m", "engram.cli", "explain", "--stdin"],
+                       input=(indexed / "hello.py").read_text(), capture_output=True, text=True,
+                       env=_env())
+    assert p.returncode == 0 and json.loads(p.stdout)["sessions"]
+    assert engram("tapes")[0] == 0
+    assert server.answered() == 0
+
+
+def test_another_environment_is_answered_in_process(server, indexed):
+    code, out, _ = engram("explain", "hello.py:4-5", ENGRAM_MAX_FILE_BYTES="4")
+    assert code == 1 and out == ""  # the client's limit applies: a 4-byte file limit refuses it
+    assert server.answered() == 0
+    assert "serve: declined (other-environment)" in server.log.read_text()
+
+
+def test_a_stopped_server_is_not_waited_for(server, indexed):
+    server.proc.send_signal(signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        code, out, _ = engram("explain", "hello.py:4-5", ENGRAM_SERVE_WAIT="0.3")
+        assert code == 0 and json.loads(out)["sessions"]
+        assert time.monotonic() - t0 < 60
+    finally:
+        server.proc.send_signal(signal.SIGCONT)
+    assert untimed(out) == untimed(local("explain", "hello.py:4-5")[1])
+
+
+def test_a_stale_socket_is_ignored_and_replaced(indexed, tmp_path):
+    path = warm.socket_path()
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(path)  # a socket file nobody listens on: a server that died
+    dead.close()
+    code, out, _ = engram("explain", "hello.py:4-5")
+    assert code == 0 and json.loads(out)["sessions"]
+    s = Serve(tmp_path)  # starts over it
+    try:
+        assert engram("explain", "hello.py:4-5")[0] == 0
+        assert s.answered(1) == 1
+    finally:
+        s.stop()
+    assert not os.path.exists(path)  # removed on exit
+
+
+def test_an_unsafe_socket_is_not_used(server, indexed):
+    d = os.path.dirname(warm.socket_path())
+    os.chmod(d, 0o755)
+    try:
+        assert engram("explain", "hello.py:4-5")[0] == 0
+        assert server.answered() == 0
+    finally:
+        os.chmod(d, 0o700)
+    assert engram("explain", "hello.py:4-5")[0] == 0
+    assert server.answered(1) == 1
+
+
+def test_declines(indexed, tmp_path):
+    """The server's checks, on the wire: garbage, another Engram, changed source files."""
+    from engram.cli import run
+    from engram.commands.serve import Server
+
+    server = Server(run, path=str(tmp_path / "s.sock"))
+    try:
+        req = warm.request(["explain", "hello.py:4-5"])
+        assert warm.parse_answer(server.answer(b"not json")) is None
+        assert server.answer(b"[]").startswith(b"ENGRAM-DECLINE 1 bad-request")
+        assert server.answer(json.dumps({**req, "version": "0"}).encode()).startswith(
+            b"ENGRAM-DECLINE 1 other-engram")
+        assert server.answer(json.dumps({**req, "argv": ["tapes"]}).encode()).startswith(
+            b"ENGRAM-DECLINE 1 not-served")
+        code, out, err = warm.parse_answer(server.answer(json.dumps(req).encode()))
+        assert (code, err) == (0, "") and json.loads(out)["sessions"]
+        server.stamp = ()  # as if a source file had changed since the server started
+        assert server.answer(json.dumps(req).encode()).startswith(b"ENGRAM-DECLINE 1 code-changed")
+        assert server.stale
+    finally:
+        server.close()
+    assert not (tmp_path / "s.sock").exists()
+
+
+def test_a_changed_config_opens_a_new_engine(indexed, tmp_path):
+    from engram import commands
+    from engram.cli import run
+    from engram.commands.serve import Server
+
+    server = Server(run, path=str(tmp_path / "s.sock"))
+    try:
+        req = json.dumps(warm.request(["explain", "hello.py:4-5"])).encode()
+        first = warm.parse_answer(server.answer(req))
+        (engine,) = [e for e, *_ in commands.kept_engines.values()]
+        assert warm.parse_answer(server.answer(req))[0] == 0
+        assert [e for e, *_ in commands.kept_engines.values()] == [engine]  # kept
+        cfg = indexed / ".engram" / "config.yml"
+        cfg.write_text(cfg.read_text() + "min_confidence: 0.99\n")
+        again = warm.parse_answer(server.answer(req))
+        (engine2,) = [e for e, *_ in commands.kept_engines.values()]
+        assert engine2 is not engine
+        assert untimed(again[1]) == untimed(local("explain", "hello.py:4-5")[1])
+        assert first[0] == again[0] == 0
+    finally:
+        server.close()
