@@ -114,6 +114,15 @@ class TapeText:
         return texts, markers, task
 
 
+# (block, tape) of the given blocks given as input (``msg.in``) at the head of a tape of a harness.
+# CROSS JOIN keeps this order (blocks -> their refs -> events -> tapes): left to choose, the planner
+# starts from ``tapes_harness`` (migration 0007) — every head event of the harness, on every call:
+# quadratic in the tapes over a run (at 1.7k sessions, 3/4 of the ingest's CPU time)
+HEAD_INPUT_SQL = ("SELECT r.block, e.tape FROM refs r CROSS JOIN events e ON e.id=r.event"
+                  " CROSS JOIN tapes t ON t.id=e.tape WHERE r.block IN carray(?) AND r.role=?"
+                  " AND e.ofs<=? AND t.harness IS ?")
+
+
 def _head_boilerplate(conn: apsw.Connection, harness: str | None, hashes: np.ndarray,
                       cache: dict | None = None, n_tapes: dict | None = None,
                       prints: IngestCache | None = None) -> set[int]:
@@ -140,23 +149,52 @@ def _head_boilerplate(conn: apsw.Connection, harness: str | None, hashes: np.nda
     tapes_in: dict[int, set[int]] = defaultdict(set)
     for ch in _chunks(uniq(rows[:, 1]).tolist()):
         for b, tape in conn.execute(
-                "SELECT r.block, e.tape FROM refs r JOIN events e ON e.id=r.event"
-                " JOIN tapes t ON t.id=e.tape WHERE r.block IN carray(?) AND r.role=?"
-                " AND e.ofs<=? AND t.harness IS ?",
+                HEAD_INPUT_SQL,
                 (apsw.carray(queries._i64(ch)), schema.ROLE_MSG_IN, HEAD_EVENTS, harness)):
             tapes_in[b].add(tape)
-    tapes_of: dict[int, set[int]] = defaultdict(set)
-    if tapes_in:
-        sel = member(rows[:, 1], uniq(np.fromiter(tapes_in, np.int64, len(tapes_in))))
-        for h, b in rows[sel, :2].tolist():
-            tapes_of[h] |= tapes_in[b]
     n = n_tapes.get(harness) if n_tapes is not None else None
     if n is None:
         n = conn.execute("SELECT count(*) FROM tapes WHERE harness IS ?", (harness,)).fetchone()[0]
         if n_tapes is not None:
             n_tapes[harness] = n
     need = max(BOILERPLATE_TAPES, int(BOILERPLATE_SHARE * n))
-    return popular | {h for h, ts in tapes_of.items() if len(ts) >= need}
+    return popular | _held_by_many(rows, tapes_in, need, popular)
+
+
+def _held_by_many(rows: np.ndarray, tapes_in: dict[int, set[int]], need: int,
+                  known: set[int]) -> set[int]:
+    """The hashes of ``rows`` (hash, block, line) whose blocks' tapes (``tapes_in``) number ≥
+    ``need`` together, ``known`` ones aside. The same set as uniting the tapes of every row, without
+    doing it: a block that alone has ``need`` tapes decides, blocks whose tapes add up to fewer
+    cannot (the sum bounds the union); only the hashes in between unite sets, and stop at ``need``.
+    (Uniting per row was quadratic: a system prompt's block is at the head of every tape.)"""
+    if not tapes_in:
+        return set()
+    blocks = uniq(np.fromiter(tapes_in, np.int64, len(tapes_in)))
+    hb = rows[member(rows[:, 1], blocks), :2]
+    if not len(hb):
+        return set()
+    hb = hb[np.lexsort((hb[:, 1], hb[:, 0]))]
+    distinct = np.r_[True, (hb[1:] != hb[:-1]).any(axis=1)]
+    hb = hb[distinct]
+    n_of = np.fromiter((len(tapes_in[b]) for b in blocks.tolist()), np.int64, len(blocks))
+    c = n_of[np.searchsorted(blocks, hb[:, 1])]
+    start = np.flatnonzero(np.r_[True, hb[1:, 0] != hb[:-1, 0]])
+    end = np.r_[start[1:], len(hb)]
+    hs = hb[start, 0]
+    most, total = np.maximum.reduceat(c, start), np.add.reduceat(c, start)
+    out = set(hs[most >= need].tolist())
+    for i in np.flatnonzero((most < need) & (total >= need)).tolist():
+        h = int(hs[i])
+        if h in known:
+            continue
+        ts: set[int] = set()
+        for b in hb[start[i]:end[i], 1].tolist():
+            ts |= tapes_in[b]
+            if len(ts) >= need:
+                out.add(h)
+                break
+    return out
 
 
 def _runs_over(sorted_values: np.ndarray, limit: int) -> np.ndarray:
