@@ -89,6 +89,20 @@ class ParseOutput:
     end_offset: int | None = None
 
 
+class SessionStream:
+    """One session parsed as a stream (``Adapter.stream_source``): iterate it for the events
+    after the ``meta``, each finished as ``finish_session`` would (``StreamFinish``); once
+    iterated to the end, ``output`` is the ``ParseOutput`` with that session's ``meta`` as its
+    only event (no session: none)."""
+
+    def __init__(self, gen: Iterator[dict]):
+        self.gen = gen
+        self.output: ParseOutput | None = None
+
+    def __iter__(self) -> Iterator[dict]:
+        self.output = yield from self.gen
+
+
 def parse_error(path: str | os.PathLike, line: int | None, message: str,
                 code: str = "E_ADAPTER_PARSE") -> dict:
     """A machine-readable error record (``line`` is 1-based)."""
@@ -137,6 +151,14 @@ class Adapter:
         yield from sorted(seen)
 
     def parse_source(self, path: Path, *, mode: str = "permissive") -> ParseOutput:
+        raise NotImplementedError
+
+    #: whether ``stream_source`` reads a source one event at a time (one session per source)
+    streams: ClassVar[bool] = False
+
+    def stream_source(self, path: Path, *, mode: str = "permissive") -> SessionStream:
+        """``parse_source`` of a one-session source as a ``SessionStream``: the same events and
+        meta, never the whole session at once (adapters whose ``streams`` is True)."""
         raise NotImplementedError
 
     def describe(self) -> dict:
@@ -842,6 +864,98 @@ def finish_session(events: list[dict], *, degraded_reasons: Iterable[str] = ()) 
         cov["grade"] = "degraded"
     cov["redactions"] = cov.get("redactions", 0) + total
     return events
+
+
+class StreamFinish:
+    """``finish_session`` one event at a time, for a session parsed as a stream (its ``meta``
+    depends on the whole log, so it comes last): ``event(ev, meta_t)`` for each event after the
+    ``meta``, in order, gives the events done (the first ones without a time wait for the first
+    that has one: they take the ``meta``'s time, which ``meta_t()`` gives once one is known);
+    ``finish(meta, degraded_reasons)`` makes the ``meta`` and gives the events still waiting.
+    The events and the ``meta`` are those ``finish_session`` makes of the whole list."""
+
+    def __init__(self) -> None:
+        self.counts = _rewrite_counts()
+        self.total = 0
+        self.n = 0
+        self.last_t = None
+        self.waiting: list[dict] | None = []   # leading events without a time (None: none now)
+        self.first_t = None
+        self.relabel: list[str] = []             # the first msg.in texts, as ``_relabel_cut`` reads
+        self.label: str | None = None            # the label of the first real request
+
+    def event(self, ev: dict, meta_t) -> list[dict]:
+        self.n += 1
+        fixed = _make_encodable(ev, self.counts)
+        if fixed is not ev:
+            if not isinstance(fixed, dict):
+                raise ValueError(f"event {self.n} is not an object")
+            if fixed.get("k") == "code.edit":
+                for side in ("before", "after"):
+                    if isinstance(fixed.get(f"{side}_text"), str):
+                        fixed[f"{side}_hash"] = text_hash(fixed[f"{side}_text"])
+            ev = fixed
+        if (ev.get("k") == "msg.in" and isinstance(ev.get("text"), str)
+                and len(self.relabel) < 5):
+            self.relabel.append(ev["text"])
+        self.total += redact.redact_event(ev)
+        if (self.label is None and ev.get("k") == "msg.in" and isinstance(ev.get("text"), str)
+                and ev["text"].strip()
+                and not (ev.get("compaction") or ev.get("boilerplate") or ev.get("meta"))):
+            self.label = label_of(ev["text"])
+        if ev.get("t"):
+            self.first_t = self.first_t or ev["t"]
+            self.last_t = ev["t"]
+            if self.waiting is not None:
+                out = self._release(meta_t())
+                out.append(ev)
+                return out
+            return [ev]
+        if self.waiting is not None:
+            self.waiting.append(ev)
+            return []
+        ev["t"] = self.last_t
+        return [ev]
+
+    def _release(self, t) -> list[dict]:
+        out, self.waiting = self.waiting or [], None
+        for ev in out:
+            ev["t"] = t
+        return out
+
+    def finish(self, meta: dict, degraded_reasons: Iterable[str] = ()) -> tuple[dict, list[dict]]:
+        """The ``meta`` event finished, and the events that were still waiting for a time."""
+        fixed = _make_encodable(meta, self.counts)
+        if not isinstance(fixed, dict) or fixed.get("k") != "meta":
+            raise ValueError("a session's first event must be meta")
+        meta = fixed
+        rewritten = _notes(self.counts)
+        if rewritten:
+            degraded_reasons = [*degraded_reasons, "values rewritten so the tape can be written: "
+                                + "; ".join(rewritten)]
+        label = meta.get("label")
+        if isinstance(label, str) and label.endswith("…"):   # ``_relabel_cut``
+            head = label[:-1]
+            for text in self.relabel:
+                if " ".join(text.split()).startswith(head):
+                    meta["label"] = label_of(text)
+                    break
+        self.total += redact.redact_event(meta)
+        rest = self._release(meta.get("t")) if self.waiting is not None else []
+        if not meta.get("label") and self.label is not None:
+            meta["label"] = self.label
+        if meta.get("t") is None:
+            meta["t"] = self.first_t
+        cov = meta.setdefault("coverage", {"grade": "full", "reasons": [], "redactions": 0})
+        reasons = list(cov.get("reasons", []))
+        for r in degraded_reasons:
+            if r not in reasons:
+                reasons.append(r)
+        cov["reasons"] = reasons
+        if reasons and cov.get("grade") == "full":
+            cov["grade"] = "degraded"
+        cov["redactions"] = cov.get("redactions", 0) + self.total
+        return meta, rest
 
 
 def _encodable_events(events: list[dict]) -> list[str]:

@@ -110,6 +110,51 @@ class ClaudeCodeAdapter(base.Adapter):
                                 end_offset=end)
 
 
+    streams = True
+
+    def stream_source(self, path: Path, *, mode: str = "permissive") -> base.SessionStream:
+        return base.SessionStream(self._stream(Path(path), mode))
+
+    def _stream(self, path: Path, mode: str):
+        """``parse_source`` one record at a time: its events finished as they are made
+        (``base.StreamFinish``), the meta at the end (the ``SessionStream``'s ``output``)."""
+        p = _Parser(self, path)
+        fin = base.StreamFinish()
+        end = n_events = 0
+        for line_no, end, rec, err in base.iter_jsonl(path):  # noqa: B007 (end: the offset parsed to)
+            if err is not None:
+                p.errors.append(base.record_error(path, line_no, err, rec))
+                if rec is None:
+                    continue
+            try:
+                p.record(rec, line_no)
+            except Exception as e:  # a record of an unexpected shape never aborts the file
+                p.errors.append(base.parse_error(
+                    path, line_no,
+                    f"unexpected {rec.get('type')!r} record: {type(e).__name__}: {e}"))
+            if p.events:
+                made, p.events = p.events, []
+                n_events += len(made)
+                p.made = True
+                for ev in made:
+                    yield from fin.event(ev, lambda: p.first_t)
+        reasons = p.version_reasons()
+        if mode == "strict" and reasons:
+            raise UnsupportedLog("; ".join(reasons), path=str(path), line=p.first_version_line)
+        n_skipped = base.skipped(p.errors)
+        if n_skipped:
+            reasons.append(f"{n_skipped} malformed record(s) skipped")
+        if len(p.errors) > n_skipped:
+            reasons.append(f"{len(p.errors) - n_skipped} record(s) kept with values rewritten "
+                           "(see the errors)")
+        if not n_events:
+            return base.ParseOutput(sessions=[], errors=p.errors, end_offset=end)
+        meta, rest = fin.finish(p.meta(), reasons)
+        yield from rest
+        return base.ParseOutput(sessions=[base.SessionLog(p.key(), [meta])], errors=p.errors,
+                                end_offset=end)
+
+
 ADAPTER = ClaudeCodeAdapter()
 
 
@@ -176,6 +221,7 @@ class _Parser:
         self.adapter = adapter
         self.path = path
         self.events: list[dict] = []
+        self.made = False   # events were made and handed out (``_stream``)
         self.errors: list[dict] = []
         self.session: str | None = None
         self.agent_id: str | None = None
@@ -216,7 +262,7 @@ class _Parser:
                 out.append(f"claude_code {v} is a known-bad version")
             elif st == "unknown":
                 out.append(f"claude_code {v} is outside the tested range {vm.min}..{vm.max_tested}")
-        if not self.versions and self.events:
+        if not self.versions and (self.events or self.made):
             out.append("no claude_code version in the log")
         return out
 

@@ -364,6 +364,95 @@ def prepare(sessions: list[list[dict]], wanted=None) -> list[Prepared]:
     return [Prepared(per, done) for per in out]
 
 
+class _Seen(_Derived):
+    """``_Derived`` of a session seen a part at a time (``Preparer``): what the parts so far
+    say, a read's text kept as its key (not the text: the session is never held whole)."""
+
+    def __init__(self) -> None:
+        self.reads: dict[str, bytes] = {}
+        self.edits: set[str] = set()
+
+    def update(self, events: list[dict]) -> None:
+        for ev in events:
+            cid = ev.get("call_id")
+            if cid is None:
+                continue
+            if ev.get("k") == "code.read" and isinstance(ev.get("text"), str):
+                self.reads[cid] = _text_key(ev["text"])
+            elif ev.get("k") == "code.edit":
+                self.edits.add(cid)
+
+    def skip(self, ev: dict, role: int, text: str) -> bool:
+        if role != S.ROLE_TOOL_OUTPUT:
+            return False
+        cid = ev.get("call_id")
+        key = self.reads.get(cid)
+        return (key is not None and key == _text_key(text)) or (cid in self.edits
+                                                                and _is_echo(text))
+
+
+class PreparedParts:
+    """The ``PreparedTexts`` of a session prepared a part at a time, looked up by hash."""
+
+    def __init__(self) -> None:
+        self.parts: list[PreparedTexts] = []
+        self.where: dict[bytes, int] = {}
+
+    def __getitem__(self, h: bytes) -> tuple:
+        return self.parts[self.where[h]][h]
+
+
+class Preparer:
+    """``prepare`` of one session given a part of its events at a time (``add``, in order;
+    ``result()``: its ``Prepared``) after its ``meta`` (which has no blocks), for a session
+    streamed from its log: each part's new texts
+    are fingerprinted as they come, a text seen in an earlier part is not again (unless now it
+    needs what it was not prepared with: its k-grams, its edit lines). The values are those
+    ``prepare`` gives of the whole session, provided no part separates a call's output from the
+    code events made of it (``add`` parts that end between calls)."""
+
+    def __init__(self, wanted=None):
+        self.wanted = wanted
+        self.blocks: list[list[tuple[bytes, int, int]]] = [[]]   # the meta's (it has none)
+        self.texts = PreparedParts()
+        self.flags: dict[bytes, tuple[bool, bool]] = {}   # hash → (k-grams, edit lines) made
+        self.seen = _Seen()
+
+    def add(self, events: list[dict]) -> None:
+        self.seen.update(events)
+        todo: dict[bytes, list] = {}   # as ``prepare``'s ``texts``
+        for ev in events:
+            ofs = len(self.blocks)
+            want = self.wanted is not None and self.wanted(ofs, ev)
+            bl = []
+            for text, h, role, line0 in _indexed_blocks(ev, self.seen):
+                edit = role in (S.ROLE_EDIT_AFTER, S.ROLE_EDIT_BEFORE)
+                have = self.flags.get(h)
+                info = todo.get(h)
+                if info is not None:
+                    info[1] |= want
+                    info[2] |= edit
+                elif have is None or (want and not have[0]) or (edit and not have[1]):
+                    todo[h] = [text, want or (have is not None and have[0]),
+                               edit or (have is not None and have[1])]
+                bl.append((h, role, line0))
+            self.blocks.append(bl)
+        if not todo:
+            return
+        keys = list(todo)
+        fps = _fingerprint_chunked([todo[h][0] for h in keys], [todo[h][1] for h in keys])
+        part = PreparedTexts(keys, [todo[h][0].count("\n") + 1 for h in keys], fps,
+                             [edit_lines_row(todo[h][0]) if todo[h][2] else None for h in keys])
+        n = len(self.texts.parts)
+        self.texts.parts.append(part)
+        for h in keys:
+            self.texts.where[h] = n
+            self.flags[h] = (todo[h][1], todo[h][2])
+
+    def result(self) -> Prepared:
+        return Prepared(self.blocks, self.texts)
+
+
 PREPARE_CHUNK_CHARS = 8_000_000   # texts fingerprinted in one vectorised call by ``prepare``
 
 

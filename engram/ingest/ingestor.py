@@ -68,6 +68,8 @@ COMPACT_MIN_BYTES = 16 << 20    # a group this big comes back from the worker co
 #                                 cut to what the index reads, and their canonical JSON for the
 #                                 tape (``worker._encoded``): a big session held once, not twice
 GROUP_SOURCES, GROUP_BYTES = 32, 2 << 20  # sources sent to the worker at a time
+STREAM_MIN_BYTES = 32 << 20     # a log this big, of one session to be sealed, is parsed, taped and
+#                                 prepared as a stream (``worker.stream``): never held whole
 _WRITE_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)  # a write failed, not a read
 WALK_DEPTH = 8                  # directory levels under a location checked for unreadable ones
 Progress = Callable[[int, int, str], None]
@@ -292,7 +294,12 @@ class Ingestor:
         sessions are then not indexed, its cursor not moved: the next run tries again)."""
         src = str(s.path)
         try:
-            parsed, prepared, encoded = self._parsed(s, ticket, run.procs)
+            parsed, prepared, encoded, staged = self._parsed(s, ticket, run.procs)
+            if staged is not None:
+                if self._ingest_streamed(s, sk, run.cursors.get(src), batch, run, parsed,
+                                         prepared, staged):
+                    return
+                parsed = prepared = encoded = None  # its tape was corrupt: parsed again here
             try:
                 self._ingest_source(s, sk, run.cursors.get(src), run.seal, run.now, batch,
                                     run.pending, run.summary, parsed=parsed, prepared=prepared,
@@ -343,22 +350,97 @@ class Ingestor:
             return None
 
     def _parsed(self, s: Source, fut, procs: parse_worker.ParseProcess | None
-                ) -> tuple[ParseOutput, list | None, list | None]:
+                ) -> tuple[ParseOutput, list | None, list | None, tuple | None]:
         """The result of a parse submitted to the thread or the worker process (a worker that
-        died: parsed here instead), the block work the worker did ahead and the events'
-        canonical JSON (``worker.parse_many``), if any."""
-        if procs is None:
-            return fut.result(), None, None
-        try:
-            res = procs.result(fut[0])[fut[1]]
-        except WorkerGone:
-            log.warning("parse worker exited; parsing %s in-process", s.path)
-            return self._parse(s), None, None
+        died: parsed here instead), the block work the worker did ahead, the events'
+        canonical JSON (``worker.parse_many``), if any, and for a streamed source
+        (``worker.stream``) its tape staged."""
+        if isinstance(fut, tuple) and fut[1] is None:  # a streamed source
+            try:
+                res = fut[0].result()
+                res = getattr(fut[0], "engram_value", res)
+            except WorkerGone:
+                log.warning("parse worker exited; parsing %s in-process", s.path)
+                res = parse_worker.stream(s.adapter.name, str(s.path), self.config.mode,
+                                          str(self.root))
+        elif procs is None:
+            return fut.result(), None, None, None
+        else:
+            try:
+                res = procs.result(fut[0])[fut[1]]
+            except WorkerGone:
+                log.warning("parse worker exited; parsing %s in-process", s.path)
+                return self._parse(s), None, None, None
         if res[0] == "ok":
-            return res[1], res[2], res[3]
+            return res[1], res[2], res[3], (res[4] if len(res) > 4 else None)
         if res[0] == "error":
             raise _WorkerError(res[1])
+        if res[0] == "oserror":
+            raise OSError(res[1], res[2], res[3])
         raise _WorkerCrash(res[1], res[2])
+
+    def _streamable(self, s: Source, sk, run: _Run) -> bool:
+        """Whether a source is parsed as a stream (``worker.stream``): a big log of an adapter
+        that streams, to be sealed now, none of whose sessions was sealed before (a continued
+        session's tape starts at its first new event, under a meta of its own)."""
+        if not s.adapter.streams or sk[0] < STREAM_MIN_BYTES:
+            return False
+        if not (run.seal or (run.now - sk[1] / 1e9) >= self.config.seal_after):
+            return False
+        cur = run.cursors.get(str(s.path))
+        if cur is None:
+            return True
+        try:
+            state = json.loads(cur[5]) if cur[5] else {}
+        except ValueError:
+            return False
+        return all(int(st.get("sealed", 0)) == 0 for st in state.values())
+
+    def _ingest_streamed(self, s: Source, sk, cur, batch: store.Batch, run: _Run,
+                         out: ParseOutput, prepared: list, staged: tuple) -> bool:
+        """``_ingest_source`` of a source parsed as a stream (``worker.stream``): its tape is
+        staged already (a temp file to rename), its session is the meta and light events with
+        their blocks prepared. False when a tape already there under its name turns out
+        corrupt (removed: the caller parses the log again and writes it afresh)."""
+        src = str(s.path)
+        summary = run.summary
+        state = json.loads(cur[5]) if cur is not None and cur[5] else {}
+        rec = None
+        if out.sessions:
+            sess = out.sessions[0]
+            events = sess.events
+            ref, tmp, kept = staged
+            ref = self.stager.adopt(ref, tmp)
+            if not ref.created and not self._indexed(ref.tape_id):
+                try:
+                    reader.read_raw(ref.path)
+                except CorruptTape as e:
+                    log.warning("%s: %s; writing it again from its log", ref.path, e.message)
+                    ref.path.unlink(missing_ok=True)
+                    summary["tapes_repaired"] = summary.get("tapes_repaired", 0) + 1
+                    return False
+            if self.cache is not None and hasattr(orjson, "Fragment"):
+                self.cache.keep_tape(ref.tape_id, events,
+                                     {o: orjson.Fragment(b) for o, b in kept.items()})
+            lid = live_tape_id(src, sess.key)
+            rec = store.SessionRecord(ref.tape_id, events, path=str(ref.path), source_path=src,
+                                      source_key=sess.key, prepared=prepared[0],
+                                      replaces=lid if lid in self.live_ids else None)
+            rec.encode()
+            state[sess.key] = {"sealed": len(events), "tape": ref.tape_id}
+            batch.add(rec)
+            summary["sessions"] += 1
+            summary["sealed"] += 1
+            summary["streamed"] = summary.get("streamed", 0) + 1
+            summary["tapes_written"] += int(ref.created)
+            summary["events"] += len(events)
+        self._record_errors(src, out.errors, summary, run.pending)
+        run.pending.append((
+            "INSERT OR REPLACE INTO cursors(source, adapter, size, mtime_ns, end_offset, state, live,"
+            " updated) VALUES (?,?,?,?,?,?,?,?)",
+            (src, s.adapter.name, sk[0], sk[1], out.end_offset,
+             json.dumps(state, sort_keys=True), 0, utc_iso(run.now))))
+        return True
 
     def _ingest_source(self, s: Source, sk, cur, seal: bool, now: float, batch: store.Batch,
                        pending_cursors: list, summary: dict, parsed: ParseOutput | None = None,
@@ -475,10 +557,7 @@ class Ingestor:
         summary["tapes_indexed"] += sum(1 for r in batch.sessions if not r.live)
 
     def _tape_dir_for(self, meta: dict) -> Path:
-        cwd = meta.get("cwd")
-        if isinstance(cwd, str) and cwd and paths.is_within(cwd, self.root) and os.path.isabs(cwd):
-            return paths.repo_tapes_dir(self.root)
-        return paths.user_tapes_dir()
+        return parse_worker.tape_dir_for(meta, str(self.root))
 
     def _index_tape_dirs(self, summary: dict, progress: Progress | None) -> None:
         known = {r[0] for r in self.conn.execute("SELECT tape_id FROM tapes WHERE live=0")}
@@ -564,7 +643,7 @@ class _ParseQueue:
         group: list = []
         size = 0
         while len(group) < GROUP_SOURCES and size < GROUP_BYTES and self.queue:
-            if limit is not None and self.queue[0][1][0] > limit:
+            if limit is not None and self.queue[0][1][0] > limit or self._streams(self.queue[0]):
                 break
             nxt = self.queue.popleft()
             group.append(nxt)
@@ -579,14 +658,33 @@ class _ParseQueue:
         self.ahead.extend((g, (fut, j)) for j, g in enumerate(group))
         self.ahead_bytes += size
 
+    def _streams(self, item) -> bool:
+        return self.ing._streamable(item[0], item[1], self.run)
+
+    def _stream(self) -> None:
+        """The next source of the queue, parsed as a stream (``worker.stream``) on its own."""
+        nxt = self.queue.popleft()
+        s = nxt[0]
+        args = (s.adapter.name, str(s.path), self.ing.config.mode, str(self.ing.root))
+        fut = (self.procs.submit_stream(*args) if self.procs is not None
+               else self.pool.submit(parse_worker.stream, *args))
+        self.ahead.append((nxt, (fut, None)))
+        self.ahead_bytes += max(nxt[1][0], 0)
+
     def refill(self) -> None:
         if self.procs is None:
             while len(self.ahead) < PARSE_AHEAD and self.queue:
+                if self._streams(self.queue[0]):
+                    self._stream()
+                    continue
                 nxt = self.queue.popleft()
                 self.ahead.append((nxt, self.pool.submit(self.ing._parse, nxt[0])))
             return
         # the worker parses groups of sources (fewer, bigger batches of its block work)
         while len(self.ahead) < PROCESS_AHEAD and self.ahead_bytes < PROCESS_AHEAD_BYTES:
+            if self.queue and self._streams(self.queue[0]):
+                self._stream()
+                continue
             group, size = self._next_group()
             if not group:
                 return

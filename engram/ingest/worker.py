@@ -72,6 +72,86 @@ def parse_many(items: list[tuple[str, str]], mode: str, compact: bool = False) -
     return out
 
 
+STREAM_CHUNK_EVENTS = 2048   # a streamed session's events prepared (fingerprinted) at a time
+
+
+def tape_dir_for(meta: dict, root: str) -> Path:
+    """Where a sealed session's tape goes: the repository's tape directory when it ran in the
+    repository ``root``, else the user's."""
+    from engram import paths
+
+    cwd = meta.get("cwd")
+    if isinstance(cwd, str) and cwd and paths.is_within(cwd, root) and os.path.isabs(cwd):
+        return paths.repo_tapes_dir(Path(root))
+    return paths.user_tapes_dir()
+
+
+def stream(harness: str, path: str, mode: str, root: str) -> tuple:
+    """Parse, tape and prepare one single-session source to be sealed, as a stream: the adapter
+    gives an event at a time (``stream_source``), each goes to the tape (``writer.Streamed``, the
+    meta last) and, ``STREAM_CHUNK_EVENTS`` at a time, to ``store.Preparer``; what is kept of it
+    is what the indexing reads (``store.light_event``) and the lines of the events the lineage
+    pass reads (``lineage.cache.wanted``). Nothing holds the session whole, whatever its size.
+
+    ``("ok", ParseOutput, [Prepared], None, (TapeRef, temp file or None, {offset: line}))``: the
+    output's session is the ``meta`` and the light events, its tape compressed into a temp file
+    of its directory (``tape_dir_for``) for the ingest to ``adopt``; or ``parse``'s ``error`` /
+    ``crash``; or ``("oserror", errno, strerror, filename)``, raised again by the ingest (a log
+    that cannot be read; a tape that cannot be written, disk full: as in-process)."""
+    from engram import adapters, paths
+    from engram.errors import EngramError
+    from engram.index import store
+    from engram.lineage.cache import wanted
+    from engram.tape import writer
+
+    enc = None
+    try:
+        ad = adapters.get(harness)
+        enc = writer.Streamed(paths.private_dir(paths.user_tapes_dir()))
+        prep = store.Preparer(wanted)
+        light: list[dict] = []
+        kept: dict[int, bytes] = {}
+        chunk: list[dict] = []
+
+        def flush() -> None:
+            prep.add(chunk)
+            for ev in chunk:
+                line = enc.add(ev)
+                if wanted(len(light) + 1, ev):
+                    kept[len(light) + 1] = line
+                light.append(store.light_event(ev))
+            chunk.clear()
+
+        st = ad.stream_source(Path(path), mode=mode)
+        for ev in st:
+            # a part ends between calls: a call's output and the code events made of it together
+            if len(chunk) >= STREAM_CHUNK_EVENTS and (ev.get("call_id") is None
+                                                      or ev.get("call_id") != chunk[-1].get("call_id")):
+                flush()
+            chunk.append(ev)
+        flush()
+        out = st.output
+        if not out.sessions:
+            enc.close()
+            return ("ok", out, [], None, None)
+        meta = out.sessions[0].events[0]
+        enc.finish(meta)
+        if wanted(0, meta):
+            kept[0] = writer.encode_event(meta)
+        ref, tmp = writer.write_streamed(enc, tape_dir_for(meta, root))
+        out.sessions[0].events = [meta, *light]
+        return ("ok", out, [prep.result()], None, (ref, tmp, kept))
+    except EngramError as e:
+        return ("error", e.to_dict())
+    except OSError as e:  # the log unreadable, or the tape's spill or file not written
+        return ("oserror", e.errno, e.strerror or str(e), e.filename or path)
+    except Exception as e:  # noqa: BLE001 — an adapter bug: reported for this source
+        return ("crash", f"{type(e).__name__}: {e}", traceback.format_exc())
+    finally:
+        if enc is not None:
+            enc.close()
+
+
 def _encoded(out) -> list[list[bytes]] | None:
     """Each session's events as the tape encodes them (``writer.encode_event``), the events
     themselves cut down to what the indexing reads of prepared events (``store.light_event``;
@@ -167,6 +247,10 @@ class ParseProcess:
     def submit(self, items: list[tuple[str, str]], mode: str, compact: bool = False) -> Future:
         """``parse_many(items, mode, compact)`` in the worker; ``result()`` gives its list."""
         return self._send(("parse", items, mode, compact))
+
+    def submit_stream(self, harness: str, path: str, mode: str, root: str) -> Future:
+        """``stream(harness, path, mode, root)`` in the worker; ``result()`` gives its tuple."""
+        return self._send(("stream", harness, path, mode, root))
 
     def submit_continuations(self, db_path: str, tape_rows: list[int], kept=None) -> Future:
         """``continuations.compute_remote(db_path, tape_rows, kept)`` in the worker."""
@@ -397,7 +481,12 @@ def main() -> None:
         if len(head) < _HEADER:
             return
         request = pickle.loads(requests.read(int.from_bytes(head, "little")))
-        if request[0] == "continuations":
+        if request[0] == "stream":
+            res = stream(*request[1:])
+            _write_answer(reply, res, lambda: ("crash", "unpicklable parse result", ""))
+            del res
+            release_freed_memory()
+        elif request[0] == "continuations":
             try:
                 from engram.lineage import continuations
                 res = continuations.compute_remote(request[1], request[2], request[3])

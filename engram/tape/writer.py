@@ -251,7 +251,8 @@ class Streamed:
         self.size = 0
         self.tape_id = ""
 
-    def add(self, ev: dict) -> None:
+    def add(self, ev: dict) -> bytes:
+        """Append an event; its line (without the newline)."""
         line = encode_event(ev)
         self.n_events += 1
         self.body += len(line) + 1
@@ -263,6 +264,7 @@ class Streamed:
         self.buf += b"\n"
         if len(self.buf) >= SPILL_BYTES:
             self._spill()
+        return line
 
     def _spill(self) -> None:
         """``buf`` written to the spill file after the lines already there."""
@@ -507,16 +509,17 @@ def _write_temp(directory: Path, tape_id: str, enc: _Encoded, sync: bool = False
     return tmp
 
 
-def write_streamed(enc: Streamed) -> tuple[TapeRef, str | None]:
-    """The compressed temp file of a finished ``Streamed`` in its directory (None when the tape
-    is there already), for a ``TapeStager.adopt`` (in another process) to rename into place;
-    the spill is closed."""
+def write_streamed(enc: Streamed, directory: Path | None = None) -> tuple[TapeRef, str | None]:
+    """The compressed temp file of a finished ``Streamed`` in ``directory`` (default: its
+    spill's; a tape directory, made private) — None when the tape is there already — for a
+    ``TapeStager.adopt`` (in another process) to rename into place; the spill is closed."""
     try:
-        final = enc.directory / f"{enc.tape_id}{SUFFIX}"
+        directory = paths.private_dir(Path(directory or enc.directory))
+        final = directory / f"{enc.tape_id}{SUFFIX}"
         ref = TapeRef(enc.tape_id, final, True, enc.n_events, enc.size)
         if final.exists():
             return dataclasses.replace(ref, created=False), None
-        return ref, _write_temp(enc.directory, enc.tape_id, enc)
+        return ref, _write_temp(directory, enc.tape_id, enc)
     finally:
         enc.close()
 
