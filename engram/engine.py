@@ -537,6 +537,11 @@ class Engine:
         return {"tape_id": t.tape_id, "path": t.path, "events": [window.render_event(o, e, full=True)
                                                                   for o, e in evs]}
 
+    def has_tapes_of(self, harness: str) -> bool:
+        """Whether any indexed tape is of ``harness`` (one indexed lookup; ``tapes()`` lists all)."""
+        return self.conn().execute("SELECT 1 FROM tapes WHERE harness = ? LIMIT 1",
+                                   (harness,)).fetchone() is not None
+
     def tapes(self) -> list[dict]:
         conn = self.conn()
         out = []

@@ -49,7 +49,7 @@ def hover_block(engine, backend, doc: documents.Doc, line: int):
 def _has_notes(engine) -> bool:
     """Whether the index holds any note (``engram note``); asked once per index generation."""
     try:
-        return any(t.get("harness") == NOTE_HARNESS for t in engine.tapes())
+        return engine.has_tapes_of(NOTE_HARNESS)
     except Exception:
         log.debug("listing the tapes failed", exc_info=True)
         return True
