@@ -34,6 +34,7 @@ import json
 import os
 import platform
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -141,8 +142,13 @@ def setup_home(out: Path) -> dict:
 
 
 def engram_ingest(repo: Path, env: dict) -> dict:
+    """``engram ingest --seal`` in ``repo``, timed; ``cpu_s``: CPU seconds of its process tree
+    (the CLI and its parse worker), the figure that still compares on a loaded machine."""
     exe = str(Path(sys.executable).parent / "engram")
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     r = timed_run([exe, "ingest", "--seal"], env, repo)
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r["cpu_s"] = round(ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime, 1)
     try:
         r["summary"] = json.loads(r["stdout"].strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -349,6 +355,8 @@ def main(argv: list[str] | None = None) -> int:
         ib2 = index_bytes(idx2) if idx2 != idx else 0
         r["engram"] = {
             "ingest_s": ing["seconds"], "mb_per_s": round(raw / 1e6 / ing["seconds"], 1),
+            "ingest_cpu_s": ing["cpu_s"],
+            "lineage_s": ((ing["summary"] or {}).get("lineage") or {}).get("elapsed_s"),
             "ingest_peak_rss_mb": ing["peak_rss_mb"], "index": str(idx), "index_mb": round(ib / 1e6),
             "index_ratio": round(ib / raw, 3), "tapes_mb": round(tapes / 1e6),
             "second_repo_ingest_s": two["seconds"], "second_repo_peak_rss_mb": two["peak_rss_mb"],
