@@ -84,75 +84,80 @@ def _runs(f: diff.FileDiff) -> list[list[tuple[int, str, bool]]]:
 
 def _line_owners(conn, ds: list[diff.CommitDiff], tapes: _TapeInfo) -> dict[str, dict]:
     """``{sha: {path: {line: (tape_id, rule)}}}`` for the added lines some session produced;
-    ``rule``: ``"log"`` (the line's text is in one of the session's logged edits) or
-    ``"fingerprint"`` (the session holds the largest share of the line's k-grams)."""
+    ``rule``: ``"log"`` (the line's text is in one of the session's logged edits), ``"moved"``
+    (see ``_moved``) or ``"fingerprint"`` (the session holds the largest share of the line's
+    k-grams)."""
     k = fingerprint.DEFAULT_K
-    pieces = []   # (sha, path, run, kgram hashes, first line, last line) per run
-    for d in ds:
-        for f in d.files:
-            if f.binary:
-                continue
-            for run in _runs(f):
-                text = "\n".join(t for _n, t, _a in run)
-                # one tokenising pass: the k-grams of the tokens are ``all_kgrams(text, k)``
-                tok, tok_line = fingerprint.text_tokens(text)
-                # a run shorter than a k-gram (a moved import) has no k-grams; the exact-line
-                # rules still apply to it
-                kg = winnow._kgram_hashes(tok, k) if len(tok) >= k else []
-                first = tok_line[:len(kg)]
-                last = np.asarray(tok_line[k - 1:k - 1 + len(kg)], dtype=np.int64)
-                pieces.append((d, f.path, run, np.asarray(kg, np.int64), np.asarray(first, np.int64), last))
-    if not pieces:
+    runs = [(d, f, run) for d in ds for f in d.files if not f.binary for run in _runs(f)]
+    if not runs:
         return {}
-    produced, found, h_edits, edit_tape = _producers(
-        conn, np.unique(np.concatenate([p[3] for p in pieces])))
-    e_hashes: dict[int, set[int]] = defaultdict(set)   # edit → the hunks' k-grams its after-text holds
-    for h, eids in h_edits.items():
-        for e in eids:
-            e_hashes[e].add(h)
+    # every run tokenised and line-hashed in one pass over their joined text: no token crosses
+    # a line, so a run's tokens and line hashes are those of its own text
+    big = "\n".join("\n".join(t for _n, t, _a in run) for _d, _f, run in runs)
+    tok_h, tok_l = fingerprint.text_tokens(big)
+    lh_all = store.line_hashes(big).tolist()
+    xh_all = store.exact_hashes(big).tolist()
+    pieces = []   # (commit, path, run, kgram hashes, first line, last line, line hashes, exact ones)
+    off = 0
+    for d, f, run in runs:
+        n = len(run)
+        a, b = np.searchsorted(tok_l, [off, off + n])
+        tl = np.asarray(tok_l[a:b], np.int64) - off
+        # a run shorter than a k-gram (a moved import) has no k-grams; the exact-line rules
+        # still apply to it
+        kg = np.asarray(winnow._kgram_hashes(tok_h[a:b], k), np.int64)
+        lh = lh_all[off:off + n]
+        xh = [x if h else 0 for x, h in zip(xh_all[off:off + n], lh, strict=True)]
+        pieces.append((d, f.path, run, kg, tl[:len(kg)], tl[k - 1:k - 1 + len(kg)], lh, xh))
+        off += n
+    hits = _producers(conn, _unique(np.concatenate([p[3] for p in pieces])))
+    edit_tape = hits.edit_tape
     by_path = _path_edits(conn, {p[1] for p in pieces})
     for eds in by_path.values():
         edit_tape.update(eds)
     info = tapes.rows(set(edit_tape.values()))
+    begun = _BegunArrays(info)
     lines_of = _edit_lines(conn, set(edit_tape))
     # per run: exact writers first, then the fingerprint share; then, per commit, a line whose
     # exact text an edit of the commit's own sessions carries goes to that session
     per_run = []
     recent_of: dict[tuple, set[int]] = {}
-    for d, path, run, kg, first, last in pieces:
-        allowed = _Begun(info, d.committed or "~")
+    for d, path, run, kg, first, last, lh, xh in pieces:
+        allowed = begun.at(d.committed or "~")
         # edits the run's k-grams point at, and the file's logged edits by sessions still active
         # after the parent commit was made (a session that ended before it is in the parent)
         key = (path, d.parent_t)
         if key not in recent_of:
             recent_of[key] = {e for e, t in by_path.get(path, {}).items()
                               if d.parent_t is None or (info[t].last_t or "") > d.parent_t}
-        recent = recent_of[key]
-        edits = _Candidates(set(kg.tolist()), recent, allowed, edit_tape, e_hashes)
-        text = "\n".join(t for _n, t, _a in run)
-        lh = store.line_hashes(text).tolist()
-        xh = [x if h else 0 for x, h in zip(store.exact_hashes(text).tolist(), lh, strict=True)]
+        pi, pe, pt, pp = hits.of(kg)
+        ok = allowed[pt]
+        edits = set(pe[ok].tolist())
+        edits.update(e for e in recent_of[key] if allowed[edit_tape[e]])
         exact = _line_writers(run, xh, edits, lines_of, edit_tape, info, produced_only=True, exact=True)
         stripped = _line_writers(run, lh, edits, lines_of, edit_tape, info, produced_only=True)
-        per_run.append((d, path, run, lh, edits, exact, stripped, (kg, first, last, allowed)))
+        sel = ok & pp
+        per_run.append([d, path, run, lh, edits, exact, stripped,
+                        (kg, first, last, allowed, pi[sel], pt[sel])])
     own_sessions: dict[str, set[str]] = defaultdict(set)
     for d, _p, _r, _lh, _e, exact, stripped, _fp in per_run:
         own_sessions[d.sha] |= set(exact.values()) | set(stripped.values())
     row_of = {r.tape_id: t for t, r in info.items()}
-    for i, (d, path, run, lh, edits, exact, stripped, (kg, first, last, allowed)) in enumerate(per_run):
+    rank = begun.rank
+    for item in per_run:
+        d, path, run, _lh, _e, _x, _s, (kg, first, last, allowed, pi, pt) = item
         # by fingerprints, the commit's own sessions (those that wrote some of its lines exactly)
         # first: another session holding as much of a line's k-grams rarely wrote it here
-        prefer = {row_of[x] for x in own_sessions[d.sha] if row_of[x] in allowed}
-        fp = _run_owners(run, kg, first, last, produced, found, allowed, info, prefer)
-        per_run[i] = (d, path, run, lh, edits, exact, stripped, fp)
+        prefer = {row_of[x] for x in own_sessions[d.sha] if allowed[row_of[x]]}
+        item[7] = _run_owners(run, kg, first, last, pi, pt, hits.found, info, rank, prefer)
     for d, _p, _r, _lh, _e, _x, _s, fp in per_run:
         if not own_sessions[d.sha]:
             own_sessions[d.sha] |= set(fp.values())
     out: dict[str, dict] = {}
     alt: dict[str, dict] = {}
     for d, path, run, lh, edits, exact, stripped, fp in per_run:
-        mine = own_sessions[d.sha]
-        carried = _line_writers(run, lh, edits.only({row_of[x] for x in mine}),
+        mine = {row_of[x] for x in own_sessions[d.sha]}
+        carried = _line_writers(run, lh, {e for e in edits if edit_tape[e] in mine},
                                 lines_of, edit_tape, info, produced_only=False)
         owners = {**{n: (t, "fingerprint") for n, t in fp.items()},
                   **{n: (t, "log") for d_ in (stripped, carried, exact) for n, t in d_.items()},
@@ -164,6 +169,194 @@ def _line_owners(conn, ds: list[diff.CommitDiff], tapes: _TapeInfo) -> dict[str,
     for sha, files in out.items():
         _stray_lines(files, alt.get(sha, {}))
     return out
+
+
+def _unique(a: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (by a sort: numpy 2's hashing ``np.unique`` is several times slower
+    on these arrays)."""
+    a = np.sort(a)
+    return a[np.r_[True, a[1:] != a[:-1]]] if len(a) else a
+
+
+class _BegunArrays:
+    """Per tape row id: whether the session began by a given time (``at(when)``, a boolean array
+    memoised per time), and its rank by (end, tape id) — later sessions rank higher."""
+
+    def __init__(self, info):
+        size = max(info, default=0) + 1
+        self.first = np.full(size, "\uffff", dtype=object)
+        keys = sorted(info, key=lambda t: (info[t].last_t or "", info[t].tape_id))
+        self.rank = np.full(size, -1, np.int64)
+        self.rank[np.asarray(keys, np.int64)] = np.arange(len(keys))
+        for t, r in info.items():
+            self.first[t] = r.first_t or ""
+        self.first = self.first.astype(str)
+        self.memo: dict[str, np.ndarray] = {}
+
+    def at(self, when: str) -> np.ndarray:
+        got = self.memo.get(when)
+        if got is None:
+            got = self.memo[when] = self.first <= when
+        return got
+
+
+class _Hits:
+    """The indexed k-grams of every run and the logged edits whose after-text holds them, held
+    sorted by hash for all runs at once: ``of(kgrams)`` gives a run's ``(k-gram index, edit,
+    tape, produced)`` rows (produced: the edit's before-text does not hold the k-gram)."""
+
+    def __init__(self, found, hashes, eids, tapes, prod, edit_tape):
+        self.found, self.edit_tape = found, edit_tape
+        order = np.lexsort((eids, hashes))
+        hashes, self.eids, self.tapes, self.prod = hashes[order], eids[order], tapes[order], prod[order]
+        if len(hashes):
+            start = np.flatnonzero(np.r_[True, hashes[1:] != hashes[:-1]])
+        else:
+            start = np.zeros(0, np.int64)
+        self.keys = hashes[start]
+        self.off = np.r_[start, len(hashes)].astype(np.int64)
+
+    def of(self, kg: np.ndarray) -> tuple[np.ndarray, ...]:
+        if not len(kg) or not len(self.keys):
+            z = np.zeros(0, np.int64)
+            return z, z, z, np.zeros(0, bool)
+        idx = np.minimum(np.searchsorted(self.keys, kg), len(self.keys) - 1)
+        hit = np.flatnonzero(self.keys[idx] == kg)
+        lo, hi = self.off[idx[hit]], self.off[idx[hit] + 1]
+        cnt = hi - lo
+        ki = np.repeat(hit, cnt)
+        pos = np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()))
+        return ki, self.eids[pos], self.tapes[pos], self.prod[pos]
+
+
+def _producers(conn, uq: np.ndarray) -> _Hits:
+    """The index's postings of the distinct k-gram hashes ``uq`` (sorted; boilerplate left
+    out), joined to the logged edits whose after-text block holds them."""
+    z = np.zeros(0, np.int64)
+    bp = queries.boilerplate(conn, uq)
+    if bp:
+        uq = uq[~np.isin(uq, np.fromiter(bp, np.int64, len(bp)))]
+    if not len(uq):
+        return _Hits(z, z, z, z, np.zeros(0, bool), {})
+    import apsw
+
+    keys = queries.index_keys(uq)              # non-decreasing: uq is sorted
+    last = np.r_[keys[1:] != keys[:-1], True]  # a key stands for the largest hash sharing it
+    ukeys, uhash = keys[last], uq[last]
+    # the distinct (key, block) pairs leave SQLite as one packed string of key·2³² + block
+    packed = conn.execute(
+        "SELECT group_concat(hash * 4294967296 + block) FROM (SELECT DISTINCT hash, block"
+        " FROM fingerprints WHERE hash IN carray(?))", (apsw.carray(queries._i64(ukeys)),)).fetchone()[0]
+    if not packed:
+        return _Hits(z, z, z, z, np.zeros(0, bool), {})
+    codes = np.sort(np.fromstring(packed, dtype=np.int64, sep=","))
+    pk, pb = codes >> 32, codes & 0xFFFFFFFF
+    ph = uhash[np.searchsorted(ukeys, pk)]
+    found = _unique(ph)
+    refs = [r for r in queries.refs_for_blocks(conn, set(pb.tolist()))
+            if r[2] in (schema.ROLE_EDIT_AFTER, schema.ROLE_EDIT_BEFORE)]
+    erows = queries.events(conn, {eid for _b, eid, _r, _l in refs})
+    before_of = {eid: b for b, eid, role, _l in refs if role == schema.ROLE_EDIT_BEFORE}
+    after = sorted((b, eid, erows[eid].tape, before_of.get(eid, -1)) for b, eid, role, _l in refs
+                   if role == schema.ROLE_EDIT_AFTER and eid in erows)
+    edit_tape = {e: r.tape for e, r in erows.items()}
+    if not after:
+        return _Hits(found, z, z, z, np.zeros(0, bool), edit_tape)
+    ab, ae, at, abefore = (np.asarray(c, np.int64) for c in zip(*after, strict=True))
+    lo, hi = np.searchsorted(ab, pb, "left"), np.searchsorted(ab, pb, "right")
+    cnt = hi - lo
+    pj = np.repeat(np.arange(len(pb)), cnt)
+    pos = np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()))
+    # produced: the edit's before-text block does not hold the same k-gram
+    bb = abefore[pos]
+    prod = (bb < 0) | ~np.isin((pk[pj] << 32) | np.where(bb < 0, 0, bb), codes)
+    return _Hits(found, ph[pj], ae[pos], at[pos], prod, edit_tape)
+
+
+def _path_edits(conn, paths: set[str]) -> dict[str, dict[int, int]]:
+    """``{path: {edit event: tape}}``: the logged edits of a file whose logged path (or path
+    relative to its session's directory) ends with the repository path's last two components
+    (its name alone for a top-level file), as blame matches logged paths; ASCII case is ignored,
+    as SQLite's ``LIKE`` does."""
+    code = schema.kind_code("code.edit")
+    by_tail: dict[str, dict[int, int]] = defaultdict(dict)
+    for eid, tape, file, rel in conn.execute("SELECT id, tape, file, rel FROM events WHERE kind=?", (code,)):
+        for p in {file, rel}:
+            if not p:
+                continue
+            parts = _ascii_lower(p).split("/")
+            by_tail[parts[-1]][eid] = tape
+            if len(parts) > 1:
+                by_tail["/".join(parts[-2:])][eid] = tape
+    out: dict[str, dict[int, int]] = {}
+    for p in sorted(paths):
+        tail = _ascii_lower("/".join(p.split("/")[-2:]))
+        out[p] = dict(by_tail.get(tail, {}))
+    return out
+
+
+def _ascii_lower(s: str) -> str:
+    return s.translate(_LOWER)
+
+
+_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
+
+
+def _run_owners(run, kg, first, last, pi, pt, found, info, rank,
+                prefer: set[int] = frozenset()) -> dict[int, str]:
+    """Per added line of ``run``: the session with the largest share of the line's k-grams that
+    the index holds (only winnowed k-grams are indexed, so a share of all k-grams would be
+    ~1/w at best), when it reaches ``BLAME_MIN`` (ties: the session that ended last). A line
+    whose k-grams the index does not hold at all (new text) has no session. ``pi, pt``: the
+    (k-gram, tape) rows of the sessions begun before the commit that produced each k-gram."""
+    n = len(run)
+    if not len(pi) or not len(found):
+        return {}
+    # the index holds a winnowed ~2/(w+1) of a text's k-grams: a line the index knows shows about
+    # that share of its covering k-grams; new text shows (almost) none, whatever a lone k-gram
+    # shared by chance says
+    end = np.minimum(last, n - 1) + 1
+    known = found[np.minimum(np.searchsorted(found, kg), len(found) - 1)] == kg   # found: sorted
+    c = np.zeros(n + 1, np.int64)
+    np.add.at(c, first[known], 1)
+    np.add.at(c, end[known], -1)
+    total = np.cumsum(c)[:n]
+    c = np.zeros(n + 1, np.int64)
+    np.add.at(c, first, 1)
+    np.add.at(c, end, -1)
+    enough = total >= np.maximum(1, EVIDENCE * np.cumsum(c)[:n] * 2 / (fingerprint.DEFAULT_W + 1))
+    # text typed by hand shares a k-gram with some session here and there; a session's text
+    # (reformatted, moved) is known on most of its lines: a run most of whose added lines the
+    # index does not know is left to the exact-line rules
+    added = [j for j, (_l, t, a) in enumerate(run) if a and t.strip()]
+    if sum(1 for j in added if enough[j]) * 2 < len(added):
+        return {}
+    # one row per session, latest first (a tie stays with the later session): the k-grams it
+    # produced that cover each line
+    pairs = _unique(pi * (1 << 32) + pt)
+    pi, pt = pairs >> 32, pairs & 0xFFFFFFFF
+    tapes = _unique(pt)
+    tapes = tapes[np.argsort(-rank[tapes], kind="stable")]
+    row = np.empty(int(tapes.max()) + 1, np.int64)
+    row[tapes] = np.arange(len(tapes))
+    cov = np.zeros((len(tapes), n + 1), np.int64)
+    np.add.at(cov, (row[pt], first[pi]), 1)
+    np.add.at(cov, (row[pt], end[pi]), -1)
+    per = np.cumsum(cov, axis=1)[:, :n]
+    pref = np.fromiter((t in prefer for t in tapes.tolist()), bool, len(tapes))
+    owners: dict[int, str] = {}
+    best_all = per.argmax(axis=0)
+    best_pref = np.flatnonzero(pref)[per[pref].argmax(axis=0)] if pref.any() else None
+    for j, (line, text, is_added) in enumerate(run):
+        if not is_added or not text.strip() or total[j] == 0 or not enough[j]:
+            continue
+        for best in ((best_pref[j],) if best_pref is not None else ()) + (best_all[j],):
+            cnt = per[best, j]
+            if cnt > 0 and cnt / total[j] >= BLAME_MIN:
+                owners[line] = info[int(tapes[best])].tape_id
+                break
+    return owners
+
 
 
 def _moved(d, path, run, lh, by_path, lines_of, edit_tape, info) -> dict[int, str]:
@@ -236,79 +429,6 @@ class _Begun:
         r = self.info.get(t)
         return r is not None and (r.first_t or "") <= self.when
 
-
-class _Candidates:
-    """The edits a run may take a line from: by sessions begun before the commit (``allowed``),
-    that the run's k-grams point at or that are the file's ``recent`` logged edits; ``only``
-    narrows them to some sessions. Membership is computed when asked (a run looks up a few)."""
-
-    def __init__(self, kgset, recent, allowed, edit_tape, e_hashes, only=None):
-        self.kgset, self.recent, self.allowed = kgset, recent, allowed
-        self.edit_tape, self.e_hashes, self.only_tapes = edit_tape, e_hashes, only
-
-    def only(self, tapes: set[int]) -> _Candidates:
-        return _Candidates(self.kgset, self.recent, self.allowed, self.edit_tape, self.e_hashes, tapes)
-
-    def __contains__(self, e: int) -> bool:
-        t = self.edit_tape[e]
-        if t not in self.allowed or (self.only_tapes is not None and t not in self.only_tapes):
-            return False
-        return e in self.recent or not self.e_hashes.get(e, _NONE).isdisjoint(self.kgset)
-
-    def __bool__(self) -> bool:
-        return self.only_tapes is None or bool(self.only_tapes)
-
-
-_NONE: frozenset = frozenset()
-
-
-def _path_edits(conn, paths: set[str]) -> dict[str, dict[int, int]]:
-    """``{path: {edit event: tape}}``: the logged edits of a file whose path ends with the
-    repository path's last two components (its name alone for a top-level file), as blame
-    matches logged paths."""
-    code = schema.kind_code("code.edit")
-    out: dict[str, dict[int, int]] = {}
-    for p in sorted(paths):
-        tail = "/".join(p.split("/")[-2:])
-        esc = tail.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        out[p] = dict(conn.execute(
-            "SELECT id, tape FROM events WHERE kind=? AND (file LIKE ? ESCAPE '\\' OR file=?"
-            " OR rel=? OR rel LIKE ? ESCAPE '\\')", (code, "%/" + esc, tail, tail, "%/" + esc)).fetchall())
-    return out
-
-
-def _producers(conn, uq: np.ndarray) -> tuple[dict[int, set[int]], set[int]]:
-    """``({hash: tapes whose edits produced it}, hashes the index holds at all)`` (produced: in
-    an edit's after-text, not in its before-text; boilerplate left out of both)."""
-    bp = queries.boilerplate(conn, uq)
-    if bp:
-        uq = uq[~np.isin(uq, np.fromiter(bp, np.int64, len(bp)))]
-    rows = queries.postings(conn, uq)
-    hash_blocks: dict[int, set[int]] = defaultdict(set)
-    for h, b, _ln in rows:
-        hash_blocks[h].add(b)
-    refs = [r for r in queries.refs_for_blocks(conn, {b for _h, b, _l in rows})
-            if r[2] in (schema.ROLE_EDIT_AFTER, schema.ROLE_EDIT_BEFORE)]
-    erows = queries.events(conn, {eid for _b, eid, _r, _l in refs})
-    after_of: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    before_of: dict[int, int] = {}
-    for b, eid, role, _l in refs:
-        r = erows.get(eid)
-        if r is None:
-            continue
-        if role == schema.ROLE_EDIT_AFTER:
-            after_of[b].append((eid, r.tape))
-        else:
-            before_of[eid] = b
-    out: dict[int, set[int]] = {}
-    h_edits: dict[int, set[int]] = {}
-    for h, bset in hash_blocks.items():
-        for b in bset:
-            for eid, t in after_of.get(b, ()):
-                h_edits.setdefault(h, set()).add(eid)
-                if before_of.get(eid) not in bset:
-                    out.setdefault(h, set()).add(t)
-    return out, set(hash_blocks), h_edits, {e: r.tape for e, r in erows.items()}
 
 
 def _edit_lines(conn, eids: set[int]) -> dict[int, tuple[set[int], ...]]:
@@ -393,63 +513,6 @@ def _line_writers(run, lh, edits, lines_of, edit_tape, info, produced_only: bool
         if best is not None:
             out[line] = best[1]
     return out
-
-
-def _run_owners(run, kg, first, last, produced, found, allowed, info,
-                prefer: set[int] = frozenset()) -> dict[int, str]:
-    """Per added line of ``run``: the session with the largest share of the line's k-grams that
-    the index holds (only winnowed k-grams are indexed, so a share of all k-grams would be
-    ~1/w at best), when it reaches ``BLAME_MIN``. A line whose k-grams the index does not hold
-    at all (new text) has no session."""
-    n = len(run)
-    known = np.fromiter((h in found for h in kg.tolist()), bool, len(kg))
-
-    def cover(sel: np.ndarray) -> np.ndarray:
-        c = np.zeros(n + 1, np.int64)
-        np.add.at(c, first[sel], 1)
-        np.add.at(c, np.minimum(last[sel], n - 1) + 1, -1)
-        return np.cumsum(c)[:n]
-
-    total = cover(known)
-    # the index holds a winnowed ~2/(w+1) of a text's k-grams: a line the index knows shows about
-    # that share of its covering k-grams; new text shows (almost) none, whatever a lone k-gram
-    # shared by chance says
-    enough = total >= np.maximum(1, EVIDENCE * cover(np.ones(len(kg), bool)) * 2 / (fingerprint.DEFAULT_W + 1))
-    per_tape: dict[int, np.ndarray] = {}
-    for i, h in enumerate(kg.tolist()):
-        ts = produced.get(h)
-        if not ts:
-            continue
-        for t in ts:
-            if t not in allowed:
-                continue
-            arr = per_tape.get(t)
-            if arr is None:
-                arr = per_tape[t] = np.zeros(n, np.int64)
-            arr[first[i]:min(last[i], n - 1) + 1] += 1
-    owners: dict[int, str] = {}
-    if not per_tape:
-        return owners
-    # text typed by hand shares a k-gram with some session here and there; a session's text
-    # (reformatted, moved) is known on most of its lines: a run most of whose added lines the
-    # index does not know is left to the exact-line rules
-    added = [j for j, (_l, t, a) in enumerate(run) if a and t.strip()]
-    if sum(1 for j in added if enough[j]) * 2 < len(added):
-        return owners
-    order = sorted(per_tape, key=lambda t: ((info[t].last_t or ""), info[t].tape_id), reverse=True)
-    for j, (line, text, added) in enumerate(run):
-        if not added or not text.strip() or total[j] == 0 or not enough[j]:
-            continue
-        for group in ([t for t in order if t in prefer], order):
-            best, best_s = None, 0.0
-            for t in group:          # latest first: a tie stays with the later session
-                sc = per_tape[t][j] / total[j]
-                if sc > best_s + 1e-9:
-                    best, best_s = t, sc
-            if best is not None and best_s >= BLAME_MIN:
-                owners[line] = info[best].tape_id
-                break
-    return owners
 
 
 class _TapeInfo:
