@@ -171,6 +171,13 @@ def _line_owners(conn, ds: list[diff.CommitDiff], tapes: _TapeInfo) -> dict[str,
     return out
 
 
+def _sorted_in(a: np.ndarray, sorted_b: np.ndarray) -> np.ndarray:
+    """``np.isin(a, sorted_b)`` for a sorted ``sorted_b``, by bisection (no sort of either)."""
+    if not len(sorted_b):
+        return np.zeros(len(a), bool)
+    return sorted_b[np.minimum(np.searchsorted(sorted_b, a), len(sorted_b) - 1)] == a
+
+
 def _unique(a: np.ndarray) -> np.ndarray:
     """Sorted distinct values (by a sort: numpy 2's hashing ``np.unique`` is several times slower
     on these arrays)."""
@@ -233,15 +240,23 @@ def _producers(conn, uq: np.ndarray) -> _Hits:
     """The index's postings of the distinct k-gram hashes ``uq`` (sorted; boilerplate left
     out), joined to the logged edits whose after-text block holds them."""
     z = np.zeros(0, np.int64)
-    bp = queries.boilerplate(conn, uq)
-    if bp:
-        uq = uq[~np.isin(uq, np.fromiter(bp, np.int64, len(bp)))]
     if not len(uq):
         return _Hits(z, z, z, z, np.zeros(0, bool), {})
     import apsw
 
     keys = queries.index_keys(uq)              # non-decreasing: uq is sorted
     last = np.r_[keys[1:] != keys[:-1], True]  # a key stands for the largest hash sharing it
+    # boilerplate left out as ``queries.boilerplate`` finds it (the hash a key stands for)
+    bp = queries.memo(conn, "boilerplate", lambda: frozenset(
+        r[0] for r in conn.execute("SELECT hash FROM boilerplate")))
+    if bp:
+        common = _sorted_in(keys, _unique(np.fromiter(bp, np.int64, len(bp)))) & last
+        if common.any():
+            uq = uq[~common]
+            keys = keys[~common]
+            last = np.r_[keys[1:] != keys[:-1], True]
+    if not len(uq):
+        return _Hits(z, z, z, z, np.zeros(0, bool), {})
     ukeys, uhash = keys[last], uq[last]
     # the distinct (key, block) pairs leave SQLite as one packed string of key·2³² + block
     packed = conn.execute(
@@ -269,7 +284,7 @@ def _producers(conn, uq: np.ndarray) -> _Hits:
     pos = np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()))
     # produced: the edit's before-text block does not hold the same k-gram
     bb = abefore[pos]
-    prod = (bb < 0) | ~np.isin((pk[pj] << 32) | np.where(bb < 0, 0, bb), codes)
+    prod = (bb < 0) | ~_sorted_in((pk[pj] << 32) | np.where(bb < 0, 0, bb), codes)
     return _Hits(found, ph[pj], ae[pos], at[pos], prod, edit_tape)
 
 
@@ -316,7 +331,7 @@ def _run_owners(run, kg, first, last, pi, pt, found, info, rank,
     # that share of its covering k-grams; new text shows (almost) none, whatever a lone k-gram
     # shared by chance says
     end = np.minimum(last, n - 1) + 1
-    known = found[np.minimum(np.searchsorted(found, kg), len(found) - 1)] == kg   # found: sorted
+    known = _sorted_in(kg, found)
     c = np.zeros(n + 1, np.int64)
     np.add.at(c, first[known], 1)
     np.add.at(c, end[known], -1)
