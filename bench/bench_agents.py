@@ -66,18 +66,33 @@ def spans(truth: list[dict], n: int, rng: random.Random, taken: list[dict]) -> l
 # 1. MCP
 
 
-async def _mcp_times(repo: Path, xs: list[dict], rounds: int) -> tuple[list[float], int]:
+def _proc_cpu_ms(pid: int) -> float:
+    """User + system CPU time of a process so far (``/proc/<pid>/stat``), in ms."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+async def _mcp_times(repo: Path, xs: list[dict], rounds: int, src: Path | None = None
+                     ) -> tuple[list[float], int, dict]:
+    """Round trips of ``explain`` through ``engram mcp`` (run from ``src``, a source checkout,
+    when given: an A/B of two trees), with the CPU time the server and this client spent."""
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     env = {k: os.environ[k] for k in ("HOME", "ENGRAM_HOME", "PATH")}
-    params = StdioServerParameters(command=sys.executable, args=["-m", "engram.cli", "mcp"],
-                                   cwd=str(repo), env=env)
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
+    pidfile = Path(os.environ["ENGRAM_HOME"]) / "bench-mcp.pid"
+    params = StdioServerParameters(
+        command="/bin/sh", args=["-c", f'echo $$ > "{pidfile}"; exec "{sys.executable}" -m engram.cli mcp'],
+        cwd=str(repo), env=env)
     times, errors = [], 0
     async with stdio_client(params) as (r, w), ClientSession(r, w) as s:
         await s.initialize()
         for x in xs[:10]:  # warm-up: the first calls open the index and read its pages
             await s.call_tool("explain", {"file": x["file"], "start": x["start"], "end": x["end"]})
+        pid = int(pidfile.read_text())
+        server0, client0 = _proc_cpu_ms(pid), time.process_time()
         for _ in range(rounds):
             for x in xs:
                 t0 = time.perf_counter()
@@ -85,22 +100,29 @@ async def _mcp_times(repo: Path, xs: list[dict], rounds: int) -> tuple[list[floa
                                                     "end": x["end"]})
                 times.append((time.perf_counter() - t0) * 1000)
                 errors += bool(res.is_error)
-    return times, errors
+        cpu = {"server_cpu_ms_per_call": round((_proc_cpu_ms(pid) - server0) / len(times), 2),
+               "client_cpu_ms_per_call": round((time.process_time() - client0) * 1000 / len(times), 2)}
+    return times, errors, cpu
 
 
-def bench_mcp(eng, repo: Path, xs: list[dict], rounds: int) -> dict:
-    inproc = []
+def bench_mcp(eng, repo: Path, xs: list[dict], rounds: int, src: Path | None = None) -> dict:
+    inproc, cpu0 = [], 0.0
     for x in xs[:10]:
         eng.explain(x["file"], x["start"], x["end"])
+    cpu0 = time.thread_time()
     for _ in range(rounds):
         for x in xs:
             t0 = time.perf_counter()
             eng.explain(x["file"], x["start"], x["end"], client="bench")
             inproc.append((time.perf_counter() - t0) * 1000)
-    times, errors = asyncio.run(_mcp_times(repo, xs, rounds))
+    inproc_cpu = (time.thread_time() - cpu0) * 1000 / len(inproc)
+    load = os.getloadavg()[0]
+    times, errors, cpu = asyncio.run(_mcp_times(repo, xs, rounds, src))
     return {"calls": len(times), "errors": errors, "p50_ms": pct(times, 0.5), "p95_ms": pct(times, 0.95),
             "max_ms": round(max(times), 2), "in_process_p50_ms": pct(inproc, 0.5),
-            "in_process_p95_ms": pct(inproc, 0.95)}
+            "in_process_p95_ms": pct(inproc, 0.95), "in_process_cpu_ms_per_call": round(inproc_cpu, 2),
+            **cpu, "load_1m": [round(load, 2), round(os.getloadavg()[0], 2)],
+            "src": str(src) if src else "this checkout"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -260,6 +282,10 @@ def main(argv=None) -> int:
     ap.add_argument("--notes", type=int, default=100)
     ap.add_argument("--budget", type=int, default=1500)
     ap.add_argument("--only", default="mcp,brief,notes", help="parts to run (comma-separated)")
+    ap.add_argument("--mcp-src", type=Path, action="append", default=[],
+                    help="also run the MCP part's server from this source checkout (repeatable; "
+                         "an A/B of two trees, alternated with this checkout's)")
+    ap.add_argument("--mcp-repeat", type=int, default=1, help="runs of the MCP part per tree")
     a = ap.parse_args(argv)
 
     import accuracy
@@ -302,8 +328,12 @@ def main(argv=None) -> int:
     sample = spans(truth, a.spans, rng, [])
     if "mcp" in parts:
         print(f"MCP explain: {len(sample)} spans x {a.rounds}", file=sys.stderr)
-        result["mcp_explain"] = bench_mcp(eng, repo, sample, a.rounds)
-        print(json.dumps(result["mcp_explain"]), file=sys.stderr)
+        runs = []
+        for _ in range(a.mcp_repeat):
+            for src in [None, *a.mcp_src]:
+                runs.append(bench_mcp(eng, repo, sample, a.rounds, src))
+                print(json.dumps(runs[-1]), file=sys.stderr)
+        result["mcp_explain"] = runs[0] if len(runs) == 1 else runs
     files = sorted({x["file"] for x in truth if x["file"].endswith(".py")})
     rng.shuffle(files)
     if "brief" in parts:

@@ -162,7 +162,7 @@ def available(engine_cls) -> list[str]:
 
 
 @functools.cache
-def _validator(name: str):
+def validator(name: str):
     """The schema's validator, built once per tool (building one costs ~10 ms)."""
     import jsonschema
 
@@ -173,7 +173,7 @@ def check(name: str, args: dict | None) -> dict:
     """The arguments of tool ``name`` validated against its schema; ``ValueError`` with one
     line naming the first problem."""
     args = {} if args is None else args
-    errors = sorted(_validator(name).iter_errors(args),
+    errors = sorted(validator(name).iter_errors(args),
                     key=lambda e: (list(e.absolute_path), e.message))
     if errors:
         e = errors[0]
