@@ -258,9 +258,13 @@ class Backend:
                 active = self._enter()
                 engine = self.open()
                 self.check_index()
-                if not engine.holds_postings and not self.ingesting:
-                    _hold_postings(engine)
-                return fn(engine)
+                try:
+                    return fn(engine)
+                finally:
+                    # after the first query's answer (read from SQLite), not before it: reading
+                    # every posting would compete with it for the CPU
+                    if not engine.holds_postings and not self.ingesting:
+                        _hold_postings(engine)
             finally:
                 with self._lock:
                     self._queries -= 1
@@ -763,6 +767,9 @@ class Backend:
             # said done only now: a client that waits for it never gets an answer cached before
             self.last_ingest_at = time.time()
             self.ingesting = self.rebuilding = False
+            from engram_lsp import heap
+
+            heap.trim()  # what the ingest held goes back to the kernel
             if not self.closing:
                 self.prefill()  # any ingest commits (at least its time): rows read are dropped
                 self._rewarm()

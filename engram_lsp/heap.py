@@ -56,3 +56,43 @@ def _apply() -> bool:
 def kept() -> bool | None:
     """Whether ``keep_heap`` changed the settings (None: it was not called)."""
     return _kept
+
+
+
+KEEP_FREE = 64 << 20  # free heap kept for the next requests; more is given back (``trim``)
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
+def free_bytes() -> int | None:
+    """Free bytes held by the heap (glibc's ``mallinfo2().fordblks``); None where unknown."""
+    try:
+        f = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return None
+    f.restype = _Mallinfo2
+    return int(f().fordblks)
+
+
+def trim(keep: int = KEEP_FREE) -> bool:
+    """Give the heap's free memory back to the kernel (glibc's ``malloc_trim``) when
+    ``keep_heap`` raised the thresholds and more than ``keep`` bytes are free: after an ingest,
+    whose parsed sessions and index batches would otherwise stay resident for the server's
+    lifetime, and once idle (a snapshot of the postings read, a big answer). What the requests
+    need is a few tens of MB, kept otherwise. True when it trimmed."""
+    if not _kept:
+        return False
+    free = free_bytes()
+    if free is not None and free <= keep:
+        return False
+    try:
+        libc = ctypes.CDLL(None)
+        libc.malloc_trim.argtypes = [ctypes.c_size_t]
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        return False
+    return True

@@ -35,7 +35,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 
 from engram.errors import EngramError
-from engram_lsp import __version__, framing
+from engram_lsp import __version__, framing, heap
 from engram_lsp.backend import Backend
 from engram_lsp.indexer import Indexer
 from engram_lsp.params import engram_error
@@ -493,6 +493,7 @@ async def collect_when_idle(ls: EngramLanguageServer) -> None:
             continue  # nothing to collect
         if now - ls.protocol.last_message_at >= _GC_IDLE_S or now - last >= _GC_MAX_S:
             gc.collect()
+            heap.trim()  # more than a few requests' worth of free heap goes back to the kernel
             last, ticks = time.monotonic(), _young_collections()
 
 

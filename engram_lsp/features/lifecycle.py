@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 
 from lsprotocol import types
 
@@ -27,7 +28,9 @@ def register(server) -> None:
         ls.loop = asyncio.get_running_loop()
         ls.init_options = params.initialization_options
         settings.apply(ls, params.initialization_options, announce=False)
-        threading.Thread(target=_preload, name="engram-preload", daemon=True).start()
+        ls.preloaded = threading.Event()
+        threading.Thread(target=_preload, args=(ls.preloaded,), name="engram-preload",
+                         daemon=True).start()
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls, params: types.InitializedParams) -> None:
@@ -41,7 +44,7 @@ def register(server) -> None:
         stop(ls)
 
 
-def _preload() -> None:
+def _preload(done: threading.Event) -> None:
     """Import the engine (numpy, apsw, the fingerprinting) and load a grammar while the client
     finishes the handshake and opens its first file, instead of on that file's first code lens.
     The answer to ``initialize`` is not held for it: this runs on its own thread."""
@@ -51,11 +54,36 @@ def _preload() -> None:
         Engine.top_level_blocks("def warm():\n    return 1\n", "warm.py")
     except Exception:  # a warm-up; the first request does the same and reports what fails
         log.debug("preload failed", exc_info=True)
+    finally:
+        done.set()
+
+
+# The startup's own work (checking the index, reading ahead the rows lenses look up, the startup
+# ingest, the watcher) waits until the engine is imported and the client's first burst of
+# requests (the open documents' lenses, a hover) has been answered and _QUIET_S has passed without
+# one, at most _DEFER_MAX_S: on two cores it would otherwise compete with those first answers for
+# the CPU and the GIL (an ingest's look at 16k logs, postings read into memory).
+_QUIET_S = 0.05
+_DEFER_MAX_S = 2.0
+
+
+async def _after_first_requests(ls) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _DEFER_MAX_S
+    preloaded = getattr(ls, "preloaded", None)
+    while loop.time() < deadline:
+        backend = ls.backend
+        busy = backend is not None and backend.busy()
+        quiet = time.monotonic() - ls.protocol.last_message_at >= _QUIET_S
+        if (preloaded is None or preloaded.is_set()) and quiet and not busy:
+            return
+        await asyncio.sleep(0.01)
 
 
 async def _startup(ls) -> None:
     """Configuration, then the index, then ingest and watching — all off the request path."""
     await settings.pull(ls)
+    await _after_first_requests(ls)
     await ls.indexer.start()
     from engram_lsp.puller import pull_loop
     from engram_lsp.server import collect_when_idle

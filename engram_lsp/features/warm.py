@@ -47,9 +47,9 @@ def register(server) -> None:
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls, params: types.DidOpenTextDocumentParams) -> None:
         uri = params.text_document.uri
-        backend = ls.backend
-        if not uri.startswith("file:") or backend is None or backend.closing:
+        if not uri.startswith("file:") or ls.backend is not None and ls.backend.closing:
             return
+        backend = ls.get_backend()  # (the first document may come before any request made one)
         s = ls.settings
         try:
             doc = documents.resolve(ls, uri)
