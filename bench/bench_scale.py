@@ -238,24 +238,16 @@ async def lsp(repo: Path, out: Path, env: dict, n: int, fresh: int) -> dict:
     files = sorted({x["file"] for x in truth})
     res: dict = {}
 
-    # the first code lens after the server starts: initialize → didOpen → codeLens answered
-    first = []
-    for i in range(fresh):
-        client = B.RawClient(settings)
-        await client.start(env)
-        await client.request("initialize", {"processId": os.getpid(), "rootUri": repo.as_uri(),
-                                            "capabilities": B.CAPABILITIES,
-                                            "initializationOptions": settings})
-        client.notify("initialized", {})
-        path = repo / files[(i * 7) % len(files)]
-        t0 = time.perf_counter()
-        uri = B.did_open(client, path, path.read_text())
-        await client.request("textDocument/codeLens", {"textDocument": {"uri": uri}})
-        first.append((time.perf_counter() - t0) * 1000)
-        client.proc.kill()  # (its startup ingest may still run: no orderly shutdown to wait for)
-        await client.proc.wait()
-        client.reader.cancel()
-    res["first_code_lens_ms"] = summ(first)
+    # the first code lens after the server starts: initialize → didOpen → codeLens answered.
+    # Cold: no server showed the file's lenses at this index generation (the lens counts a server
+    # keeps on disk, engram_lsp/lenses.py, are removed first); reopened (below): files the
+    # long-running server showed, as an editor restarted on the same files opens them.
+    store = Path(env["ENGRAM_HOME"]) / "index" / "index.sqlite.lenses"
+    store.unlink(missing_ok=True)
+    cpu: list[float] = []
+    res["first_code_lens_ms"] = summ(await first_lenses(
+        repo, env, settings, [files[(i * 7) % len(files)] for i in range(fresh)], cpu))
+    res["first_code_lens_server_cpu_ms"] = summ(cpu)
 
     client, init_ms, _st = await B.launch(repo, env, settings)
     try:
@@ -275,7 +267,8 @@ async def lsp(repo: Path, out: Path, env: dict, n: int, fresh: int) -> dict:
             return (time.perf_counter() - t0) * 1000
 
         lens = []
-        for f in random.Random(3).sample(files, min(len(files), max(10, n // 4))):
+        lensed = random.Random(3).sample(files, min(len(files), max(10, n // 4)))
+        for f in lensed:
             uri = open_file(repo / f)
             lens.append(await timed("textDocument/codeLens", {"textDocument": {"uri": uri}}))
         res["code_lens_ms"] = summ(lens)
@@ -294,9 +287,62 @@ async def lsp(repo: Path, out: Path, env: dict, n: int, fresh: int) -> dict:
         res["hover_ms"] = summ(hover)
         res["explain_ms"] = summ(explain)
         res["server_rss_mb"] = round(tree_rss(client.proc.pid) / 2**20)
+        res["server_process_rss_mb"] = round(proc_rss(client.proc.pid) / 2**20)
     finally:
         await client.stop()
+    res["kept_lens_counts"] = store.exists()
+    cpu = []
+    res["first_code_lens_reopened_ms"] = summ(await first_lenses(
+        repo, env, settings, [lensed[i % len(lensed)] for i in range(fresh)], cpu))
+    res["first_code_lens_reopened_server_cpu_ms"] = summ(cpu)
     return res
+
+
+def proc_cpu_ms(pid: int) -> float:
+    """CPU time (user + system, every thread) ``pid`` has used so far, in ms."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+async def first_lenses(repo: Path, env: dict, settings: dict, names: list[str],
+                       cpu: list[float] | None = None) -> list[float]:
+    """ms from ``didOpen`` to the code lens answer, one fresh server per file of ``names``; the
+    server's CPU time over the same interval goes to ``cpu`` (a load-independent view: on a busy
+    machine wall time is mostly waiting for a core)."""
+    import bench_lsp as B
+
+    out = []
+    for name in names:
+        client = B.RawClient(settings)
+        await client.start(env)
+        await client.request("initialize", {"processId": os.getpid(), "rootUri": repo.as_uri(),
+                                            "capabilities": B.CAPABILITIES,
+                                            "initializationOptions": settings})
+        client.notify("initialized", {})
+        path = repo / name
+        t0, c0 = time.perf_counter(), proc_cpu_ms(client.proc.pid)
+        uri = B.did_open(client, path, path.read_text())
+        await client.request("textDocument/codeLens", {"textDocument": {"uri": uri}})
+        out.append((time.perf_counter() - t0) * 1000)
+        if cpu is not None:
+            cpu.append(proc_cpu_ms(client.proc.pid) - c0)
+        client.proc.kill()  # (its startup ingest may still run: no orderly shutdown to wait for)
+        await client.proc.wait()
+        client.reader.cancel()
+    return out
+
+
+def proc_rss(pid: int) -> int:
+    """Resident bytes of ``pid`` alone (not its ingest worker)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith("VmRSS:"))
+    except (OSError, StopIteration, ValueError):
+        return 0
 
 
 def main(argv: list[str] | None = None) -> int:
