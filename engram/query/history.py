@@ -202,13 +202,14 @@ def blame(engine, file: str, text: str | None = None, *, earlier: bool = True) -
     kl = np.clip(klines, 0, L - 1)
     per_line_total = np.bincount(kl, minlength=L).astype(np.float64)
     trows = queries.tapes(conn, tape_list)
-    best = _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total)
     # blame through the log: lines that are today where the file's logged edits left them
     # belong to the edit that wrote them; lines the log does not show (changed since, by hand or
     # by a session nobody logged) are judged by their own fingerprints, not their neighbours'
     log = _log_owners(conn, rel, str(p), text, L)
     log_rows = queries.events(conn, {int(e) for e in log[0][log[0] > 0]}) if log is not None else {}
     trows.update(queries.tapes(conn, {r.tape for r in log_rows.values()} - set(trows)))
+    best = _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total,
+                       _modes_needed(L, log, log_rows, per_line_total > 0))
     out_lines, line_tapes = _line_entries(L, best, per_line_total > 0, log, log_rows, trows)
     result["lines"] = out_lines
     _add_sessions(result, out_lines, line_tapes, trows)
@@ -309,7 +310,18 @@ def _tape_matrices(uq: np.ndarray, pairs: np.ndarray, after_rows: np.ndarray,
     return tape_list, prod, other
 
 
-def _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total):
+def _modes_needed(L: int, log, log_rows, own: np.ndarray) -> dict[str, np.ndarray]:
+    """The lines ``_line_entries`` will judge by each mode of ``_best_tapes``: by fingerprints
+    (the log does not give them), ``strict`` where the log does not show the line but its own
+    fingerprints can judge it, ``context`` on the others."""
+    if log is None:
+        return {"context": np.ones(L, bool), "strict": np.zeros(L, bool)}
+    by_log = np.fromiter((int(e) in log_rows for e in log[0].tolist()), bool, L)
+    strict = ~by_log & ~log[1] & own
+    return {"context": ~by_log & ~strict, "strict": strict}
+
+
+def _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total, need=None):
     """``{"context" | "strict": (best tape per line, its score, whether it produced the line)}``.
 
     Per line: counts of k-grams starting in [L - ctx, L + ctx], and how many each tape holds;
@@ -317,7 +329,8 @@ def _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total):
     (latest tape wins ties), then any tape, on lines no producer reached ``BLAME_MIN``. Computed
     on the (tape, line) pairs that have a k-gram (sparse: a file's lines meet few of the tapes).
     A line's score is found / total with the same total for every tape, so the best tape is the
-    one that holds the most of its k-grams."""
+    one that holds the most of its k-grams. ``need``: per mode, the lines whose answer is used
+    (every line when not given); the others' answers are not computed (they may be anything)."""
     L = len(per_line_total)
     n_t = len(tape_list)
     totals = {"context": _around(per_line_total, L), "strict": per_line_total}
@@ -333,6 +346,8 @@ def _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total):
     n_u = int(inv.max()) + 1 if len(inv) else 1
     by_col = np.argsort(inv, kind="stable")
     cols = inv[by_col]
+    if need is None:
+        need = {m: np.ones(L, bool) for m in ("context", "strict")}
     found1 = {}
     for pass_prod in (True, False):
         pairs = prod if pass_prod else uniq(np.concatenate([prod, other]))
@@ -340,8 +355,18 @@ def _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total):
         lo = np.searchsorted(cols, c_idx, "left")
         n = np.searchsorted(cols, c_idx, "right") - lo
         ks = by_col[np.repeat(lo - np.cumsum(n) + n, n) + np.arange(int(n.sum()))]
-        own = _counted(np.repeat(rank[t_idx], n) * L + kl[ks])
+        k_rank, k_line = np.repeat(rank[t_idx], n), kl[ks]
         for mode in ("context", "strict"):
+            # only the k-grams that can score a line this mode still has to judge: a line a
+            # producer already won is not judged again by the second pass
+            want = need[mode] & ~best[mode][2] if not pass_prod else need[mode]
+            if not want.any():
+                continue
+            if mode == "context":
+                want = np.convolve(want, np.ones(2 * BLAME_CONTEXT + 1), mode="same")[:L] > 0 \
+                    if L > 2 * BLAME_CONTEXT else np.ones(L, bool)
+            sel = want[k_line]
+            own = _counted(k_rank[sel] * L + k_line[sel])
             code, found = own if mode == "strict" else _spread(*own, L)
             r, line = code // L, code % L
             key = np.full(L, -1, dtype=np.int64)  # most k-grams, then the lowest rank
@@ -381,7 +406,7 @@ def _unique_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _counted(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(a, return_counts=True)`` by a sort."""
-    s = np.sort(a, kind="stable")
+    s = np.sort(a)   # equal integers are indistinguishable: no need for a stable sort
     if not len(s):
         return s, np.zeros(0, dtype=np.int64)
     starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
@@ -396,10 +421,19 @@ def _spread(code: np.ndarray, count: np.ndarray, L: int) -> tuple[np.ndarray, np
     ok = (line >= 0) & (line < L)
     values = spread[ok]
     weights = np.broadcast_to(count[:, None], line.shape)[ok]
-    order = np.argsort(values, kind="stable")
-    values, weights = values[order], weights[order]
-    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]]) if len(values) else order
-    return values[starts], np.add.reduceat(weights, starts) if len(values) else weights
+    if not len(values):
+        return values, weights
+    if int(values.max()) < (1 << 40) and int(weights.max()) < (1 << 22):
+        # each value with its weight in the low bits, sorted by a plain (unstable) sort: the
+        # sums per value are the same whatever the order among equal values (several times
+        # faster than a stable argsort)
+        packed = np.sort((values << 22) | weights)
+        values, weights = packed >> 22, packed & ((1 << 22) - 1)
+    else:
+        order = np.argsort(values, kind="stable")
+        values, weights = values[order], weights[order]
+    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
+    return values[starts], np.add.reduceat(weights, starts)
 
 
 def _line_entries(L: int, best, own: np.ndarray, log, log_rows, trows) -> tuple[list[dict], list[int]]:
