@@ -8,6 +8,7 @@ inserted sorted by hash, which is what SQLite's B-tree inserts fastest.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import logging
 import re
@@ -275,6 +276,11 @@ class PreparedTexts:
         self.__dict__.update(state)
         self._index = None
 
+    def __contains__(self, h: bytes) -> bool:
+        if self._index is None:
+            self._index = {k: i for i, k in enumerate(self.keys)}
+        return h in self._index
+
     def __getitem__(self, h: bytes) -> tuple:
         if self._index is None:
             self._index = {k: i for i, k in enumerate(self.keys)}
@@ -411,9 +417,11 @@ class Preparer:
     ``prepare`` gives of the whole session, provided no part separates a call's output from the
     code events made of it (``add`` parts that end between calls)."""
 
-    def __init__(self, wanted=None):
+    def __init__(self, wanted=None, sink=None):
         self.wanted = wanted
-        self.blocks: list[list[tuple[bytes, int, int]]] = [[]]   # the meta's (it has none)
+        self.sink = sink   # ``sink(part)`` takes each part (``PreparedSpill``) instead
+        self.n = 1         # events so far (the meta: no blocks)
+        self.blocks: list[list[tuple[bytes, int, int]]] = [[]]
         self.texts = PreparedParts()
         self.flags: dict[bytes, tuple[bool, bool]] = {}   # hash → (k-grams, edit lines) made
         self.seen = _Seen()
@@ -421,8 +429,10 @@ class Preparer:
     def add(self, events: list[dict]) -> None:
         self.seen.update(events)
         todo: dict[bytes, list] = {}   # as ``prepare``'s ``texts``
+        blocks = [] if self.sink is not None else self.blocks
         for ev in events:
-            ofs = len(self.blocks)
+            ofs = self.n
+            self.n += 1
             want = self.wanted is not None and self.wanted(ofs, ev)
             bl = []
             for text, h, role, line0 in _indexed_blocks(ev, self.seen):
@@ -436,21 +446,83 @@ class Preparer:
                     todo[h] = [text, want or (have is not None and have[0]),
                                edit or (have is not None and have[1])]
                 bl.append((h, role, line0))
-            self.blocks.append(bl)
-        if not todo:
-            return
+            blocks.append(bl)
+        part = None
+        if todo:
+            part = self._prepare(todo)
+        if self.sink is not None:
+            self.sink((blocks, part))
+
+    def _prepare(self, todo: dict[bytes, list]) -> PreparedTexts:
         keys = list(todo)
         fps = _fingerprint_chunked([todo[h][0] for h in keys], [todo[h][1] for h in keys])
         part = PreparedTexts(keys, [todo[h][0].count("\n") + 1 for h in keys], fps,
                              [edit_lines_row(todo[h][0]) if todo[h][2] else None for h in keys])
         n = len(self.texts.parts)
-        self.texts.parts.append(part)
+        if self.sink is None:
+            self.texts.parts.append(part)
         for h in keys:
             self.texts.where[h] = n
             self.flags[h] = (todo[h][1], todo[h][2])
+        return part
 
     def result(self) -> Prepared:
         return Prepared(self.blocks, self.texts)
+
+
+class PreparedSpill:
+    """A streamed session's prepared parts (``Preparer`` with a ``sink``), in a temp file of a
+    tape directory — named as a tape's temp file of its writer (``writer.sweep_temp`` removes
+    it once that process is gone) — rather than held: ``write(part)`` each ``(blocks of the
+    part's events, PreparedTexts of its new texts or None)``, in order; ``parts()`` reads them
+    back one at a time (``Batch.commit`` indexes such a session a part at a time);
+    ``discard()`` removes the file."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._f = None
+
+    @classmethod
+    def create(cls, directory, name: str) -> PreparedSpill:
+        import os
+
+        fd = os.open(os.path.join(str(directory), name), os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                     0o600)
+        sp = cls(os.path.join(str(directory), name))
+        sp._f = os.fdopen(fd, "wb")
+        return sp
+
+    def write(self, part: tuple) -> None:
+        import pickle
+
+        pickle.dump(part, self._f, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+    def __getstate__(self) -> dict:
+        return {"path": self.path, "_f": None}
+
+    def parts(self):
+        import pickle
+
+        with open(self.path, "rb") as f:
+            while True:
+                try:
+                    yield pickle.load(f)
+                except EOFError:
+                    return
+
+    def discard(self) -> None:
+        import os
+
+        self.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
 
 
 PREPARE_CHUNK_CHARS = 8_000_000   # texts fingerprinted in one vectorised call by ``prepare``
@@ -555,20 +627,12 @@ class Batch:
                         delete_tape(conn, rec.tape_id)
                     else:
                         continue  # a sealed tape is immutable: indexing it twice is a no-op
-                meta = rec.events[0]
-                times = [e.get("t") for e in rec.events if e.get("t")]
-                conn.execute(
-                    "INSERT INTO tapes(tape_id, path, live, harness, session, tier, model, cwd, label,"
-                    " first_t, last_t, n_events, source_path, source_key, continues, coverage, meta_json)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (rec.tape_id, rec.path, int(rec.live), meta.get("harness"), meta.get("session"),
-                     meta.get("tier") or "agent", meta.get("model"), meta.get("cwd"), meta.get("label"),
-                     min(times) if times else None, max(times) if times else None, len(rec.events),
-                     rec.source_path or meta.get("source_path"), rec.source_key, meta.get("continues"),
-                     json.dumps(meta.get("coverage"), sort_keys=True), rec.meta_json))
-                tape_row = conn.last_insert_rowid()
+                tape_row = _tape_row(conn, rec)
                 stats["tapes"] += 1
                 prep = rec.prepared
+                if isinstance(prep, PreparedSpill):
+                    next_event = self._commit_parts(rec, tape_row, next_event, blocks, keep, stats)
+                    continue
                 derived = None  # (``_Derived``, for events not prepared ahead)
                 for ofs, ev in enumerate(rec.events):
                     eid = next_event
@@ -618,6 +682,59 @@ class Batch:
             for sql, args in also:
                 conn.execute(sql, args)
         return stats
+
+    def _commit_parts(self, rec: SessionRecord, tape_row: int, next_event: int,
+                      blocks: BlockIds, keep: set[bytes] | None, stats: dict) -> int:
+        """(in ``commit``'s transaction) the rows of a session whose blocks were prepared a part
+        at a time (``PreparedSpill``: a streamed session), a part at a time: its events' rows,
+        then its new blocks and their fingerprints, so that what is held is one part's, not the
+        session's. The rows are those of the whole-session path; the next event id."""
+        conn, cache = self.conn, self.cache
+        lined: set[int] = set()
+        ofs = 0
+        parts = rec.prepared.parts()
+        for pblocks, texts in itertools.chain([([[]], None)], parts):  # the meta's first
+            event_rows, ref_rows, line_rows, fts_rows = [], [], [], []
+            ready: dict[bytes, tuple] = {}
+            first_new = len(blocks.new)
+            for pb in pblocks:
+                ev = rec.events[ofs]
+                k = ev.get("k") or ""
+                a = ev.get("after_range") if k == "code.edit" else ev.get("range")
+                b = ev.get("before_range") if k == "code.edit" else None
+                file = ev.get("file") if isinstance(ev.get("file"), str) else None
+                rel = ev.get("rel") if isinstance(ev.get("rel"), str) else None
+                event_rows.append((next_event, tape_row, ofs, S.kind_code(k), ev.get("t"), file,
+                                   rel, _r(a, 0), _r(a, 1), _r(b, 0), _r(b, 1)))
+                ft = _fts_text(ev)
+                if ft:
+                    fts_rows.append((next_event, ft))
+                kept = keep if keep is not None and cache.wanted(ofs, ev) else None
+                for h, role, line0 in pb:
+                    bid = blocks.id_of_hash(h, kept)
+                    if texts is not None and h in texts and h not in ready:
+                        ready[h] = texts[h]
+                    ref_rows.append((bid, next_event, role, line0))
+                    if role in (S.ROLE_EDIT_AFTER, S.ROLE_EDIT_BEFORE) and bid not in lined:
+                        lined.add(bid)
+                        line_rows.append((bid, *ready[h][4]))
+                next_event += 1
+                ofs += 1
+            conn.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?)", event_rows)
+            conn.executemany("INSERT OR IGNORE INTO refs VALUES (?,?,?,?)", ref_rows)
+            conn.executemany(BLOCK_LINES_SQL, line_rows)
+            if fts_rows:
+                conn.executemany("INSERT INTO fts(rowid, text) VALUES (?,?)", fts_rows)
+            new = blocks.new[first_new:]
+            if new:
+                stats["fingerprints"] += self._insert_blocks(new, blocks.ids, keep, ready)
+                stats["blocks"] += len(new)
+                del blocks.new[first_new:]   # inserted
+            del event_rows, ref_rows, line_rows, fts_rows, ready, new, pblocks, texts
+        if ofs != len(rec.events):
+            raise ValueError(f"prepared parts of {ofs} events for a session of {len(rec.events)}")
+        stats["events"] += len(rec.events)
+        return next_event
 
     def _insert_blocks(self, new_blocks: list[tuple[bytes, str | None]],
                        block_ids: dict[bytes, int], keep: set[bytes] | None = None,
@@ -758,6 +875,22 @@ def _pack(H: np.ndarray, B: np.ndarray, L: np.ndarray, p: _Packing) -> np.ndarra
 def _unpack(packed: np.ndarray, p: _Packing) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return (packed >> 32, ((packed >> p.line_bits) & ((1 << p.block_bits) - 1)) + p.block0,
             packed & ((1 << p.line_bits) - 1))
+
+
+def _tape_row(conn: apsw.Connection, rec: SessionRecord) -> int:
+    """Insert the ``tapes`` row of a session; its row id."""
+    meta = rec.events[0]
+    times = [e.get("t") for e in rec.events if e.get("t")]
+    conn.execute(
+        "INSERT INTO tapes(tape_id, path, live, harness, session, tier, model, cwd, label,"
+        " first_t, last_t, n_events, source_path, source_key, continues, coverage, meta_json)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (rec.tape_id, rec.path, int(rec.live), meta.get("harness"), meta.get("session"),
+         meta.get("tier") or "agent", meta.get("model"), meta.get("cwd"), meta.get("label"),
+         min(times) if times else None, max(times) if times else None, len(rec.events),
+         rec.source_path or meta.get("source_path"), rec.source_key, meta.get("continues"),
+         json.dumps(meta.get("coverage"), sort_keys=True), rec.meta_json))
+    return conn.last_insert_rowid()
 
 
 def _r(rng, i):

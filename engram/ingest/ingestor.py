@@ -269,6 +269,10 @@ class Ingestor:
             for (s, sk), ticket in parses:
                 if progress:
                     progress(done_bytes, total_bytes, str(s.path))
+                streamed = isinstance(ticket, tuple) and ticket[1] is None
+                if streamed and len(batch):  # a streamed session is indexed in a batch alone
+                    self._commit(batch, run.pending, summary)
+                    batch, run.pending, batch_bytes = store.Batch(self.conn, self.cache), [], 0
                 self._ingest_one(s, sk, ticket, batch, run)
                 del ticket  # its parse result: the batch holds what the index needs of it
                 size = max(sk[0], 0)
@@ -276,7 +280,7 @@ class Ingestor:
                 batch_bytes += size
                 summary["bytes"] += size
                 summary["parsed"] += 1
-                if batch.n_events >= BATCH_EVENTS or batch_bytes >= BATCH_BYTES:
+                if streamed or batch.n_events >= BATCH_EVENTS or batch_bytes >= BATCH_BYTES:
                     self._commit(batch, run.pending, summary)
                     batch, run.pending, batch_bytes = store.Batch(self.conn, self.cache), [], 0
             self._commit(batch, run.pending, summary)
@@ -296,8 +300,15 @@ class Ingestor:
         try:
             parsed, prepared, encoded, staged = self._parsed(s, ticket, run.procs)
             if staged is not None:
-                if self._ingest_streamed(s, sk, run.cursors.get(src), batch, run, parsed,
-                                         prepared, staged):
+                added = False
+                try:
+                    added = self._ingest_streamed(s, sk, run.cursors.get(src), batch, run,
+                                                  parsed, prepared, staged)
+                finally:
+                    if not added:  # (added: the batch's commit removes it)
+                        for sp in prepared or ():
+                            sp.discard()
+                if added:
                     return
                 parsed = prepared = encoded = None  # its tape was corrupt: parsed again here
             try:
@@ -551,7 +562,12 @@ class Ingestor:
         if stager is not None:
             stager.flush()  # tapes are durable before any index row points at them
         parse_worker.release_freed_memory()  # what the batch's parsing freed, before its arrays
-        stats = batch.commit(pending_cursors)
+        try:
+            stats = batch.commit(pending_cursors)
+        finally:
+            for rec in batch.sessions:  # a streamed session's prepared parts
+                if isinstance(rec.prepared, store.PreparedSpill):
+                    rec.prepared.discard()
         for k in ("blocks", "fingerprints"):
             summary[k] += stats[k]
         summary["tapes_indexed"] += sum(1 for r in batch.sessions if not r.live)

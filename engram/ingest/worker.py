@@ -17,6 +17,7 @@ import collections
 import functools
 import os
 import pickle
+import secrets
 import subprocess
 import sys
 import threading
@@ -93,9 +94,11 @@ def stream(harness: str, path: str, mode: str, root: str) -> tuple:
     is what the indexing reads (``store.light_event``) and the lines of the events the lineage
     pass reads (``lineage.cache.wanted``). Nothing holds the session whole, whatever its size.
 
-    ``("ok", ParseOutput, [Prepared], None, (TapeRef, temp file or None, {offset: line}))``: the
-    output's session is the ``meta`` and the light events, its tape compressed into a temp file
-    of its directory (``tape_dir_for``) for the ingest to ``adopt``; or ``parse``'s ``error`` /
+    ``("ok", ParseOutput, [PreparedSpill], None, (TapeRef, temp file or None, {offset:
+    line}))``: the output's session is the ``meta`` and the light events, its blocks prepared a
+    part at a time into a temp file (``store.PreparedSpill``: the ingest indexes it a part at a
+    time and removes it), its tape compressed into a temp file of its directory
+    (``tape_dir_for``) for the ingest to ``adopt``; or ``parse``'s ``error`` /
     ``crash``; or ``("oserror", errno, strerror, filename)``, raised again by the ingest (a log
     that cannot be read; a tape that cannot be written, disk full: as in-process)."""
     from engram import adapters, paths
@@ -104,11 +107,14 @@ def stream(harness: str, path: str, mode: str, root: str) -> tuple:
     from engram.lineage.cache import wanted
     from engram.tape import writer
 
-    enc = None
+    enc = spill = None
     try:
         ad = adapters.get(harness)
-        enc = writer.Streamed(paths.private_dir(paths.user_tapes_dir()))
-        prep = store.Preparer(wanted)
+        work = paths.private_dir(paths.user_tapes_dir())
+        enc = writer.Streamed(work)
+        spill = store.PreparedSpill.create(work, f".{secrets.token_hex(16)}.{os.getpid()}-"
+                                                 f"{writer._host_tag()}.prepared.tmp")
+        prep = store.Preparer(wanted, sink=spill.write)
         light: list[dict] = []
         kept: dict[int, bytes] = {}
         chunk: list[dict] = []
@@ -131,8 +137,10 @@ def stream(harness: str, path: str, mode: str, root: str) -> tuple:
             chunk.append(ev)
         flush()
         out = st.output
+        spill.close()
         if not out.sessions:
             enc.close()
+            spill.discard()
             return ("ok", out, [], None, None)
         meta = out.sessions[0].events[0]
         enc.finish(meta)
@@ -140,7 +148,9 @@ def stream(harness: str, path: str, mode: str, root: str) -> tuple:
             kept[0] = writer.encode_event(meta)
         ref, tmp = writer.write_streamed(enc, tape_dir_for(meta, root))
         out.sessions[0].events = [meta, *light]
-        return ("ok", out, [prep.result()], None, (ref, tmp, kept))
+        res = ("ok", out, [spill], None, (ref, tmp, kept))
+        spill = None   # the ingest's now (it removes the file)
+        return res
     except EngramError as e:
         return ("error", e.to_dict())
     except OSError as e:  # the log unreadable, or the tape's spill or file not written
@@ -150,6 +160,8 @@ def stream(harness: str, path: str, mode: str, root: str) -> tuple:
     finally:
         if enc is not None:
             enc.close()
+        if spill is not None:
+            spill.discard()
 
 
 def _encoded(out) -> list[list[bytes]] | None:

@@ -83,6 +83,7 @@ def test_streamed_sessions_index_what_whole_sessions_index(tmp_path, monkeypatch
     assert res["error_count"] == 0 and res["sessions"] == 8 and res["tapes_written"] == 8
     assert res["streamed"] == 8 and len(streamed) == 8
     assert _index(root, home) == plain
+    assert not list(home.rglob("*.tmp"))  # the prepared parts and the tapes' temp files
 
 
 def test_a_corrupt_tape_is_written_again_from_its_streamed_log(tmp_path, monkeypatch, capsys):
