@@ -428,6 +428,7 @@ def cmd_serve(args) -> int:
     from engram.commands.serve import Server
 
     server = Server(run)
+    server.warm()
     sys.stderr.write(f"engram serve: answering `engram explain` at {server.path}\n")
     sys.stderr.flush()
     try:

@@ -9,8 +9,8 @@ the client would have printed itself, byte for byte, exit status included. What 
 imported code and one engine per repository and index (``engram.commands.kept_engines``); an
 engine is opened again when the repository's or the user's config file, or the index file itself
 (``ingest --rebuild``), changed. A request from another Engram or another environment is
-declined (the client then answers in-process); so is every request once the server's own source
-files changed since it started, and the server then stops.
+declined (the client then answers in-process); so is a request once a module of Engram that the
+server has loaded changed on disk, and the server then stops.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import logging
 import os
 import socket
 import struct
+import sys
 import time
 
 from engram import warm
@@ -28,19 +29,6 @@ from engram import warm
 log = logging.getLogger(__name__)
 
 MAX_REQUEST = 1 << 20
-
-
-def _source_stamp() -> tuple:
-    """The size and time of every source file of this Engram: a changed one means this process
-    no longer runs the code a fresh ``engram`` would."""
-    out = []
-    for d, _dirs, files in os.walk(warm.package_dir()):
-        for f in files:
-            if f.endswith(".py"):
-                with contextlib.suppress(OSError):
-                    st = os.stat(os.path.join(d, f))
-                    out.append((d, f, st.st_size, st.st_mtime_ns))
-    return tuple(sorted(out))
 
 
 class Server:
@@ -66,7 +54,8 @@ class Server:
         self.sock.listen(64)
         self.identity = warm.identity()
         self.env = warm.relevant_env()
-        self.stamp = _source_stamp()
+        self.seen: dict[str, tuple[int, int]] = {}  # source file -> (size, mtime) when loaded
+        self.code_changed()
         self.home = os.getcwd()
         self.stale = False
         commands.kept_engines = {}  # engines stay open between requests
@@ -114,6 +103,31 @@ class Server:
         else:
             log.info("serve: answered in %.1f ms", (time.perf_counter() - t0) * 1000)
 
+    def warm(self) -> None:
+        """Load what ``explain`` runs (the first request otherwise pays for it)."""
+        import engram.engine  # noqa: F401
+        from engram.query import blocks, explain  # noqa: F401
+        from engram.retrieval import log as _retrieval_log  # noqa: F401
+
+        self.code_changed()
+
+    def code_changed(self) -> bool:
+        """Whether a module of Engram this process has loaded changed on disk since (a fresh
+        ``engram`` would run other code). Modules not loaded yet load from the disk as they are,
+        as in a fresh process; this records them."""
+        pkg = warm.package_dir() + os.sep
+        for m in list(sys.modules.values()):
+            f = getattr(m, "__file__", None)
+            if not f or not f.startswith(pkg):
+                continue
+            try:
+                st = os.stat(f)
+            except OSError:
+                return True
+            if self.seen.setdefault(f, (st.st_size, st.st_mtime_ns)) != (st.st_size, st.st_mtime_ns):
+                return True
+        return False
+
     def answer(self, data: bytes) -> bytes:
         import json
 
@@ -130,7 +144,7 @@ class Server:
             return warm.format_decline("other-environment")
         if not warm.served(req["argv"]):
             return warm.format_decline("not-served")
-        if _source_stamp() != self.stamp:
+        if self.code_changed():
             self.stale = True  # this process runs older code: stop after declining
             return warm.format_decline("code-changed")
         try:
@@ -141,6 +155,7 @@ class Server:
             return self._run(req["argv"])
         finally:
             os.chdir(self.home)
+            self.code_changed()  # (records what the command loaded)
 
     def _run(self, argv: list[str]) -> bytes:
         out, err = io.StringIO(), io.StringIO()

@@ -194,7 +194,9 @@ def test_declines(indexed, tmp_path):
             b"ENGRAM-DECLINE 1 not-served")
         code, out, err = warm.parse_answer(server.answer(json.dumps(req).encode()))
         assert (code, err) == (0, "") and json.loads(out)["sessions"]
-        server.stamp = ()  # as if a source file had changed since the server started
+        import engram.query.explain as loaded
+
+        server.seen[loaded.__file__] = (0, 0)  # as if the file had changed since it was loaded
         assert server.answer(json.dumps(req).encode()).startswith(b"ENGRAM-DECLINE 1 code-changed")
         assert server.stale
     finally:
