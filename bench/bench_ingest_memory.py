@@ -16,10 +16,13 @@ Each size is measured by a fresh wrapper process that runs the ingest as its onl
 ``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss``: the peak resident set of the largest process of
 the ingest (the CLI itself or its parse worker, whichever peaked higher; Linux reports the
 maximum, not a sum). ``--no-worker`` measures with ``ENGRAM_PARSE_PROCESS=0`` (one process).
-The wrapper also samples ``/proc`` every 50 ms: the peak of each process's anonymous memory
-(``RssAnon``: the heap) and of its file pages (``RssFile``: mostly SQLite's memory-mapped index,
-``PRAGMA mmap_size``, which the kernel can drop), which ``ru_maxrss`` counts together. ``--src``
-measures another source tree (a checkout before a change) with the same logs.
+CPU seconds are the ingest's (``ru_utime + ru_stime`` of the process tree), the figure to compare
+on a loaded machine. The wrapper also samples ``/proc`` every 50 ms: the peak of each process's
+anonymous memory (``RssAnon``: the heap; the CLI's and the parse worker's apart too) and of its
+file pages (``RssFile``: mostly SQLite's memory-mapped index, ``PRAGMA mmap_size``, which the
+kernel can drop), which ``ru_maxrss`` counts together. ``--src`` measures another source tree (a
+checkout before a change) with the same logs. A log of 32 MB or more is ingested as a stream
+(``engram/ingest/worker.py``'s ``stream``).
 """
 
 from __future__ import annotations
@@ -210,7 +213,9 @@ th.join()
 ru = resource.getrusage(resource.RUSAGE_CHILDREN)
 anon = max((v for (i, k), v in peak.items() if k == "RssAnon"), default=0)
 filep = max((v for (i, k), v in peak.items() if k == "RssFile"), default=0)
-print(json.dumps({"rc": p.returncode, "maxrss_kb": ru.ru_maxrss, "seconds": dt,
+procs = {f"{i}.{k}": v for (i, k), v in sorted(peak.items())}
+print(json.dumps({"rc": p.returncode, "maxrss_kb": ru.ru_maxrss, "seconds": dt, "procs": procs,
+                  "cpu_s": ru.ru_utime + ru.ru_stime,
                   "anon_kb": anon, "file_kb": filep,
                   "stdout": out.decode(errors="replace")[-4000:],
                   "stderr": err.decode(errors="replace")[-4000:]}))
@@ -239,6 +244,8 @@ def measure(root: Path, home: Path, worker: bool = True, src: Path = REPO) -> di
     summary = json.loads(r["stdout"])
     return {"peak_rss_mb": round(r["maxrss_kb"] / 1024), "seconds": round(r["seconds"], 1),
             "anon_mb": round(r["anon_kb"] / 1024), "file_mb": round(r["file_kb"] / 1024),
+            "cpu_s": round(r["cpu_s"], 1),
+            "procs": {k: round(v / 1024) for k, v in r["procs"].items()},
             "events": summary["events"], "errors": summary["error_count"],
             "sessions": summary["sessions"], "bytes": summary["bytes"]}
 
@@ -288,8 +295,8 @@ def main(argv=None) -> int:
         main_corpus(a.corpus.resolve(), a.src.resolve(), a.keep)
         return 0
     print("| log MB | records | events | peak RSS MB | of it: heap MB / file pages MB "
-          "| RSS / log | seconds | worker |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| CLI heap / worker heap MB | RSS / log | CPU s | seconds | worker |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for mb in [int(x) for x in a.sizes.split(",") if x.strip()]:
         tmp = Path(tempfile.mkdtemp(prefix=f"engram-mem-{mb}-", dir=a.keep))
         try:
@@ -298,7 +305,8 @@ def main(argv=None) -> int:
                 m = measure(root, home, worker, a.src.resolve())
                 print(f"| {info['bytes'] / 1e6:.0f} | {info['records']:,} | {m['events']:,} | "
                       f"{m['peak_rss_mb']:,} | {m['anon_mb']:,} / {m['file_mb']:,} | "
-                      f"{m['peak_rss_mb'] / (info['bytes'] / 2**20):.2f} | "
+                      f"{m['procs'].get('0.RssAnon', 0):,} / {m['procs'].get('1.RssAnon', 0):,} | "
+                      f"{m['peak_rss_mb'] / (info['bytes'] / 2**20):.2f} | {m['cpu_s']} | "
                       f"{m['seconds']} | {'yes' if worker else 'no'} |", flush=True)
         finally:
             if a.keep is None:
