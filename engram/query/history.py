@@ -233,21 +233,22 @@ def _block_roles(conn, uq: np.ndarray):
     erows = queries.events(conn, {eid for _b, eid, _r, _l in refs})
     # an edit produced a hash when it is in its after-text but not in its before-text (lines
     # carried over as context were there before the edit: they belong to whoever wrote them)
-    after, other, before_of = [], [], {}
-    for b, eid, role, _l in refs:
-        r = erows.get(eid)
-        if r is None:
-            continue
-        if role == schema.ROLE_EDIT_AFTER:
-            after.append((b, r.tape, eid))
-        else:
-            other.append((b, r.tape))
-            if role == schema.ROLE_EDIT_BEFORE:
-                before_of[eid] = b
-    after_rows = np.array([(b, t, before_of.get(eid, -1)) for b, t, eid in after],
-                          dtype=np.int64).reshape(-1, 3)
-    other_rows = np.array(sorted(set(other)), dtype=np.int64).reshape(-1, 2)
-    return pairs, after_rows, other_rows, erows
+    R = np.array(refs, dtype=np.int64).reshape(-1, 4)
+    known = np.array(sorted(erows), dtype=np.int64)
+    tape_of = np.array([erows[e].tape for e in known.tolist()], dtype=np.int64)
+    at = np.minimum(np.searchsorted(known, R[:, 1]), max(len(known) - 1, 0))
+    ok = known[at] == R[:, 1] if len(known) else np.zeros(len(R), bool)
+    tape = tape_of[at] if len(known) else np.zeros(len(R), np.int64)
+    is_after = ok & (R[:, 2] == schema.ROLE_EDIT_AFTER)
+    is_other = ok & ~is_after
+    bef = is_other & (R[:, 2] == schema.ROLE_EDIT_BEFORE)
+    before_of = dict(zip(R[bef, 1].tolist(), R[bef, 0].tolist()))   # the last one, as refs go
+    a_eid = R[is_after, 1].tolist()
+    after_rows = np.column_stack([R[is_after, 0], tape[is_after],
+                                  np.fromiter((before_of.get(e, -1) for e in a_eid), np.int64, len(a_eid))])
+    codes = uniq((R[is_other, 0] << 32) | tape[is_other])       # distinct (block, tape), sorted
+    other_rows = np.column_stack([codes >> 32, codes & _LO32])
+    return pairs, after_rows.reshape(-1, 3), other_rows.reshape(-1, 2), erows
 
 
 _LO32 = (1 << 32) - 1

@@ -448,7 +448,10 @@ def blame_mapped(conn: apsw.Connection, rel: str | None, file: str, mapped: np.n
     if logged is None or not len(kept):
         return None
     lo, hi = int(mapped[kept].min()), int(mapped[kept].max())
-    got = blame(conn, rel, file, lo, hi, logged[lo - 1:hi])
+    # the walk depends on the log and the logged lines asked for, not on today's text: held per
+    # index version, an edited buffer of the same file is blamed again without it
+    got = queries.memo(conn, ("location.blame_mapped", rel, file, lo, hi),
+                       lambda: blame(conn, rel, file, lo, hi, logged[lo - 1:hi]))
     if got is None:
         return None
     return {int(i): got[int(mapped[i]) - lo] for i in kept if int(mapped[i]) - lo in got}
