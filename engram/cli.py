@@ -425,8 +425,14 @@ def cmd_embed(args) -> int:
 
 def cmd_serve(args) -> int:
     """``engram serve`` (``engram.commands.serve``): it runs ``run`` on the clients' commands."""
+    import signal
+
     from engram.commands.serve import Server
 
+    def stop(_signum, _frame):
+        raise KeyboardInterrupt  # a kill ends it as ^C does: its socket is removed
+
+    signal.signal(signal.SIGTERM, stop)
     server = Server(run)
     server.warm()
     sys.stderr.write(f"engram serve: answering `engram explain` at {server.path}\n")

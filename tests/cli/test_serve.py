@@ -116,6 +116,12 @@ def test_the_server_answers_byte_for_byte(server, indexed):
     assert engram("explain", "nope.py:1-2")[0] == 1  # (an error, answered by the server too)
 
 
+def test_a_killed_server_removes_its_socket(server):
+    server.proc.terminate()
+    assert server.proc.wait(timeout=30) == 0
+    assert not os.path.exists(warm.socket_path())
+
+
 def test_a_second_server_is_refused(server):
     code, _out, err = engram("serve")
     assert code == 1 and "another engram serve answers there already" in err
