@@ -225,9 +225,7 @@ def _block_roles(conn, uq: np.ndarray):
     ``(column of the hash in uq, block)`` codes ``column << 32 | block``, sorted; ``after`` the
     rows ``(block, tape, block of the edit's before-text or -1)`` of edits whose after-text a block
     is; ``other`` the rows ``(block, tape)`` of the tapes holding a block otherwise."""
-    bp = queries.boilerplate(conn, uq)
-    keep = ~np.isin(uq, np.fromiter(bp, np.int64, len(bp))) if bp else np.ones(len(uq), bool)
-    pairs = _posting_pairs(conn, uq, keep)
+    pairs = _posting_pairs(conn, uq, _not_boilerplate(conn, uq))
     blocks = uniq(pairs & _LO32)
     refs = queries.refs_for_blocks(conn, blocks.tolist())
     erows = queries.events(conn, {eid for _b, eid, _r, _l in refs})
@@ -252,6 +250,21 @@ def _block_roles(conn, uq: np.ndarray):
 
 
 _LO32 = (1 << 32) - 1
+
+
+def _not_boilerplate(conn, uq: np.ndarray) -> np.ndarray:
+    """Which of the sorted distinct hashes ``uq`` are not boilerplate, as ``queries.boilerplate``
+    finds it (a boilerplate index key stands for the largest hash sharing it), without its
+    hash-based uniques."""
+    if not len(uq):
+        return np.ones(0, bool)
+    keys = queries.index_keys(uq)               # non-decreasing: uq is sorted
+    bp = queries.memo(conn, "boilerplate", lambda: frozenset(
+        r[0] for r in conn.execute("SELECT hash FROM boilerplate")))
+    if not bp:
+        return np.ones(len(uq), bool)
+    last = np.r_[keys[1:] != keys[:-1], True]
+    return ~(last & member(keys, uniq(np.fromiter(bp, np.int64, len(bp)))))
 
 
 def _posting_pairs(conn, uq: np.ndarray, keep: np.ndarray) -> np.ndarray:
@@ -440,25 +453,35 @@ def _spread(code: np.ndarray, count: np.ndarray, L: int) -> tuple[np.ndarray, np
 def _line_entries(L: int, best, own: np.ndarray, log, log_rows, trows) -> tuple[list[dict], list[int]]:
     """``(one entry per line, its tape or -1)``: the log's edit where it shows the line, else the
     best tape by fingerprints (``strict`` on a line the log does not show but whose own
-    fingerprints can judge it, ``context`` otherwise)."""
+    fingerprints can judge it, ``context`` otherwise). The choices are made on arrays, the
+    entries built from plain lists."""
+    own_l = own.tolist()
+    if log is None:
+        strict = np.zeros(L, bool)
+        log_tape = [None] * L
+    else:
+        strict = ~log[1] & own
+        log_tape = [log_rows[e].tape if e in log_rows else None for e in log[0].tolist()]
+    b_tape = np.where(strict, best["strict"][0], best["context"][0]).tolist()
+    b_conf = np.where(strict, best["strict"][1], best["context"][1]).tolist()
+    b_prod = np.where(strict, best["strict"][2], best["context"][2]).tolist()
+    tid = {t: r.tape_id for t, r in trows.items()}
     out_lines = []
     line_tapes = []
     for i in range(L):
-        if log is not None and log[0][i] in log_rows:
-            t = log_rows[int(log[0][i])].tape
-            entry = {"line": i + 1, "tape_id": trows[t].tape_id, "confidence": 1.0, "via": "log",
+        t = log_tape[i]
+        if t is not None:
+            entry = {"line": i + 1, "tape_id": tid[t], "confidence": 1.0, "via": "log",
                      "produced": True}
         else:
-            mode = "strict" if log is not None and not log[1][i] and own[i] else "context"
-            b_tape, b_conf, b_prod = best[mode]
-            t, c = int(b_tape[i]), float(b_conf[i])
+            t, c = b_tape[i], b_conf[i]
             if t < 0 or c < BLAME_MIN:
                 entry = {"line": i + 1, "tape_id": None, "confidence": round(c, ROUND), "via": None}
                 t = -1
             else:
-                entry = {"line": i + 1, "tape_id": trows[t].tape_id, "confidence": round(c, ROUND),
-                         "via": "direct", "produced": bool(b_prod[i])}
-                if not own[i]:
+                entry = {"line": i + 1, "tape_id": tid[t], "confidence": round(c, ROUND),
+                         "via": "direct", "produced": b_prod[i]}
+                if not own_l[i]:
                     entry["inferred"] = True   # no fingerprint starts on this line: its neighbours decide
         line_tapes.append(t)
         out_lines.append(entry)
