@@ -869,8 +869,9 @@ def finish_session(events: list[dict], *, degraded_reasons: Iterable[str] = ()) 
 class StreamFinish:
     """``finish_session`` one event at a time, for a session parsed as a stream (its ``meta``
     depends on the whole log, so it comes last): ``event(ev, meta_t)`` for each event after the
-    ``meta``, in order, gives the events done (the first ones without a time wait for the first
-    that has one: they take the ``meta``'s time, which ``meta_t()`` gives once one is known);
+    ``meta``, in order, gives the events done. The first ones without a time take the ``meta``'s
+    time: they (and the events after them) wait until ``meta_t()`` gives it (the time the
+    ``meta`` will have: an adapter's is known once set), or the end;
     ``finish(meta, degraded_reasons)`` makes the ``meta`` and gives the events still waiting.
     The events and the ``meta`` are those ``finish_session`` makes of the whole list."""
 
@@ -879,7 +880,9 @@ class StreamFinish:
         self.total = 0
         self.n = 0
         self.last_t = None
-        self.waiting: list[dict] | None = []   # leading events without a time (None: none now)
+        self.waiting: list[dict] | None = []   # events not given out yet (None: none now)
+        self.lead = 0           # how many of them, at its start, have no time
+        self.lead_open = True   # no event with a time yet
         self.first_t = None
         self.relabel: list[str] = []             # the first msg.in texts, as ``_relabel_cut`` reads
         self.label: str | None = None            # the label of the first real request
@@ -903,23 +906,30 @@ class StreamFinish:
                 and ev["text"].strip()
                 and not (ev.get("compaction") or ev.get("boilerplate") or ev.get("meta"))):
             self.label = label_of(ev["text"])
-        if ev.get("t"):
+        has_t = bool(ev.get("t"))
+        if has_t:
             self.first_t = self.first_t or ev["t"]
             self.last_t = ev["t"]
-            if self.waiting is not None:
-                out = self._release(meta_t())
-                out.append(ev)
-                return out
+        if self.waiting is None:
+            if not has_t:
+                ev["t"] = self.last_t
             return [ev]
-        if self.waiting is not None:
+        if not has_t and self.lead_open:
             self.waiting.append(ev)
+            self.lead += 1
             return []
-        ev["t"] = self.last_t
-        return [ev]
+        if not has_t:
+            ev["t"] = self.last_t
+        self.lead_open = False
+        self.waiting.append(ev)
+        if not self.lead:
+            return self._release(None)
+        t = meta_t()
+        return [] if t is None else self._release(t)
 
     def _release(self, t) -> list[dict]:
         out, self.waiting = self.waiting or [], None
-        for ev in out:
+        for ev in out[:self.lead]:
             ev["t"] = t
         return out
 

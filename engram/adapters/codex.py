@@ -444,6 +444,11 @@ class CodexAdapter(Adapter):
         path = Path(path)
         return _Parser(self, path, mode).run()
 
+    streams = True
+
+    def stream_source(self, path: Path, *, mode: str = "permissive") -> base.SessionStream:
+        return base.SessionStream(_Parser(self, Path(path), mode).run(stream=True))
+
 
 class _Parser:
     def __init__(self, adapter: CodexAdapter, path: Path, mode: str) -> None:
@@ -460,7 +465,19 @@ class _Parser:
         self.line: int | None = None   # of the record being read
 
     # ---- driver
-    def run(self) -> ParseOutput:
+    def run(self, stream: bool = False):
+        """The ``ParseOutput``; with ``stream``, a generator of the finished events after the
+        meta that returns it (``Adapter.stream_source``)."""
+        gen = self._run(stream)
+        if stream:
+            return gen
+        for _ in gen:
+            pass
+        return self.output
+
+    def _run(self, stream: bool):
+        fin = base.StreamFinish() if stream else None
+        made = False
         records, compressed = _iter_records(self.path)
         end = 0
         for no, off, rec, err in records:
@@ -474,8 +491,13 @@ class _Parser:
                 self.record(rec)
             except Exception as e:  # a record of an unexpected shape never aborts the file
                 self.errors.append(parse_error(self.path, no, f"{type(e).__name__}: {e}"))
-        out = ParseOutput(errors=self.errors, end_offset=None if compressed else end)
-        if not self.meta and not self.events:
+            if fin is not None and self.events:
+                made_now, self.events = self.events, []
+                made = True
+                for ev in made_now:
+                    yield from fin.event(ev, lambda: _ts(self.meta.get("timestamp")))
+        self.output = out = ParseOutput(errors=self.errors, end_offset=None if compressed else end)
+        if not self.meta and not self.events and not made:
             return out
         version = self.meta.get("cli_version")
         version = version if isinstance(version, str) else None
@@ -502,6 +524,11 @@ class _Parser:
         meta = ev_meta(_ts(self.meta.get("timestamp")), harness="codex", session=sid,
                        adapter=self.a, source_path=str(self.path), harness_version=version,
                        model=self.model, cwd=self.cwd, repo_head=git.get("commit_hash"), **extra)
+        if fin is not None:
+            meta, rest = fin.finish(meta, reasons)
+            yield from rest
+            out.sessions.append(SessionLog(key=sid, events=[meta]))
+            return out
         events = finish_session([meta] + self.events, degraded_reasons=reasons)
         out.sessions.append(SessionLog(key=sid, events=events))
         return out

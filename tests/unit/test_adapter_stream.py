@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from engram import adapters
 from engram.adapters import claude_code
 from engram.errors import UnsupportedLog
 from engram.tape import writer
@@ -19,8 +20,8 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "harness" / "claude_code"
 AD = claude_code.ADAPTER
 
 
-def _streamed(path: Path, mode: str = "permissive"):
-    st = AD.stream_source(path, mode=mode)
+def _streamed(path: Path, mode: str = "permissive", ad=AD):
+    st = ad.stream_source(path, mode=mode)
     body = list(st)
     out = st.output
     if out.sessions:
@@ -32,9 +33,9 @@ def _streamed(path: Path, mode: str = "permissive"):
     return out
 
 
-def _same(path: Path, mode: str = "permissive") -> None:
-    whole = AD.parse_source(path, mode=mode)
-    streamed = _streamed(path, mode)
+def _same(path: Path, mode: str = "permissive", ad=AD) -> None:
+    whole = ad.parse_source(path, mode=mode)
+    streamed = _streamed(path, mode, ad)
     assert streamed.errors == whole.errors
     assert streamed.end_offset == whole.end_offset
     assert [s.key for s in streamed.sessions] == [s.key for s in whole.sessions]
@@ -45,6 +46,35 @@ def _same(path: Path, mode: str = "permissive") -> None:
 @pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("*.jsonl")))
 def test_streamed_parse_of_real_logs(name):
     _same(DATA / name)
+
+
+CODEX = DATA.parent / "codex"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in CODEX.iterdir()
+                                        if p.is_file() and not p.name.endswith(".md")))
+def test_streamed_parse_of_real_codex_logs(name):
+    _same(CODEX / name, ad=adapters.get("codex"))
+
+
+def test_codex_leading_events_without_a_time_wait_for_the_meta(tmp_path):
+    """Records before the session's meta record: their events take its time, known later."""
+    recs = [
+        {"type": "response_item", "payload": {"type": "message", "role": "user",
+                                              "content": [{"type": "input_text", "text": "first"}]}},
+        {"type": "session_meta", "timestamp": "2026-11-25T09:00:00.000Z",
+         "payload": {"id": "c-1", "timestamp": "2026-11-25T09:00:00.000Z", "cwd": "/w",
+                     "cli_version": "0.63.0"}},
+        {"type": "response_item", "timestamp": "2026-11-25T09:00:05.000Z",
+         "payload": {"type": "message", "role": "assistant",
+                     "content": [{"type": "output_text", "text": "ok"}]}},
+    ]
+    p = tmp_path / "rollout.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    _same(p, ad=adapters.get("codex"))
+    events = adapters.get("codex").parse_source(p).sessions[0].events
+    assert [e["t"] for e in events] == ["2026-11-25T09:00:00.000Z"] * 2 + [
+        "2026-11-25T09:00:05.000Z"]
 
 
 def _rec(i, typ="user", ts=True, **kw):
