@@ -4,16 +4,18 @@ An agent calls ``engram explain`` in a loop; each call as a fresh process pays f
 SQLite and the engine's imports before its first query. When ``engram serve`` runs for this
 ``ENGRAM_HOME``, the CLI sends it the command line instead (``ask``) and prints what it answers:
 the same bytes and exit status the command would have given in-process, because the server runs
-the very same ``engram.cli.main`` on them (in the client's working directory).
+the very same ``engram.cli.run`` on them (in the client's working directory).
 
-This module is what the client imports: the standard library only (``os``, ``sys``, ``socket``,
-``json``). Any doubt gives ``None`` and the CLI answers in-process, silently: no server, a socket
-left by a server that died, one owned by another user or reachable by others, a server that is
-busy past ``ENGRAM_SERVE_WAIT`` seconds (default 2), another Engram (version, install, Python),
-another environment (``ENGRAM_*``, ``HOME``, ``XDG_*``, ``*_HOME``, ``TZ``), a command it does
-not serve (``--stdin``, ``-v``, ``--help``), or an answer cut short.
+This module is what the client imports: the standard library's ``os``, ``sys`` and ``_socket``
+(``socket`` and ``json`` cost more than the rest of the client under load). Any doubt gives
+``None`` and the CLI answers in-process, silently: no server, a socket left by a server that
+died, one owned by another user or reachable by others, a server that is busy past
+``ENGRAM_SERVE_WAIT`` seconds (default 2), another Engram (version, install, Python), another
+environment (``ENGRAM_*``, ``HOME``, ``XDG_*``, ``*_HOME``, ``TZ``), a command it does not serve
+(``--stdin``, ``-v``, ``--help``), or an answer cut short. ``ENGRAM_NO_SERVE=1`` never asks.
 
-The wire: the client sends one JSON object (``request``) and shuts its side; the server answers
+The wire: the client sends one dict (``request``) as a Python literal (``repr``; the server reads
+it with ``ast.literal_eval``, which evaluates literals only) and shuts its side; the server answers
 ``ENGRAM-ANSWER <protocol> <exit status> <stdout bytes> <stderr bytes>\\n`` then the two texts
 (UTF-8), or ``ENGRAM-DECLINE <protocol> <reason>\\n``, and closes. The socket is
 ``$ENGRAM_HOME/run/serve.sock``: its directory 0700, the socket 0600, both the user's; the server
@@ -22,8 +24,8 @@ also checks the peer's user id (``SO_PEERCRED``).
 
 from __future__ import annotations
 
+import _socket
 import os
-import socket
 import sys
 
 PROTOCOL = 1
@@ -122,15 +124,17 @@ def ask(argv: list[str]) -> int | None:
     return code
 
 
-def _exchange(path: str, req: dict) -> tuple[int, str, str] | None:
-    import json
+def encode_request(req: dict) -> bytes:
+    return repr(req).encode("utf-8", "surrogatepass")
 
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+
+def _exchange(path: str, req: dict) -> tuple[int, str, str] | None:
+    s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         s.settimeout(_wait_s())
         s.connect(path)
-        s.sendall(json.dumps(req).encode("utf-8", "surrogatepass"))
-        s.shutdown(socket.SHUT_WR)
+        s.sendall(encode_request(req))
+        s.shutdown(_socket.SHUT_WR)
         data = bytearray()
         while True:
             chunk = s.recv(1 << 20)

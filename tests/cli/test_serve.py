@@ -192,18 +192,20 @@ def test_declines(indexed, tmp_path):
     server = Server(run, path=str(tmp_path / "s.sock"))
     try:
         req = warm.request(["explain", "hello.py:4-5"])
-        assert warm.parse_answer(server.answer(b"not json")) is None
+        assert warm.parse_answer(server.answer(b"not a literal")) is None
+        assert server.answer(b"__import__('os').getcwd()").startswith(b"ENGRAM-DECLINE 1 bad-request")
+        assert server.answer(b"[" * 100_000).startswith(b"ENGRAM-DECLINE 1 bad-request")
         assert server.answer(b"[]").startswith(b"ENGRAM-DECLINE 1 bad-request")
-        assert server.answer(json.dumps({**req, "version": "0"}).encode()).startswith(
+        assert server.answer(warm.encode_request({**req, "version": "0"})).startswith(
             b"ENGRAM-DECLINE 1 other-engram")
-        assert server.answer(json.dumps({**req, "argv": ["tapes"]}).encode()).startswith(
+        assert server.answer(warm.encode_request({**req, "argv": ["tapes"]})).startswith(
             b"ENGRAM-DECLINE 1 not-served")
-        code, out, err = warm.parse_answer(server.answer(json.dumps(req).encode()))
+        code, out, err = warm.parse_answer(server.answer(warm.encode_request(req)))
         assert (code, err) == (0, "") and json.loads(out)["sessions"]
         import engram.query.explain as loaded
 
         server.seen[loaded.__file__] = (0, 0)  # as if the file had changed since it was loaded
-        assert server.answer(json.dumps(req).encode()).startswith(b"ENGRAM-DECLINE 1 code-changed")
+        assert server.answer(warm.encode_request(req)).startswith(b"ENGRAM-DECLINE 1 code-changed")
         assert server.stale
     finally:
         server.close()
@@ -217,7 +219,7 @@ def test_a_changed_config_opens_a_new_engine(indexed, tmp_path):
 
     server = Server(run, path=str(tmp_path / "s.sock"))
     try:
-        req = json.dumps(warm.request(["explain", "hello.py:4-5"])).encode()
+        req = warm.encode_request(warm.request(["explain", "hello.py:4-5"]))
         first = warm.parse_answer(server.answer(req))
         (engine,) = [e for e, *_ in commands.kept_engines.values()]
         assert warm.parse_answer(server.answer(req))[0] == 0
