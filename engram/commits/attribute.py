@@ -98,10 +98,12 @@ def _line_owners(conn, ds: list[diff.CommitDiff], tapes: _TapeInfo) -> dict[str,
     lh_all = store.line_hashes(big).tolist()
     xh_all = store.exact_hashes(big).tolist()
     pieces = []   # (commit, path, run, kgram hashes, first line, last line, line hashes, exact ones)
+    starts = np.cumsum([0] + [len(run) for _d, _f, run in runs])
+    cut = np.searchsorted(tok_l, starts.astype(tok_l.dtype)).tolist()   # each run's first token
     off = 0
-    for d, f, run in runs:
+    for r, (d, f, run) in enumerate(runs):
         n = len(run)
-        a, b = np.searchsorted(tok_l, [off, off + n])
+        a, b = cut[r], cut[r + 1]
         tl = np.asarray(tok_l[a:b], np.int64) - off
         # a run shorter than a k-gram (a moved import) has no k-grams; the exact-line rules
         # still apply to it
