@@ -298,9 +298,10 @@ def _tape_matrices(uq: np.ndarray, pairs: np.ndarray, after_rows: np.ndarray,
     the (tape, hash) pairs, as ``tape index × len(uq) + hash index`` (sorted, distinct), where
     one of the tape's edits produced the hash / where the tape holds it otherwise (an edit whose
     before-text block also holds the hash only carried it over)."""
-    p_col, p_blk = pairs >> 32, pairs & _LO32
-    order = np.argsort(p_blk, kind="stable")
-    by_blk = p_blk[order]
+    # the pairs by block: ``block << 32 | column`` sorted (columns and blocks are below 2³²); the
+    # joined rows end in sets, so the order among a block's columns does not matter
+    by_key = np.sort(((pairs & _LO32) << 32) | (pairs >> 32))
+    by_blk, by_col = by_key >> 32, by_key & _LO32
 
     def join(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row, column) for every row whose block is in a pair with that column."""
@@ -308,7 +309,7 @@ def _tape_matrices(uq: np.ndarray, pairs: np.ndarray, after_rows: np.ndarray,
         n = np.searchsorted(by_blk, blocks, "right") - lo
         rows = np.repeat(np.arange(len(blocks)), n)
         idx = np.repeat(lo - np.cumsum(n) + n, n) + np.arange(int(n.sum()))
-        return rows, p_col[order[idx]]
+        return rows, by_col[idx]
 
     a_row, a_col = join(after_rows[:, 0])
     o_row, o_col = join(other_rows[:, 0])
@@ -359,15 +360,16 @@ def _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total, need=Non
     tapes = np.asarray(tape_list, dtype=np.int64)[order]  # by rank
     n_u = int(inv.max()) + 1 if len(inv) else 1
     by_col = np.argsort(inv, kind="stable")
-    cols = inv[by_col]
+    # each column's k-grams: by_col[col_lo[c]:col_lo[c] + col_n[c]]
+    col_n = np.bincount(inv, minlength=n_u)
+    col_lo = np.cumsum(col_n) - col_n
     if need is None:
         need = {m: np.ones(L, bool) for m in ("context", "strict")}
     found1 = {}
     for pass_prod in (True, False):
         pairs = prod if pass_prod else uniq(np.concatenate([prod, other]))
         t_idx, c_idx = pairs // n_u, pairs % n_u
-        lo = np.searchsorted(cols, c_idx, "left")
-        n = np.searchsorted(cols, c_idx, "right") - lo
+        lo, n = col_lo[c_idx], col_n[c_idx]
         ks = by_col[np.repeat(lo - np.cumsum(n) + n, n) + np.arange(int(n.sum()))]
         k_rank, k_line = np.repeat(rank[t_idx], n), kl[ks]
         for mode in ("context", "strict"):
