@@ -213,7 +213,7 @@ def blame(engine, file: str, text: str | None = None, *, earlier: bool = True) -
     out_lines, line_tapes = _line_entries(L, best, per_line_total > 0, log, log_rows, trows)
     result["lines"] = out_lines
     _add_sessions(result, out_lines, line_tapes, trows)
-    result["runs"] = _runs(out_lines)
+    result["runs"] = _runs(out_lines, line_tapes)
     if earlier:
         _earlier(conn, result, {**erows, **log_rows}, trows)
     return result
@@ -547,16 +547,18 @@ def _time_rank(t: queries.TapeRow) -> tuple:
     return (t.last_t or "", t.tape_id)
 
 
-def _runs(lines: list[dict]) -> list[dict]:
-    runs: list[dict] = []
-    for ln in lines:
-        if runs and runs[-1]["tape_id"] == ln["tape_id"]:
-            runs[-1]["end"] = ln["line"]
-            runs[-1]["confidence"] = max(runs[-1]["confidence"], ln["confidence"])
-        else:
-            runs.append({"start": ln["line"], "end": ln["line"], "tape_id": ln["tape_id"],
-                         "confidence": ln["confidence"]})
-    return runs
+def _runs(lines: list[dict], line_tapes: list[int]) -> list[dict]:
+    """Consecutive lines of one session (or of none) as ``{start, end, tape_id, confidence}``,
+    the largest confidence of the run's lines; found on arrays (one tape per line)."""
+    if not lines:
+        return []
+    t = np.asarray(line_tapes, dtype=np.int64)
+    conf = np.fromiter((ln["confidence"] for ln in lines), np.float64, len(lines))
+    starts = np.r_[0, np.flatnonzero(t[1:] != t[:-1]) + 1]
+    ends = np.r_[starts[1:], len(lines)] - 1
+    best = np.maximum.reduceat(conf, starts).tolist()
+    return [{"start": lines[a]["line"], "end": lines[b]["line"], "tape_id": lines[a]["tape_id"],
+             "confidence": c} for a, b, c in zip(starts.tolist(), ends.tolist(), best, strict=True)]
 
 
 def _earlier(conn, result, erows, trows) -> None:
