@@ -43,7 +43,7 @@ def windows(repo: Path, n: int) -> list[str]:
 
 async def run(args) -> dict:
     corpus = bench_lsp.find_corpus(args.corpus)
-    work = HERE / "out" / "lsp"
+    work = Path(args.work) if args.work else HERE / "out" / "lsp"
     repo, env, settings = bench_lsp.prepare(corpus, work, False)
     index = repo / ".engram-cache" / "index.sqlite"
     settings = {**settings, "indexPath": str(index)}  # the index bench_lsp built
@@ -82,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--corpus", default=None)
     ap.add_argument("--n", type=int, default=15)
+    ap.add_argument("--work", default=None,
+                    help="bench_lsp's working directory (default bench/out/lsp; a copy keeps runs apart)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     out = asyncio.run(run(args))
