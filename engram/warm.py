@@ -71,8 +71,21 @@ def identity() -> dict:
 
 
 def served(argv: list[str]) -> bool:
-    return bool(argv) and argv[0] in SERVED and not any(
-        a in _LOCAL_OPTIONS or a.startswith("--stdin=") for a in argv)
+    """Whether a server may answer ``engram <argv>``: none of ``_LOCAL_OPTIONS`` is given, in
+    any spelling ``argparse`` accepts (``--std`` is ``--stdin``; ``-vh`` is ``-v -h``)."""
+    if not argv or argv[0] not in SERVED:
+        return False
+    for a in argv[1:]:
+        if a == "--":
+            break
+        if a.startswith("--"):
+            name = a.split("=", 1)[0]
+            if any(o.startswith(name) for o in _LOCAL_OPTIONS if o.startswith("--")):
+                return False
+        elif a.startswith("-") and len(a) > 1 and not a[1].isdigit():
+            if "v" in a[1:] or "h" in a[1:]:
+                return False
+    return True
 
 
 def request(argv: list[str]) -> dict:

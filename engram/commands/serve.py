@@ -159,6 +159,7 @@ class Server:
 
     def _run(self, argv: list[str]) -> bytes:
         out, err = io.StringIO(), io.StringIO()
+        stdin, sys.stdin = sys.stdin, io.TextIOWrapper(io.BytesIO())  # (nothing served reads it)
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), _logs_to(err):
                 try:
@@ -173,6 +174,8 @@ class Server:
         except Exception:  # a bug: in-process, the client shows its traceback
             log.exception("serve: the command failed; the client answers it in-process")
             return warm.format_decline("error")
+        finally:
+            sys.stdin = stdin
         return warm.format_answer(code, out.getvalue(), err.getvalue())
 
 

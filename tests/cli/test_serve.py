@@ -136,6 +136,16 @@ def test_what_it_does_not_serve_runs_in_process(server, indexed):
     assert server.answered() == 0
 
 
+def test_what_is_served():
+    yes = (["explain", "a.py:1-2"], ["explain", "a.py:1-2", "--pretty", "--before", "3"],
+           ["explain", "--root", "r", "a.py"], ["explain", "--", "-v"])
+    no = (["tapes"], [], ["explain", "--stdin"], ["explain", "--std"], ["explain", "--stdi=x"],
+          ["explain", "a.py", "-v"], ["explain", "a.py", "--verb"], ["explain", "-h"],
+          ["explain", "--he"], ["explain", "a.py", "-vh"], ["explain", "-hv"])
+    assert all(warm.served(a) for a in yes)
+    assert not any(warm.served(a) for a in no)
+
+
 def test_another_environment_is_answered_in_process(server, indexed):
     code, out, _ = engram("explain", "hello.py:4-5", ENGRAM_MAX_FILE_BYTES="4")
     assert code == 1 and out == ""  # the client's limit applies: a 4-byte file limit refuses it
