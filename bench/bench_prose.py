@@ -10,8 +10,10 @@ no code). The bench checks that no discussion shares a run of 4 words with its f
 Steps: ingest the corpus plus the discussions; embed everything (CPU, timed: the target is ≤ 2
 minutes for the whole corpus); split the 40 spans deterministically (sorted by xxh3 of
 ``file:symbol``, alternating) into a calibration half and a report half; on the calibration half
-replay the addition rule (``engram.embed.hybrid.select``) over a grid of threshold × margin ×
-reference rank and keep the best found rate with ≤ 0.1 wrong additions; then on the report half
+replay the addition rule (``engram.embed.hybrid.select``) over a grid of keyword weight
+(``hybrid.rescore``: cosine + weight × FTS5 bm25 of the docstring words) × threshold × margin ×
+reference rank and keep the best found rate with ≤ 0.1 wrong additions (the best per keyword
+weight is reported too); then on the report half
 
 * **CLI**: ``Engine(semantic=True).explain`` (what ``engram explain --semantic`` runs), with the
   shipped constants and with the calibrated ones;
@@ -44,6 +46,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(1, str(HERE))
 
 T0 = "2026-02-01T10:00:00.000Z"
+#: keyword-signal weights tried by the calibration (``hybrid.KEYWORD_WEIGHT`` is one of them).
+KEYWORD_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8)
 
 
 def session_id(item: dict) -> str:
@@ -119,27 +123,36 @@ def calibrate(eng, repo: Path, cal: list[dict]) -> dict:
         plain = eng.explain(str(repo / it["file"]), it["start"], it["end"], brief=True)
         found = [x for x in plain["sessions"] if x["via"] != "semantic"]  # the fingerprint answer
         known = {x["tape_id"] for x in found}
-        pools.append((it, hybrid.candidates(eng, conn, text, found), known,
+        pools.append((it, hybrid.candidates(eng, conn, text, found, keywords=True), known,
                       [x["session"] for x in found]))
     tape_session = dict(conn.execute("SELECT tape_id, session FROM tapes"))
     best = None
-    for th in [round(0.30 + 0.02 * i, 2) for i in range(28)]:
-        for margin in [0.0, 0.02, 0.04, 0.06, 0.08, 0.10, 0.12]:
-            for ref in (2, 3, 5):
-                adds = {}
-                for it, pool, known, base in pools:
-                    sem = [tape_session.get(t) for t, _s in hybrid.select(pool, known, th, margin, ref)]
-                    adds[it["key"]] = {"all": base + sem, "semantic": sem}
-                r = score(adds, cal)
-                key = (r["wrong"] <= 0.1, r["found"], -r["wrong"],
-                       -abs(th - hybrid.THRESHOLD) - abs(margin - hybrid.MARGIN))
-                if best is None or key > best[0]:
-                    best = (key, {"threshold": th, "margin": margin, "ref_rank": ref, **r})
+    best_by_weight: dict[float, tuple] = {}
+    for kw in KEYWORD_WEIGHTS:
+        scored = [(it, hybrid.rescore(pool, kw), known, base) for it, pool, known, base in pools]
+        for th in [round(0.30 + 0.02 * i, 2) for i in range(28)]:
+            for margin in [0.0, 0.02, 0.04, 0.06, 0.08, 0.10, 0.12]:
+                for ref in (2, 3, 5):
+                    adds = {}
+                    for it, pool, known, base in scored:
+                        sem = [tape_session.get(t) for t, _s in hybrid.select(pool, known, th, margin, ref)]
+                        adds[it["key"]] = {"all": base + sem, "semantic": sem}
+                    r = score(adds, cal)
+                    key = (r["wrong"] <= 0.1, r["found"], -r["wrong"],
+                           -abs(th - hybrid.THRESHOLD) - abs(margin - hybrid.MARGIN)
+                           - abs(ref - hybrid.REF_RANK) / 10 - abs(kw - hybrid.KEYWORD_WEIGHT))
+                    row = (key, {"keyword_weight": kw, "threshold": th, "margin": margin,
+                                 "ref_rank": ref, **r})
+                    if best is None or key > best[0]:
+                        best = row
+                    if kw not in best_by_weight or key > best_by_weight[kw][0]:
+                        best_by_weight[kw] = row
     shipped = {}
     for it, pool, known, base in pools:
         sem = [tape_session.get(t) for t, _s in hybrid.select(pool, known)]
         shipped[it["key"]] = {"all": base + sem, "semantic": sem}
-    return {"best": best[1], "shipped": score(shipped, cal)}
+    return {"best": best[1], "shipped": score(shipped, cal),
+            "best_by_keyword_weight": [best_by_weight[kw][1] for kw in KEYWORD_WEIGHTS]}
 
 
 def cli_additions(eng, repo: Path, items: list[dict]) -> dict[str, list[str]]:
@@ -252,10 +265,11 @@ def main(argv: list[str] | None = None) -> int:
     from engram.embed import hybrid
 
     best = report["calibration"]["best"]
-    saved = (hybrid.THRESHOLD, hybrid.MARGIN, hybrid.REF_RANK)
-    hybrid.THRESHOLD, hybrid.MARGIN, hybrid.REF_RANK = best["threshold"], best["margin"], best["ref_rank"]
+    saved = (hybrid.THRESHOLD, hybrid.MARGIN, hybrid.REF_RANK, hybrid.KEYWORD_WEIGHT)
+    (hybrid.THRESHOLD, hybrid.MARGIN, hybrid.REF_RANK,
+     hybrid.KEYWORD_WEIGHT) = best["threshold"], best["margin"], best["ref_rank"], best["keyword_weight"]
     report["cli_calibrated"] = score(cli_additions(eng, repo, rep), rep)
-    hybrid.THRESHOLD, hybrid.MARGIN, hybrid.REF_RANK = saved
+    hybrid.THRESHOLD, hybrid.MARGIN, hybrid.REF_RANK, hybrid.KEYWORD_WEIGHT = saved
     cli = cli_additions(eng, repo, rep)
     eng.close()
     print(json.dumps({k: report[k] for k in ("cli_shipped", "cli_calibrated")}), file=sys.stderr)
@@ -267,6 +281,11 @@ def main(argv: list[str] | None = None) -> int:
         report["lsp_warming_said"] = lsp["warming_said"]
         report["lsp_same_as_cli"] = {ph: sum(lsp[ph].get(k) == v for k, v in cli.items())
                                      for ph in ("first", "loaded")}
+        report["lsp_same_semantic_as_cli"] = {
+            ph: sum((lsp[ph].get(k) or {}).get("semantic") == v["semantic"] for k, v in cli.items())
+            for ph in ("first", "loaded")}
+        report["lsp_differs"] = {k: {"cli": v, "lsp": lsp["loaded"].get(k)} for k, v in cli.items()
+                                 if lsp["loaded"].get(k) != v}
     print(json.dumps(report, indent=2))
     return 0
 

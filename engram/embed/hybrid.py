@@ -12,19 +12,26 @@ Hybrid explain (``semantic_sessions``), after the fingerprint/lineage pass:
    ``span + CONTEXT_WEIGHT * context`` and normalised (the calibrated weight is 0: span only);
 2. the ``POOL`` nearest chunks, minus chunks shared by more than ``BOILERPLATE_TAPES`` tapes
    (template sentences such as "Done, the tests pass" say nothing about this span), grouped per
-   tape (best chunk score, its event offset);
+   tape (best chunk score, its event offset). A keyword signal can be added: ``KEYWORD_WEIGHT ×
+   keyword``, ``keyword`` being the FTS5 bm25 of the span's docstring/comment words (OR-ed, stop
+   words dropped, the name left out) against the events whose chunks the model matched, relative
+   to the pool's best (0..1). It ships at weight 0 (not computed): calibrated on half of the
+   held-out prose it failed the other half (see ``KEYWORD_WEIGHT``);
 3. the whole pool — sessions the fingerprints found included — goes through the no-spread rule
    (all scores equal → nothing added), then ``select`` keeps tapes not found otherwise with
    ``score >= THRESHOLD`` that stand out from the other candidates (``MARGIN`` above the
    ``REF_RANK``-th best), at most ``MAX_ADDITIONS``, best first, ties by tape id;
 4. each addition becomes a session dict of the explain shape with ``via: "semantic"``,
-   ``signals: {"fingerprint": None, "semantic": score}``, ``confidence`` = the semantic score and one
+   ``signals: {"fingerprint": None, "semantic": score, "cosine": cosine}`` (and ``keyword`` when
+   its weight is not 0), ``confidence`` = the semantic score and one
    window around the best-matching event. ``explain_text`` appends them after every fingerprint
    session, so semantic evidence never displaces hard evidence.
 
 ``THRESHOLD``, ``MARGIN``, ``REF_RANK`` and ``CONTEXT_WEIGHT`` are calibrated by
 ``bench/accuracy.py --embed`` on a calibration half of the benchmark's scenario-(e) spans; the
 other half is reported (``docs/benchmarks.md``, "Semantic recall (scenario e)").
+``bench/bench_prose.py`` replays the same rule, ``KEYWORD_WEIGHT`` included, on hand-written
+held-out discussions ("Semantic matching on held-out prose").
 """
 
 from __future__ import annotations
@@ -42,12 +49,26 @@ log = logging.getLogger(__name__)
 
 # Calibrated on the benchmark's calibration half (bench/accuracy.py --embed; docs/benchmarks.md,
 # "Semantic recall (scenario e)"), for all-MiniLM-L6-v2:
-#: absolute cosine floor for a semantic addition.
+#: absolute floor for a semantic addition's score.
 THRESHOLD = 0.58
 #: ... and it must stand out from the crowd: score - (score of the REF_RANK-th best candidate not
 #: found otherwise) >= MARGIN. Pools smaller than REF_RANK are judged by THRESHOLD alone.
 MARGIN = 0.06
 REF_RANK = 3
+#: weight of the keyword signal (FTS5 bm25 of the span's docstring words against the matched
+#: events, relative to the pool's best, 0..1) added to the cosine. 0: not computed, the score is
+#: the cosine. On the held-out prose (bench/bench_prose.py) the calibration half chose 0.6 (found
+#: 0.85-0.90 with <= 0.06 wrong there) and the report half then fell to 0.40 found with 0.53
+#: wrong (docs/benchmarks.md, "Semantic matching on held-out prose"): bm25 of paraphrases is
+#: noise that 20 spans could fit, so it stays off.
+KEYWORD_WEIGHT = 0.0
+#: at most this many distinct words in the keyword query.
+KEYWORD_WORDS = 40
+_STOP = frozenset(
+    "the a an of to in is are be for and or if it its on by with as at from that this which when "
+    "not no only all any each into than then so such can will would should may their there these "
+    "those you your we our was were has have had do does done return returns yield yields true "
+    "false none".split())
 #: weight of the found sessions' reasoning in the query vector (span query has weight 1); the
 #: calibration preferred 0 over 0.3 (that reasoning is mostly about *other* code in the same
 #: request), so the context query is built but off by default.
@@ -278,11 +299,47 @@ def _unit(v: np.ndarray) -> np.ndarray:
     return v / n if n > 0 else v
 
 
+def keyword_query(text: str) -> str | None:
+    """The FTS5 query of a span's keyword signal: the distinct words (3+ letters, stop words
+    dropped) of its docstring summary and comments, OR-ed; None when it has none. The defined
+    name is left out (its parts, "split", "index", match everything)."""
+    sq = span_query(text)
+    head, sep, prose = sq.partition(": ")
+    if not sep:
+        prose = sq if not _DEF.search(text) else ""
+    words = [w for w in dict.fromkeys(x.lower() for x in re.findall(r"[A-Za-z]{3,}", prose))
+             if w not in _STOP][:KEYWORD_WORDS]
+    return " OR ".join(f'"{w}"' for w in words) if words else None
+
+
+def keyword_scores(conn, text: str, events: dict[tuple[str, int], int]) -> dict[tuple[str, int], float]:
+    """``(tape_id, offset) → bm25`` (positive, higher is better) of the given events
+    (``events``: ``(tape_id, offset) → events.id``, the events whose chunks the model matched)
+    against ``keyword_query(text)``; events without a hit are absent."""
+    q = keyword_query(text)
+    if q is None or not events:
+        return {}
+    by_id = {eid: key for key, eid in events.items()}
+    ids = sorted(by_id)
+    out: dict[tuple[str, int], float] = {}
+    for i in range(0, len(ids), 500):
+        part = ids[i:i + 500]
+        marks = ",".join("?" * len(part))
+        for rowid, bm in conn.execute(f"SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? AND rowid IN"
+                                      f" ({marks})", (q, *part)):
+            out[by_id[rowid]] = -float(bm)
+    return out
+
+
 def candidates(engine, conn, text: str, sessions: list[dict], *,
-               context_weight: float | None = None, pool: int = POOL) -> list[dict]:
-    """The scored pool: ``[{"tape_id", "score", "offset", "offsets"}]`` best first (ties by tape
-    id), one per indexed tape among the ``pool`` nearest non-boilerplate chunks. Empty when
-    semantic scoring is off or has no vectors."""
+               context_weight: float | None = None, pool: int = POOL,
+               keyword_weight: float | None = None, keywords: bool | None = None) -> list[dict]:
+    """The scored pool: ``[{"tape_id", "score", "cosine", "keyword", "offset", "offsets"}]`` best
+    first (ties by tape id), one per indexed tape among the ``pool`` nearest non-boilerplate
+    chunks; ``score = cosine + keyword_weight × keyword`` (``rescore`` recomputes it for another
+    weight; ``keywords``: compute the keyword signal even at weight 0, as the calibration does;
+    otherwise ``keyword`` is 0 and no FTS query runs). Empty when semantic scoring is off or has
+    no vectors."""
     emb, store, _st = _scorer(engine)
     if emb is None:
         return []
@@ -301,8 +358,24 @@ def candidates(engine, conn, text: str, sessions: list[dict], *,
                 best[tape] = (score, ofs)
             offs.setdefault(tape, []).append(ofs)
     indexed = _indexed(conn, best.keys())
-    out = [{"tape_id": t, "score": s, "offset": o, "offsets": sorted(set(offs[t]))}
-           for t, (s, o) in best.items() if t in indexed]
+    weight = KEYWORD_WEIGHT if keyword_weight is None else keyword_weight
+    kw = (keyword_scores(conn, text, _event_ids(conn, {(t, o) for t in indexed for o in offs[t]}))
+          if (weight > 0 if keywords is None else keywords) else {})
+    top = max(kw.values(), default=0.0)
+    out = []
+    for t, (s, o) in best.items():
+        if t not in indexed:
+            continue
+        k = max(kw.get((t, x), 0.0) for x in offs[t])
+        out.append({"tape_id": t, "cosine": s, "keyword": round(k / top, 6) if top > 0 else 0.0,
+                    "offset": o, "offsets": sorted(set(offs[t]))})
+    return rescore(out, weight)
+
+
+def rescore(pool: list[dict], keyword_weight: float) -> list[dict]:
+    """``pool`` (``candidates()``) with ``score = cosine + keyword_weight × keyword``, best first,
+    ties by tape id (a new list; the entries are copies)."""
+    out = [{**c, "score": round(c["cosine"] + keyword_weight * c["keyword"], 6)} for c in pool]
     out.sort(key=lambda d: (-d["score"], d["tape_id"]))
     return out
 
@@ -383,5 +456,7 @@ def _session(conn, cand: dict, score: float, before: int, after: int, brief: boo
             "tier": t.tier or "agent", "label": t.label, "model": t.model, "cwd": t.cwd,
             "first_t": t.first_t, "last_t": t.last_t, "confidence": round(score, ROUND),
             "touches": len(cand["offsets"]), "via": "semantic",
-            "signals": {"fingerprint": None, "semantic": round(score, ROUND)},
+            "signals": {"fingerprint": None, "semantic": round(score, ROUND),
+                        "cosine": round(cand["cosine"], ROUND),
+                        **({"keyword": round(cand["keyword"], ROUND)} if KEYWORD_WEIGHT > 0 else {})},
             "live": bool(t.live), "windows": [w]}

@@ -229,3 +229,56 @@ def test_embed_again_without_loading_the_model(world, monkeypatch):
     assert again["embedded"] == 0 and again["tapes_skipped"] == again["tapes"] > 0
     assert again["vectors"] == world["embed"]["vectors"]
     assert embed_run._embedders == {}  # nothing new: answered from the store, no model load
+
+
+def test_keyword_query_is_the_docstring_words_without_the_name():
+    q = hybrid.keyword_query(CHUNKED)
+    words = [w.strip('"') for w in q.split(" OR ")]
+    assert words[:4] == ["break", "iterable", "groups", "length"]
+    assert "chunked" not in words and "the" not in words and "into" not in words
+    assert len(words) == len(set(words))  # distinct
+    assert hybrid.keyword_query("def f(x):\n    return x + 1\n") is None  # no prose: no keywords
+
+
+def test_keyword_signal_scores_tapes_sharing_docstring_words(world):
+    eng = world["engine"]
+    conn = eng.conn()
+    writer = _session_of(eng, "pads the last group")
+    others = [_session_of(eng, t[:40]) for t in OFF_TOPIC]
+    evs = {(t, o): e for t in [writer, *others] for e, o in conn.execute(
+        "SELECT e.id, e.ofs FROM events e JOIN tapes t ON t.id = e.tape WHERE t.tape_id=?", (t,))}
+    kw = hybrid.keyword_scores(conn, CHUNKED, evs)
+    assert any(t == writer for t, _o in kw)  # "last group" / "groups"
+    assert all(t == writer for t, _o in kw)  # no docstring word in the off-topic sessions
+    pool = hybrid.candidates(eng, conn, CHUNKED, [], keyword_weight=0.6)
+    by = {c["tape_id"]: c for c in pool}
+    assert by[writer]["keyword"] == 1.0  # relative to the pool's best
+    for c in pool:  # score = cosine + weight x keyword, best first
+        assert c["score"] == round(c["cosine"] + 0.6 * c["keyword"], 6)
+    assert [c["score"] for c in pool] == sorted((c["score"] for c in pool), reverse=True)
+    # the shipped weight is 0: no FTS query, the score is the cosine (unless asked, as the
+    # calibration does)
+    plain = hybrid.candidates(eng, conn, CHUNKED, [])
+    assert hybrid.KEYWORD_WEIGHT == 0.0 and all(c["keyword"] == 0.0 for c in plain)
+    assert [(c["tape_id"], c["score"]) for c in plain] == [
+        (c["tape_id"], c["cosine"]) for c in hybrid.rescore(pool, 0.0)]
+    asked = hybrid.candidates(eng, conn, CHUNKED, [], keywords=True)
+    assert [c["keyword"] for c in asked] == [c["keyword"] for c in hybrid.rescore(pool, 0.0)]
+    sem = [s for s in eng.explain(*world["span"])["sessions"] if s["via"] == "semantic"]
+    sig = sem[0]["signals"]
+    assert sig["semantic"] == sig["cosine"] and "keyword" not in sig
+
+
+def test_keyword_weight_reorders_the_pool_and_the_additions():
+    pool = [{"tape_id": "a" * 32, "cosine": 0.70, "keyword": 0.0, "offset": 1, "offsets": [1]},
+            {"tape_id": "b" * 32, "cosine": 0.66, "keyword": 1.0, "offset": 2, "offsets": [2]},
+            {"tape_id": "c" * 32, "cosine": 0.50, "keyword": 0.2, "offset": 3, "offsets": [3]}]
+    plain = hybrid.rescore(pool, 0.0)
+    assert [c["tape_id"][0] for c in plain] == ["a", "b", "c"]
+    mixed = hybrid.rescore(pool, 0.6)
+    assert [c["tape_id"][0] for c in mixed] == ["b", "a", "c"]
+    assert mixed[0]["score"] == 1.26 and "score" not in pool[0]  # the input is left alone
+    # the margin rule against the 2nd-best candidate: cosine alone cannot tell a from b (0.04
+    # apart, margin 0.05); with the keyword signal b stands out
+    assert hybrid.select(plain, set(), 0.58, 0.05, 2) == []
+    assert hybrid.select(mixed, set(), 0.58, 0.05, 2) == [("b" * 32, 1.26)]
