@@ -1,7 +1,11 @@
 """``engram mcp``: an MCP server over stdio on the official ``mcp`` SDK (low-level ``Server``).
 
-One warm ``Engine`` for the life of the process, driven from one worker thread (its SQLite
-connection lives there; a slow call never blocks the protocol loop). Tools are
+One warm ``Engine`` for the life of the process. ``explain`` (``INLINE``: what agents call in
+loops, milliseconds) runs on the protocol's event loop: the hand-over to a thread and back cost
+1–3 ms of CPU a call and most of the p95 on a busy machine (``docs/benchmarks.md``). Every other
+tool, and the resources, run on one worker thread, so a slow call (a brief of a big repository,
+a note being indexed) never blocks the protocol loop. Each thread has its own read connection of
+the index (``Engine.conn``). Tools are
 ``engram.mcp.tools``; a tool's result is the CLI's JSON object as ``structuredContent`` and as
 text (``brief``: its Markdown as text). A bad call — unknown tool, missing or wrong-typed
 argument, a span that does not exist — is a tool result with ``isError: true`` and one line
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 from pathlib import Path
 
@@ -32,6 +37,8 @@ URI_PREFIX = "engram://tape/"
 _GONE = (BrokenPipeError, ConnectionResetError, anyio.BrokenResourceError,
          anyio.ClosedResourceError)
 MAX_LISTED_TAPES = 500
+#: tools run on the event loop itself (see the module's docstring)
+INLINE = frozenset({"explain"})
 
 INSTRUCTIONS = (
     "Engram knows which agent sessions wrote the code in this repository and why. Before "
@@ -135,6 +142,8 @@ def build(app: EngramMCP) -> Server:
         return types.ListToolsResult(tools=app.list_tools())
 
     async def on_call_tool(ctx, params: types.CallToolRequestParams) -> dict:
+        if params.name in INLINE:
+            return app.call(params.name, params.arguments)
         return await app.run(app.call, params.name, params.arguments)
 
     async def on_list_resources(ctx, params) -> types.ListResourcesResult:
@@ -163,6 +172,9 @@ def build(app: EngramMCP) -> Server:
 
 async def _serve(app: EngramMCP) -> None:
     server = build(app)
+    if app.engine.index_path.exists():  # the event loop's own connection, for INLINE tools
+        with contextlib.suppress(Exception):
+            app.engine.conn()
     async with stdio.transport() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
