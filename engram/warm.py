@@ -118,10 +118,14 @@ def ask(argv: list[str]) -> int | None:
     (nothing printed) when it cannot answer it."""
     if not served(argv) or os.environ.get(ENV_OFF):
         return None
-    path = socket_path()
-    if not _safe_socket(path):
+    try:
+        path = socket_path()
+        if not _safe_socket(path):
+            return None
+        req = request(argv)
+    except (OSError, ValueError, RuntimeError):  # no working directory, no home, ...: in-process
         return None
-    answer = _exchange(path, request(argv))
+    answer = _exchange(path, req)
     if answer is None:
         return None
     code, out, err = answer

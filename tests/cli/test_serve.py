@@ -122,6 +122,20 @@ def test_a_killed_server_removes_its_socket(server):
     assert not os.path.exists(warm.socket_path())
 
 
+def test_idle_exit_and_a_deleted_working_directory(indexed, tmp_path):
+    s = Serve(tmp_path)
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    p = subprocess.run([sys.executable, "-c", "import os, sys; os.chdir(sys.argv[1]); os.rmdir(sys.argv[1]); "
+                        "from engram.cli import main; sys.exit(main(['explain', 'hello.py:4-5']))", str(gone)],
+                       capture_output=True, text=True, env=_env())
+    assert "Traceback" not in p.stderr and s.answered() == 0
+    s.stop()
+    p = subprocess.run([sys.executable, "-m", "engram.cli", "serve", "--idle-exit", "0.5"],
+                       capture_output=True, text=True, env=_env(), timeout=60)
+    assert p.returncode == 0 and not os.path.exists(warm.socket_path())
+
+
 def test_a_second_server_is_refused(server):
     code, _out, err = engram("serve")
     assert code == 1 and "another engram serve answers there already" in err
