@@ -62,6 +62,9 @@ def register(server) -> None:
         doc = documents.resolve(ls, params.text_document.uri)
         backend = ls.get_backend()
         results = stored(backend, doc)
+        first = getattr(ls, "first_lens", None)
+        if first is not None:
+            first.set()  # the engine's import may start now (lifecycle._preload)
         if results is None:
             results = await ls.run(lens_blocks, backend, doc, quiet=list)
         return lenses_of(results, doc.uri, ls.settings.min_sessions)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 
@@ -29,8 +30,8 @@ def register(server) -> None:
         ls.init_options = params.initialization_options
         settings.apply(ls, params.initialization_options, announce=False)
         ls.preloaded = threading.Event()
-        threading.Thread(target=_preload, args=(ls.preloaded,), name="engram-preload",
-                         daemon=True).start()
+        ls.first_lens = threading.Event()  # set by the first code lens request (code_lens.py)
+        threading.Thread(target=_preload, args=(ls,), name="engram-preload", daemon=True).start()
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls, params: types.InitializedParams) -> None:
@@ -44,11 +45,21 @@ def register(server) -> None:
         stop(ls)
 
 
-def _preload(done: threading.Event) -> None:
+# When lens counts are kept on disk for the index (``engram_lsp.lenses``), the first code lens is
+# likely answered from them without the engine: the import waits for it (at most this long), so
+# that it does not hold the GIL in numpy's C initialisation meanwhile. A lens they do not answer
+# imports the engine on its query thread at once, as the preload would.
+_LENS_FIRST_S = 0.1
+
+
+def _preload(ls) -> None:
     """Import the engine (numpy, apsw, the fingerprinting) and load a grammar while the client
     finishes the handshake and opens its first file, instead of on that file's first code lens.
     The answer to ``initialize`` is not held for it: this runs on its own thread."""
+    done: threading.Event = ls.preloaded
     try:
+        if _lenses_kept(ls):
+            ls.first_lens.wait(_LENS_FIRST_S)
         from engram.engine import Engine
 
         Engine.top_level_blocks("def warm():\n    return 1\n", "warm.py")
@@ -56,6 +67,16 @@ def _preload(done: threading.Event) -> None:
         log.debug("preload failed", exc_info=True)
     finally:
         done.set()
+
+
+def _lenses_kept(ls) -> bool:
+    try:
+        from engram.config import resolve_index_path
+        from engram_lsp.lenses import SUFFIX
+
+        return os.path.exists(str(resolve_index_path(ls.root, ls.settings.index_path)) + SUFFIX)
+    except Exception:
+        return False
 
 
 # The startup's own work (checking the index, reading ahead the rows lenses look up, the startup
