@@ -16,6 +16,7 @@ server has loaded changed on disk, and the server then stops.
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import logging
 import os
@@ -110,6 +111,7 @@ class Server:
         from engram.retrieval import log as _retrieval_log  # noqa: F401
 
         self.code_changed()
+        gc.freeze()  # what is loaded is kept: the garbage collector's full passes skip it
 
     def code_changed(self) -> bool:
         """Whether a module of Engram this process has loaded changed on disk since (a fresh
