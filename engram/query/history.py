@@ -226,7 +226,7 @@ def _block_roles(conn, uq: np.ndarray):
     rows ``(block, tape, block of the edit's before-text or -1)`` of edits whose after-text a block
     is; ``other`` the rows ``(block, tape)`` of the tapes holding a block otherwise."""
     pairs = _posting_pairs(conn, uq, _not_boilerplate(conn, uq))
-    blocks = uniq(pairs & _LO32)
+    blocks = _uniq(pairs & _LO32)
     refs = queries.refs_for_blocks(conn, blocks.tolist())
     erows = queries.events(conn, {eid for _b, eid, _r, _l in refs})
     # an edit produced a hash when it is in its after-text but not in its before-text (lines
@@ -244,12 +244,22 @@ def _block_roles(conn, uq: np.ndarray):
     a_eid = R[is_after, 1].tolist()
     after_rows = np.column_stack([R[is_after, 0], tape[is_after],
                                   np.fromiter((before_of.get(e, -1) for e in a_eid), np.int64, len(a_eid))])
-    codes = uniq((R[is_other, 0] << 32) | tape[is_other])       # distinct (block, tape), sorted
+    codes = _uniq((R[is_other, 0] << 32) | tape[is_other])       # distinct (block, tape), sorted
     other_rows = np.column_stack([codes >> 32, codes & _LO32])
     return pairs, after_rows.reshape(-1, 3), other_rows.reshape(-1, 2), erows
 
 
 _LO32 = (1 << 32) - 1
+
+
+def _uniq(a: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (``sortedset.uniq``): an already sorted array is only deduplicated,
+    another sorted by numpy's default sort (several times faster than the stable sort on
+    unordered integers; equal integers are indistinguishable, so the result is the same)."""
+    if len(a) < 2:
+        return np.sort(a)
+    s = a if bool((a[1:] >= a[:-1]).all()) else np.sort(a)
+    return s[np.r_[True, s[1:] != s[:-1]]]
 
 
 def _not_boilerplate(conn, uq: np.ndarray) -> np.ndarray:
@@ -264,7 +274,7 @@ def _not_boilerplate(conn, uq: np.ndarray) -> np.ndarray:
     if not bp:
         return np.ones(len(uq), bool)
     last = np.r_[keys[1:] != keys[:-1], True]
-    return ~(last & member(keys, uniq(np.fromiter(bp, np.int64, len(bp)))))
+    return ~(last & member(keys, _uniq(np.fromiter(bp, np.int64, len(bp)))))
 
 
 def _posting_pairs(conn, uq: np.ndarray, keep: np.ndarray) -> np.ndarray:
@@ -274,7 +284,7 @@ def _posting_pairs(conn, uq: np.ndarray, keep: np.ndarray) -> np.ndarray:
     if not keep.any():
         return np.zeros(0, dtype=np.int64)
     keys = queries.index_keys(uq)
-    want = uniq(keys[keep])
+    want = _uniq(keys[keep])
     # from the postings a long-running process holds in memory when it does (the language
     # server: ``engram.index.postings``), else from SQLite; the same codes either way
     cache = postings._cache(conn)
@@ -289,7 +299,7 @@ def _posting_pairs(conn, uq: np.ndarray, keep: np.ndarray) -> np.ndarray:
             if own:
                 conn.execute("COMMIT")
     col = np.searchsorted(keys, codes >> 32, "right") - 1  # the largest hash with that key
-    return uniq((col << 32) | (codes & _LO32))
+    return _uniq((col << 32) | (codes & _LO32))
 
 
 def _tape_matrices(uq: np.ndarray, pairs: np.ndarray, after_rows: np.ndarray,
@@ -316,11 +326,11 @@ def _tape_matrices(uq: np.ndarray, pairs: np.ndarray, after_rows: np.ndarray,
     a_tape, o_tape = after_rows[a_row, 1], other_rows[o_row, 1]
     before = after_rows[a_row, 2]
     carried = (before >= 0) & member((a_col << 32) | np.maximum(before, 0), pairs)
-    tape_list = uniq(np.concatenate([a_tape, o_tape])).tolist()
+    tape_list = _uniq(np.concatenate([a_tape, o_tape])).tolist()
     tl = np.asarray(tape_list, dtype=np.int64)
     n_u = len(uq)
-    prod = uniq(np.searchsorted(tl, a_tape[~carried]) * n_u + a_col[~carried])
-    other = uniq(np.concatenate([np.searchsorted(tl, a_tape[carried]) * n_u + a_col[carried],
+    prod = _uniq(np.searchsorted(tl, a_tape[~carried]) * n_u + a_col[~carried])
+    other = _uniq(np.concatenate([np.searchsorted(tl, a_tape[carried]) * n_u + a_col[carried],
                                       np.searchsorted(tl, o_tape) * n_u + o_col]))
     return tape_list, prod, other
 
@@ -367,7 +377,7 @@ def _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total, need=Non
         need = {m: np.ones(L, bool) for m in ("context", "strict")}
     found1 = {}
     for pass_prod in (True, False):
-        pairs = prod if pass_prod else uniq(np.concatenate([prod, other]))
+        pairs = prod if pass_prod else uniq(np.concatenate([prod, other]))   # two sorted runs: a merge
         t_idx, c_idx = pairs // n_u, pairs % n_u
         lo, n = col_lo[c_idx], col_n[c_idx]
         ks = by_col[np.repeat(lo - np.cumsum(n) + n, n) + np.arange(int(n.sum()))]
