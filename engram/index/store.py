@@ -29,6 +29,7 @@ _EMPTY = np.zeros(0, np.int64)
 
 MAX_BLOCK_CHARS = 4_000_000     # text beyond this is not fingerprinted (the tape keeps it all)
 INSERT_CHUNK_ROWS = 1 << 21     # fingerprint rows inserted at a time (``Batch._insert_blocks``)
+BOILERPLATE_DEFER = 1 << 22     # a streamed session's hashes whose boilerplate counts wait
 MAX_FTS_CHARS = 65_536
 BLOCK_RULES = 2                 # which texts of an event are blocks, and how (``event_blocks``,
 # ``_Derived``); the index keeps it with the fingerprint parameters (another value: rebuild).
@@ -692,6 +693,10 @@ class Batch:
         conn, cache = self.conn, self.cache
         lined: set[int] = set()
         ofs = 0
+        # the boilerplate counts of the parts' hashes, updated once ``BOILERPLATE_DEFER`` of them
+        # wait (and at the end): a count updated later includes later parts' rows, as the
+        # whole-session path's does, and a hash of many parts is counted once, not in each
+        waiting: list[np.ndarray] = []
         parts = rec.prepared.parts()
         for pblocks, texts in itertools.chain([([[]], None)], parts):  # the meta's first
             event_rows, ref_rows, line_rows, fts_rows = [], [], [], []
@@ -727,10 +732,15 @@ class Batch:
                 conn.executemany("INSERT INTO fts(rowid, text) VALUES (?,?)", fts_rows)
             new = blocks.new[first_new:]
             if new:
-                stats["fingerprints"] += self._insert_blocks(new, blocks.ids, keep, ready)
+                stats["fingerprints"] += self._insert_blocks(new, blocks.ids, keep, ready, waiting)
                 stats["blocks"] += len(new)
                 del blocks.new[first_new:]   # inserted
+                if sum(len(w) for w in waiting) >= BOILERPLATE_DEFER:
+                    self._update_boilerplate(uniq(np.concatenate(waiting)))
+                    waiting = []
             del event_rows, ref_rows, line_rows, fts_rows, ready, new, pblocks, texts
+        if waiting:
+            self._update_boilerplate(uniq(np.concatenate(waiting)))
         if ofs != len(rec.events):
             raise ValueError(f"prepared parts of {ofs} events for a session of {len(rec.events)}")
         stats["events"] += len(rec.events)
@@ -738,7 +748,8 @@ class Batch:
 
     def _insert_blocks(self, new_blocks: list[tuple[bytes, str | None]],
                        block_ids: dict[bytes, int], keep: set[bytes] | None = None,
-                       ready: dict[bytes, tuple] | None = None) -> int:
+                       ready: dict[bytes, tuple] | None = None,
+                       defer: list[np.ndarray] | None = None) -> int:
         """``new_blocks``: (hash, capped text), or (hash, None) for a block prepared ahead
         (its values in ``ready``). Inserted a chunk of about ``INSERT_CHUNK_ROWS`` fingerprint
         rows at a time (blocks in id order), so the row arrays stay small however big the batch
@@ -758,8 +769,11 @@ class Batch:
         if chunk:
             n += self._insert_chunk(chunk, block_ids, keep, ready, hashes)
         if hashes:  # once all rows are in: the counts are the batch's
-            self._update_boilerplate(hashes[0] if len(hashes) == 1
-                                     else uniq(np.concatenate(hashes)))
+            distinct = hashes[0] if len(hashes) == 1 else uniq(np.concatenate(hashes))
+            if defer is not None:  # (the caller updates them later, with later rows in)
+                defer.append(distinct)
+            else:
+                self._update_boilerplate(distinct)
         return n
 
     def _insert_chunk(self, new_blocks: list[tuple[bytes, str | None]],

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from engram.cli import main
 from engram.engine import Engine
+from engram.index import store
 from engram.ingest import ingestor, worker
 
 HARNESS = Path(__file__).resolve().parents[1] / "data" / "harness"
@@ -62,16 +63,19 @@ def test_streamed_sessions_index_what_whole_sessions_index(tmp_path, monkeypatch
     real = worker.stream
     monkeypatch.setattr(worker, "stream", lambda *a: streamed.append(a[1]) or real(*a))
 
+    # boilerplate counts from 2 blocks: the table is not empty, and its counts are compared
+    monkeypatch.setattr(store, "BOILERPLATE_MIN", 2)
     monkeypatch.setattr(ingestor, "STREAM_MIN_BYTES", 1 << 62)
     monkeypatch.setattr(ingestor, "PROCESS_MIN_BYTES", 1 << 62)
     res = _run(home, capsys)
     assert res["error_count"] == 0 and res["sessions"] == 8 and res["tapes_written"] == 8
     plain = _index(root, home)
-    assert not streamed
+    assert not streamed and plain["boilerplate"]
 
     # in-process, cut into parts of 3 events (every call's events kept together)
     monkeypatch.setattr(ingestor, "STREAM_MIN_BYTES", 0)
     monkeypatch.setattr(worker, "STREAM_CHUNK_EVENTS", 3)
+    monkeypatch.setattr(store, "BOILERPLATE_DEFER", 1)   # counts updated after every part
     res = _run(home, capsys)
     assert res["error_count"] == 0 and res["sessions"] == 8 and res["tapes_written"] == 8
     assert len(streamed) == 8 and res["streamed"] == 8
