@@ -478,6 +478,7 @@ def _line_entries(L: int, best, own: np.ndarray, log, log_rows, trows) -> tuple[
     b_conf = np.where(strict, best["strict"][1], best["context"][1]).tolist()
     b_prod = np.where(strict, best["strict"][2], best["context"][2]).tolist()
     tid = {t: r.tape_id for t, r in trows.items()}
+    rounded = {c: round(c, ROUND) for c in set(b_conf)}   # few distinct scores: round each once
     out_lines = []
     line_tapes = []
     for i in range(L):
@@ -488,10 +489,10 @@ def _line_entries(L: int, best, own: np.ndarray, log, log_rows, trows) -> tuple[
         else:
             t, c = b_tape[i], b_conf[i]
             if t < 0 or c < BLAME_MIN:
-                entry = {"line": i + 1, "tape_id": None, "confidence": round(c, ROUND), "via": None}
+                entry = {"line": i + 1, "tape_id": None, "confidence": rounded[c], "via": None}
                 t = -1
             else:
-                entry = {"line": i + 1, "tape_id": tid[t], "confidence": round(c, ROUND),
+                entry = {"line": i + 1, "tape_id": tid[t], "confidence": rounded[c],
                          "via": "direct", "produced": b_prod[i]}
                 if not own_l[i]:
                     entry["inferred"] = True   # no fingerprint starts on this line: its neighbours decide
@@ -502,10 +503,11 @@ def _line_entries(L: int, best, own: np.ndarray, log, log_rows, trows) -> tuple[
 
 def _add_sessions(result: dict, out_lines: list[dict], line_tapes: list[int], trows) -> None:
     """``result["sessions"]``: each session some line is attributed to, with its line count."""
-    used = {trows[t].tape_id: trows[t] for t in set(line_tapes) if t >= 0}
-    count: dict[str, int] = defaultdict(int)
-    for ln in out_lines:
-        count[ln["tape_id"]] += 1
+    per_tape: dict[int, int] = defaultdict(int)     # a line's tape_id is its tape's (-1: none)
+    for t in line_tapes:
+        per_tape[t] += 1
+    used = {trows[t].tape_id: trows[t] for t in per_tape if t >= 0}
+    count = {trows[t].tape_id: n for t, n in per_tape.items() if t >= 0}
     for tid, t in sorted(used.items()):
         n = count[tid]
         if n == 0:
