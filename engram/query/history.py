@@ -196,7 +196,7 @@ def blame(engine, file: str, text: str | None = None, *, earlier: bool = True) -
     if n_lines == 0:
         return result
     uq, inv = _unique_inverse(allk)
-    pairs, after_rows, other_rows, erows = _block_roles(conn, uq)
+    pairs, after_rows, other_rows, erows = _block_roles(conn, uq, rows=earlier)
     tape_list, prod, other = _tape_matrices(uq, pairs, after_rows, other_rows)
     L = n_lines
     kl = np.clip(klines, 0, L - 1)
@@ -219,21 +219,27 @@ def blame(engine, file: str, text: str | None = None, *, earlier: bool = True) -
     return result
 
 
-def _block_roles(conn, uq: np.ndarray):
+def _block_roles(conn, uq: np.ndarray, rows: bool = True):
     """The index's postings of the file's distinct hashes ``uq`` (less boilerplate), by role, as
     arrays: ``(pairs, after, other, the events)`` where ``pairs`` are the distinct
     ``(column of the hash in uq, block)`` codes ``column << 32 | block``, sorted; ``after`` the
     rows ``(block, tape, block of the edit's before-text or -1)`` of edits whose after-text a block
-    is; ``other`` the rows ``(block, tape)`` of the tapes holding a block otherwise."""
+    is; ``other`` the rows ``(block, tape)`` of the tapes holding a block otherwise. ``rows=False``:
+    the events are not returned (``{}``), only their tapes looked up."""
     pairs = _posting_pairs(conn, uq, _not_boilerplate(conn, uq))
     blocks = _uniq(pairs & _LO32)
     refs = queries.refs_for_blocks(conn, blocks.tolist())
-    erows = queries.events(conn, {eid for _b, eid, _r, _l in refs})
+    eids = {eid for _b, eid, _r, _l in refs}
+    if rows:
+        erows = queries.events(conn, eids)
+        tapes_of = {e: r.tape for e, r in erows.items()}
+    else:
+        erows, tapes_of = {}, _event_tapes(conn, eids)
     # an edit produced a hash when it is in its after-text but not in its before-text (lines
     # carried over as context were there before the edit: they belong to whoever wrote them)
     R = np.array(refs, dtype=np.int64).reshape(-1, 4)
-    known = np.array(sorted(erows), dtype=np.int64)
-    tape_of = np.array([erows[e].tape for e in known.tolist()], dtype=np.int64)
+    known = np.array(sorted(tapes_of), dtype=np.int64)
+    tape_of = np.array([tapes_of[e] for e in known.tolist()], dtype=np.int64)
     at = np.minimum(np.searchsorted(known, R[:, 1]), max(len(known) - 1, 0))
     ok = known[at] == R[:, 1] if len(known) else np.zeros(len(R), bool)
     tape = tape_of[at] if len(known) else np.zeros(len(R), np.int64)
@@ -250,6 +256,22 @@ def _block_roles(conn, uq: np.ndarray):
 
 
 _LO32 = (1 << 32) - 1
+
+
+def _event_tapes(conn, eids: set[int]) -> dict[int, int]:
+    """``{event: its tape}`` for the events that exist, held per index version (the line
+    annotation needs only the tapes, not the event rows)."""
+    held = queries.memo(conn, "history.event_tapes", dict)
+    missing = sorted(e for e in eids if e not in held)
+    if missing:
+        import apsw
+
+        if len(held) > 2_000_000:
+            held.clear()
+        for i in range(0, len(missing), 20000):
+            held.update(conn.execute("SELECT id, tape FROM events WHERE id IN carray(?)",
+                                     (apsw.carray(queries._i64(missing[i:i + 20000])),)))
+    return {e: held[e] for e in eids if e in held}
 
 
 def _uniq(a: np.ndarray) -> np.ndarray:
