@@ -355,3 +355,24 @@ def test_a_moved_line_keeps_its_writer(repo, capsys):
 
 def _tape(c, sid):
     return next(s["tape_id"] for s in c["sessions"] if s["session"] == sid)
+
+
+def test_a_copied_line_is_the_copying_sessions(repo, capsys):
+    """A later session's edit repeats an existing line (the same text twice now): the commit that
+    adds the copy is that session's, not the session that wrote the first one."""
+    w = repo
+    s1 = w.session(name="s9").user("configure the pool")
+    s1.write("app/pool.py", B).save()
+    w.checkout()
+    git(w.root, "add", "app/pool.py")
+    git(w.root, "commit", "-q", "-m", "pool")
+    line = "            time.sleep(2 ** attempt)\n"
+    s2 = w.session(name="s10").user("wait twice as long between retries")
+    s2.edit("app/pool.py", line, line + line).save()
+    w.checkout()
+    git(w.root, "commit", "-q", "-am", "longer waits")
+    assert main(["ingest", "--seal"]) == 0
+    capsys.readouterr()
+    c = run_json(capsys, "show", "HEAD")["commit"]
+    assert c["subject"] == "longer waits" and c["added_lines"] == 1
+    assert [s["session"] for s in c["sessions"]] == [s2.sid]
