@@ -399,20 +399,30 @@ def _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total, need=Non
         need = {m: np.ones(L, bool) for m in ("context", "strict")}
     found1 = {}
     for pass_prod in (True, False):
-        pairs = prod if pass_prod else uniq(np.concatenate([prod, other]))   # two sorted runs: a merge
+        # only the k-grams that can score a line a mode still has to judge: a line a producer
+        # already won is not judged again by the second pass
+        wants = {}
+        for mode in ("context", "strict"):
+            want = need[mode] & ~best[mode][2] if not pass_prod else need[mode]
+            if want.any() and mode == "context":
+                want = np.convolve(want, np.ones(2 * BLAME_CONTEXT + 1), mode="same")[:L] > 0 \
+                    if L > 2 * BLAME_CONTEXT else np.ones(L, bool)
+            wants[mode] = want
+        if pass_prod:
+            pairs = prod
+        else:
+            # the pairs of hashes none of whose k-grams is on such a line are left out first
+            col_ok = np.zeros(n_u, bool)
+            col_ok[inv[(wants["context"] | wants["strict"])[kl]]] = True
+            pairs = uniq(np.concatenate([prod[col_ok[prod % n_u]], other[col_ok[other % n_u]]]))
         t_idx, c_idx = pairs // n_u, pairs % n_u
         lo, n = col_lo[c_idx], col_n[c_idx]
         ks = by_col[np.repeat(lo - np.cumsum(n) + n, n) + np.arange(int(n.sum()))]
         k_rank, k_line = np.repeat(rank[t_idx], n), kl[ks]
         for mode in ("context", "strict"):
-            # only the k-grams that can score a line this mode still has to judge: a line a
-            # producer already won is not judged again by the second pass
-            want = need[mode] & ~best[mode][2] if not pass_prod else need[mode]
+            want = wants[mode]
             if not want.any():
                 continue
-            if mode == "context":
-                want = np.convolve(want, np.ones(2 * BLAME_CONTEXT + 1), mode="same")[:L] > 0 \
-                    if L > 2 * BLAME_CONTEXT else np.ones(L, bool)
             sel = want[k_line]
             own = _counted(k_rank[sel] * L + k_line[sel])
             code, found = own if mode == "strict" else _spread(*own, L)
