@@ -27,6 +27,7 @@ SCHEMA_VERSION = len(MIGRATIONS)
 SQLITE_MAX_PATH = 512
 """The longest absolute path SQLite's unix VFS opens (its ``MAX_PATHNAME``)."""
 BUSY_TIMEOUT_MS = 30_000
+MMAP_BYTES = 256 << 20   # of the index file mapped by a reading connection (``connect(mmap=...)``)
 
 
 def fingerprint_params() -> dict:
@@ -43,8 +44,14 @@ class IndexUnavailable(EngramError):
     code = "index-unavailable"
 
 
-def connect(path: Path, *, create: bool = True, readonly: bool = False) -> apsw.Connection:
+def connect(path: Path, *, create: bool = True, readonly: bool = False,
+            mmap: bool = True) -> apsw.Connection:
     """Open (and, if ``create``, initialise or migrate) the index at ``path``.
+
+    ``mmap``: read the file through a memory map (``MMAP_BYTES``), as the readers that answer
+    queries do. An ingest opens it without one: its mapped pages count in its resident memory,
+    and again in its parse worker's (~370 MB of the two at 16k sessions), for reads that SQLite's
+    page cache and the OS serve as well.
 
     Raises ``NotIndexed`` when it does not exist and ``create`` is false, ``SchemaTooNew`` for an
     index from a newer Engram, ``IndexMismatch`` when fingerprint parameters differ (rebuild).
@@ -64,7 +71,7 @@ def connect(path: Path, *, create: bool = True, readonly: bool = False) -> apsw.
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA cache_size=-65536")
         conn.execute("PRAGMA temp_store=MEMORY")
-        conn.execute("PRAGMA mmap_size=268435456")
+        conn.execute(f"PRAGMA mmap_size={MMAP_BYTES if mmap else 0}")
         if not readonly:
             _migrate(conn)
         _check_meta(conn, path, readonly)

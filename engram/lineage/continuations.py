@@ -373,7 +373,7 @@ def compute_remote(db_path: str, tape_rows: list[int], kept: dict | None = None)
     heads and this run's postings, so that neither is read again."""
     from engram.index import db
 
-    conn = db.connect(Path(db_path), readonly=True)
+    conn = db.connect(Path(db_path), readonly=True, mmap=False)
     try:
         ops: list[tuple] = []
         stats = {"continuations": 0, "dispatch": 0}
