@@ -100,7 +100,7 @@ class Engine:
                     p = Path(str(self.index_path) + suffix)
                     if p.exists():
                         p.unlink()
-            conn = db.connect(self.index_path, create=True)
+            conn = db.connect(self.index_path, create=True, mmap=False)
             try:
                 from engram.ingest.ingestor import Ingestor  # (lazy: explain needs none of ingest)
                 summary = Ingestor(self.root, self.config, conn).run(
