@@ -79,3 +79,28 @@ def test_streamed_refuses_a_first_event_not_meta(tmp_path):
     with pytest.raises(ValueError):
         enc.finish({"k": "msg.in"})
     assert enc.spill is None and not enc.buf
+
+
+def test_a_streamed_sessions_prepared_parts_are_swept_once_their_writer_is_gone(tmp_path):
+    """The parts file ``worker.stream`` leaves for the ingest is named as a tape temp file of
+    its writer: a kill -9 between the two leaves it to ``sweep_temp``, never for good."""
+    import os
+    import subprocess
+    import sys
+
+    from engram.index import store
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    mine = store.PreparedSpill.create(tmp_path, f".{'a' * 32}.{os.getpid()}-"
+                                                f"{writer._host_tag()}.prepared.tmp")
+    mine.write(([[]], None))
+    mine.close()
+    gone = store.PreparedSpill.create(tmp_path, f".{'b' * 32}.{p.pid}-"
+                                                f"{writer._host_tag()}.prepared.tmp")
+    gone.close()
+    assert oct(os.stat(mine.path).st_mode & 0o777) == "0o600"
+    assert writer.sweep_temp(tmp_path) == [tmp_path / os.path.basename(gone.path)]
+    assert list(mine.parts()) == [([[]], None)]
+    mine.discard()
+    assert not os.path.exists(mine.path)
