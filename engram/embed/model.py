@@ -173,6 +173,11 @@ class Embedder:
             raise EmbedUnavailable(f"semantic scoring is off: {reason}")
         os.environ["HF_HUB_OFFLINE"] = "1"
         os.environ["TRANSFORMERS_OFFLINE"] = "1"
+        # OpenMP threads that finish a batch sleep instead of spinning for the next one (read when
+        # torch starts its thread pool; a value the user set wins). On a shared 2-core machine the
+        # whole bench corpus took 141 CPU-s instead of 238 for the same wall time
+        # (docs/benchmarks.md, "A keyword signal, calibrated and refuted; ...").
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         import torch
         import transformers
         from transformers import AutoConfig, AutoModel, AutoTokenizer
