@@ -45,6 +45,8 @@ from engram.sortedset import member, uniq
 log = logging.getLogger(__name__)
 
 LINK_PASS_HASHES = 2_000_000   # query hashes matched in one pass of ``_link`` (memory bound)
+LINK_PASS_POSTINGS = 2_000_000  # postings one pass holds: more, and its edits are split in two
+LINK_MATCH_ROWS = 1_000_000     # postings gathered by one ``match_all`` (queries x their postings)
 
 
 class Node:
@@ -93,26 +95,32 @@ class Postings:
     once (``match_all``)."""
 
     def __init__(self, conn: apsw.Connection, hashes: np.ndarray, skip: set[int],
-                 cache: IngestCache | None = None, linkable_only: bool = False):
+                 cache: IngestCache | None = None, linkable_only: bool = False,
+                 max_rows: int | None = None):
         """``linkable_only``: keep only the postings in blocks that an edit or a read holds (the
         only ones that can link, or count for a location-only edge) — after the popular hashes
-        are found, which counts postings in every block."""
-        parts = [postings(conn, hashes[i:i + 20000], cache) for i in range(0, len(hashes), 20000)]
+        are found, which counts postings in every block. Every hash's postings come in one chunk
+        of 20,000 hashes, so each chunk is filtered as it comes. ``max_rows``: stop once more than
+        that many postings are kept (``complete`` is then False, and the arrays empty)."""
+        parts, kept, self.complete = [], 0, True
+        skipped = uniq(np.fromiter(skip, np.int64, len(skip)))
+        for i in range(0, len(hashes), 20000):
+            arr = _filtered(conn, postings(conn, hashes[i:i + 20000], cache), skipped, linkable_only)
+            parts.append(arr)
+            kept += len(arr)
+            if max_rows is not None and kept > max_rows:
+                self.complete, parts = False, []
+                break
         arr = np.concatenate(parts) if parts else np.zeros((0, 3), np.int64)
-        if len(arr):
-            # hashes with more than POPULAR_POSTINGS postings, and the skipped ones, are dropped
-            hs = np.sort(arr[:, 0])
-            run = np.flatnonzero(np.r_[True, hs[1:] != hs[:-1]])
-            cnt = np.diff(np.r_[run, len(hs)])
-            drop = hs[run[cnt > POPULAR_POSTINGS]]
-            if skip:
-                drop = uniq(np.concatenate([drop, np.fromiter(skip, np.int64, len(skip))]))
-            keep = ~member(arr[:, 0], drop)
-            if linkable_only:
-                keep &= member(arr[:, 1], _held_blocks(conn, uniq(arr[keep, 1])))
-            arr = arr[keep]
+        del parts
         o = np.lexsort((arr[:, 1], arr[:, 0]))
         self.H, self.B, self.L = arr[o, 0], arr[o, 1], arr[o, 2]
+
+    def rows_of(self, q: tuple[np.ndarray, int] | None) -> int:
+        """How many postings ``match_all`` gathers for query ``q``."""
+        if q is None:
+            return 0
+        return int((np.searchsorted(self.H, q[0], "right") - np.searchsorted(self.H, q[0], "left")).sum())
 
     def match_all(self, queries: list[tuple[np.ndarray, int] | None]) -> list[Match | None]:
         """For each query ``(distinct hashes, denominator)``: per block of the postings, the
@@ -168,6 +176,25 @@ class Postings:
             a, z = bounds[j], bounds[j + 1]
             out[i] = Match(shared, a, gb[a:z], counts[a:z], lmin[a:z], lmax[a:z], passing[a:z])
         return out
+
+
+def _filtered(conn: apsw.Connection, arr: np.ndarray, skip: np.ndarray, linkable_only: bool
+              ) -> np.ndarray:
+    """``arr``'s postings less the hashes with more than ``POPULAR_POSTINGS`` of them and the
+    skipped ones (and, ``linkable_only``, less those in blocks no edit or read holds)."""
+    if not len(arr):
+        return arr
+    hs = np.sort(arr[:, 0])
+    run = np.flatnonzero(np.r_[True, hs[1:] != hs[:-1]])
+    cnt = np.diff(np.r_[run, len(hs)])
+    drop = hs[run[cnt > POPULAR_POSTINGS]]
+    del hs
+    if len(skip):
+        drop = uniq(np.concatenate([drop, skip]))
+    keep = ~member(arr[:, 0], drop)
+    if linkable_only:
+        keep &= member(arr[:, 1], _held_blocks(conn, uniq(arr[keep, 1])))
+    return arr[keep]
 
 
 def _held_blocks(conn: apsw.Connection, blocks: np.ndarray) -> np.ndarray:
@@ -367,8 +394,10 @@ class Linker:
             self._link_pass(part, touched_to)
 
     def _link_pass(self, nodes: list[Node], touched_to: set[int]) -> None:
-        """The edges of ``nodes`` (their queries made): one vectorised match over the postings
-        of all their hashes."""
+        """The edges of ``nodes`` (their queries made): vectorised matches over the postings of
+        all their hashes. A pass whose postings pass ``LINK_PASS_POSTINGS`` is split in two
+        (never one edit's queries); its edits are matched ``LINK_MATCH_ROWS`` gathered postings
+        at a time. Edges are inserted in the order of ``nodes`` either way."""
         conn = self.conn
         allh = [q[0] for n in nodes for q in (n.qa, n.qb) if q is not None]
         if allh:
@@ -376,13 +405,39 @@ class Linker:
             bp = boilerplate(conn, uh)
         else:
             uh, bp = np.zeros(0, np.int64), set()
-        post = Postings(conn, uh, bp, self.cache, linkable_only=True)
+        del allh
+        post = Postings(conn, uh, bp, self.cache, linkable_only=True,
+                        max_rows=LINK_PASS_POSTINGS if len(nodes) > 1 else None)
+        del uh, bp
+        if not post.complete:
+            del post
+            half = len(nodes) // 2
+            self._link_pass(nodes[:half], touched_to)
+            self._link_pass(nodes[half:], touched_to)
+            return
+        part: list[Node] = []
+        size = 0
+        for n in nodes:
+            rows = post.rows_of(n.qa) + post.rows_of(n.qb)
+            if part and size + rows > LINK_MATCH_ROWS:
+                self._link_matched(post, part, touched_to)
+                part, size = [], 0
+            part.append(n)
+            size += rows
+        if part:
+            self._link_matched(post, part, touched_to)
+        for n in nodes:
+            n.qa = n.qb = None
+
+    def _link_matched(self, post: Postings, nodes: list[Node], touched_to: set[int]) -> None:
+        """The edges of ``nodes`` from one ``match_all`` over ``post``."""
+        conn = self.conn
         # per query: the blocks it matched (hash counts, line ranges); those that may link
         matches = post.match_all([q for n in nodes for q in (n.qa, n.qb)])
-        del post, allh, uh
         per_node = list(zip(matches[0::2], matches[1::2]))
         lk = [m.blocks[m.passing] for m in matches if m is not None]
         cand_blocks = uniq(np.concatenate(lk)).tolist() if lk else []
+        del lk
         refs_of = defaultdict(list)
         for b, eid, role, line0 in queries.refs_for_blocks(conn, cand_blocks):
             if role in (schema.ROLE_EDIT_AFTER, schema.ROLE_EDIT_BEFORE, schema.ROLE_READ):
@@ -416,8 +471,6 @@ class Linker:
             " VALUES (?,?,?,?,'1:1',0,?,?,?,?,?,?,?)",
             [(e[0], e[1], e[2], e[3], e[6], e[4], e[5][0], e[5][1], e[7], e[8], e[9])
              for e in edge_rows])
-        for n in nodes:
-            n.qa = n.qb = None
 
     def _candidates(self, n: Node, ma: Match | None, mb: Match | None, refs: dict,
                     ref_blocks: np.ndarray) -> list[tuple]:
