@@ -23,6 +23,12 @@ from engram.cli import main
 
 pytestmark = pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="unix sockets")
 
+def _interruptible() -> None:
+    """The child takes ^C (SIGINT) as a terminal's user would send it, even when this test run
+    was started in the background by a shell, whose children inherit SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 
 def _env(**extra) -> dict:
     env = {k: v for k, v in os.environ.items() if k != warm.ENV_OFF}
@@ -54,7 +60,7 @@ class Serve:
         self.log = tmp / "serve.log"
         self.proc = subprocess.Popen([sys.executable, "-m", "engram.cli", "serve", "-v"],
                                      stdout=subprocess.DEVNULL, stderr=self.log.open("w"),
-                                     env=_env(**env))
+                                     env=_env(**env), preexec_fn=_interruptible)
         deadline = time.monotonic() + 60
         while "engram serve: answering" not in self.log.read_text():
             assert self.proc.poll() is None, self.log.read_text()

@@ -24,6 +24,12 @@ SESSION = "4c2ddfdc-b619-4525-8d03-1950fb1b0257"
 HELLO = 'def main():\n    print("Hello, World!")\n\nif __name__ == "__main__":\n    main()\n'
 OTHER_HARNESSES = ("codex", "gemini_cli", "opencode", "cursor", "openclaw", "aider")
 
+def _interruptible() -> None:
+    """The child takes ^C (SIGINT) as a terminal's user would send it, even when this test run
+    was started in the background by a shell, whose children inherit SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 
 class Calls:
     """What the watcher's callbacks received, and a way to wait for it."""
@@ -231,7 +237,8 @@ def test_engram_watch_prints_one_json_line_per_ingest_and_stops_on_ctrl_c(tmp_pa
     root, logs = _repo(tmp_path)
     env = dict(os.environ, ENGRAM_NO_PROGRESS="1")
     proc = subprocess.Popen([sys.executable, "-m", "engram.cli", "watch"], cwd=root, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=_interruptible)
     lines: queue.Queue = queue.Queue()
     reader = threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True)
     reader.start()
