@@ -854,6 +854,13 @@ def finish_session(events: list[dict], *, degraded_reasons: Iterable[str] = ()) 
                 break
     if meta.get("t") is None:
         meta["t"] = next((e["t"] for e in events if e.get("t")), None)
+    _merge_coverage(meta, degraded_reasons, total)
+    return events
+
+
+def _merge_coverage(meta: dict, degraded_reasons, redactions: int) -> None:
+    """The meta's ``coverage``: ``degraded_reasons`` added (once each; any reason makes a full
+    grade ``degraded``) and ``redactions`` counted."""
     cov = meta.setdefault("coverage", {"grade": "full", "reasons": [], "redactions": 0})
     reasons = list(cov.get("reasons", []))
     for r in degraded_reasons:
@@ -862,8 +869,7 @@ def finish_session(events: list[dict], *, degraded_reasons: Iterable[str] = ()) 
     cov["reasons"] = reasons
     if reasons and cov.get("grade") == "full":
         cov["grade"] = "degraded"
-    cov["redactions"] = cov.get("redactions", 0) + total
-    return events
+    cov["redactions"] = cov.get("redactions", 0) + redactions
 
 
 class StreamFinish:
@@ -956,15 +962,7 @@ class StreamFinish:
             meta["label"] = self.label
         if meta.get("t") is None:
             meta["t"] = self.first_t
-        cov = meta.setdefault("coverage", {"grade": "full", "reasons": [], "redactions": 0})
-        reasons = list(cov.get("reasons", []))
-        for r in degraded_reasons:
-            if r not in reasons:
-                reasons.append(r)
-        cov["reasons"] = reasons
-        if reasons and cov.get("grade") == "full":
-            cov["grade"] = "degraded"
-        cov["redactions"] = cov.get("redactions", 0) + self.total
+        _merge_coverage(meta, degraded_reasons, self.total)
         return meta, rest
 
 

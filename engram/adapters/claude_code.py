@@ -83,16 +83,7 @@ class ClaudeCodeAdapter(base.Adapter):
         p = _Parser(self, path)
         end = 0
         for line_no, end, rec, err in base.iter_jsonl(path):  # noqa: B007 (end: the offset parsed to)
-            if err is not None:
-                p.errors.append(base.record_error(path, line_no, err, rec))
-                if rec is None:
-                    continue
-            try:
-                p.record(rec, line_no)
-            except Exception as e:  # a record of an unexpected shape never aborts the file
-                p.errors.append(base.parse_error(
-                    path, line_no,
-                    f"unexpected {rec.get('type')!r} record: {type(e).__name__}: {e}"))
+            p.feed(line_no, rec, err)
         reasons = p.version_reasons()
         if mode == "strict" and reasons:
             raise UnsupportedLog("; ".join(reasons), path=str(path), line=p.first_version_line)
@@ -122,16 +113,8 @@ class ClaudeCodeAdapter(base.Adapter):
         fin = base.StreamFinish()
         end = n_events = 0
         for line_no, end, rec, err in base.iter_jsonl(path):  # noqa: B007 (end: the offset parsed to)
-            if err is not None:
-                p.errors.append(base.record_error(path, line_no, err, rec))
-                if rec is None:
-                    continue
-            try:
-                p.record(rec, line_no)
-            except Exception as e:  # a record of an unexpected shape never aborts the file
-                p.errors.append(base.parse_error(
-                    path, line_no,
-                    f"unexpected {rec.get('type')!r} record: {type(e).__name__}: {e}"))
+            if not p.feed(line_no, rec, err):
+                continue
             if p.events:
                 made, p.events = p.events, []
                 n_events += len(made)
@@ -294,6 +277,21 @@ class _Parser:
         return tot
 
     # -- records ------------------------------------------------------------------------------
+
+    def feed(self, line_no: int, rec: dict | None, err) -> bool:
+        """One line of the log (``base.iter_jsonl``'s record and error): its error noted, the
+        record consumed; False when there is no record to consume."""
+        if err is not None:
+            self.errors.append(base.record_error(self.path, line_no, err, rec))
+            if rec is None:
+                return False
+        try:
+            self.record(rec, line_no)
+        except Exception as e:  # a record of an unexpected shape never aborts the file
+            self.errors.append(base.parse_error(
+                self.path, line_no,
+                f"unexpected {rec.get('type')!r} record: {type(e).__name__}: {e}"))
+        return True
 
     def record(self, rec: dict, line_no: int) -> None:
         rtype = rec.get("type")

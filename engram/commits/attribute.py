@@ -394,16 +394,11 @@ def _moved(d, path, run, lh, by_path, lines_of, edit_tape, info) -> dict[int, st
         if not added or lh[j] == 0 or text.rstrip() not in gone:
             continue
         h = int(store.exact_hashes(text.rstrip())[0])
-        best = None
-        for e in by_exact.get(h, ()):
-            if e not in mine or edit_tape[e] not in allowed or h in lines_of[e][3]:
-                continue
-            t = info[edit_tape[e]]
-            key = (t.last_t or "", t.tape_id)
-            if best is None or key > best[0]:
-                best = (key, t.tape_id)
+        best = _latest_tape(info, edit_tape, (
+            e for e in by_exact.get(h, ())
+            if e in mine and edit_tape[e] in allowed and h not in lines_of[e][3]))
         if best is not None:
-            out[line] = best[1]
+            out[line] = best
     return out
 
 
@@ -517,19 +512,24 @@ def _line_writers(run, lh, edits, lines_of, edit_tape, info, produced_only: bool
         h = lh[j]
         if not added or h == 0:
             continue
-        best = None
-        for e in by_hash.get(h, ()):
-            if e not in edits:
-                continue
-            if produced_only and h in lines_of[e][3 if exact else 1]:
-                continue
-            t = info[edit_tape[e]]
-            key = (t.last_t or "", t.tape_id)
-            if best is None or key > best[0]:
-                best = (key, t.tape_id)
+        col = 3 if exact else 1
+        best = _latest_tape(info, edit_tape, (
+            e for e in by_hash.get(h, ())
+            if e in edits and not (produced_only and h in lines_of[e][col])))
         if best is not None:
-            out[line] = best[1]
+            out[line] = best
     return out
+
+
+def _latest_tape(info, edit_tape, edits) -> str | None:
+    """The tape id of the session that ended last (ties: the larger id) among ``edits``' tapes."""
+    best = None
+    for e in edits:
+        t = info[edit_tape[e]]
+        key = (t.last_t or "", t.tape_id)
+        if best is None or key > best[0]:
+            best = (key, t.tape_id)
+    return None if best is None else best[1]
 
 
 class _TapeInfo:

@@ -422,14 +422,8 @@ class Ingestor:
             events = sess.events
             ref, tmp, kept = staged
             ref = self.stager.adopt(ref, tmp)
-            if not ref.created and not self._indexed(ref.tape_id):
-                try:
-                    reader.read_raw(ref.path)
-                except CorruptTape as e:
-                    log.warning("%s: %s; writing it again from its log", ref.path, e.message)
-                    ref.path.unlink(missing_ok=True)
-                    summary["tapes_repaired"] = summary.get("tapes_repaired", 0) + 1
-                    return False
+            if not self._sound(ref, summary):
+                return False
             if self.cache is not None and hasattr(orjson, "Fragment"):
                 self.cache.keep_tape(ref.tape_id, events,
                                      {o: orjson.Fragment(b) for o, b in kept.items()})
@@ -523,6 +517,21 @@ class Ingestor:
             (src, s.adapter.name, sk[0], sk[1], out.end_offset,
              json.dumps(state, sort_keys=True), int(any_live), utc_iso(now))))
 
+    def _sound(self, ref: writer.TapeRef, summary: dict) -> bool:
+        """Whether a staged tape can be indexed: written now, or already indexed, or a file
+        already there under its name that reads whole. A corrupt one is removed (counted in
+        ``tapes_repaired``) for the caller to write afresh from the log."""
+        if ref.created or self._indexed(ref.tape_id):
+            return True
+        try:
+            reader.read_raw(ref.path)
+        except CorruptTape as e:
+            log.warning("%s: %s; writing it again from its log", ref.path, e.message)
+            ref.path.unlink(missing_ok=True)
+            summary["tapes_repaired"] = summary.get("tapes_repaired", 0) + 1
+            return False
+        return True
+
     def _stage(self, tape_dir: Path, tape_events: list, events: list[dict],
                summary: dict) -> writer.TapeRef:
         """Stage a sealed session's tape (``tape_events``: its events, or the ``meta`` event and
@@ -530,14 +539,8 @@ class Ingestor:
         already there under its name that the index does not know yet is verified first: a
         corrupt one is replaced (written afresh from the events)."""
         ref = self.stager.stage(tape_dir, tape_events)
-        if not ref.created and not self._indexed(ref.tape_id):
-            try:
-                reader.read_raw(ref.path)
-            except CorruptTape as e:
-                log.warning("%s: %s; writing it again from its log", ref.path, e.message)
-                ref.path.unlink(missing_ok=True)
-                ref = self.stager.stage(tape_dir, tape_events)
-                summary["tapes_repaired"] = summary.get("tapes_repaired", 0) + 1
+        if not self._sound(ref, summary):
+            ref = self.stager.stage(tape_dir, tape_events)
         if self.cache is not None:
             self.cache.keep_tape(ref.tape_id, events, tape_events)
         return ref
