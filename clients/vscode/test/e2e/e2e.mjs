@@ -269,10 +269,17 @@ async function webviewSettled(needle) {
     }, 'the webview to finish loading', 10_000, 100);
 }
 
+/** Run a command from the palette. The palette can close between opening and typing (focus moves
+ * when the workbench finishes something in the background, e.g. a reindex's notification), so
+ * opening, typing and finding the row are retried together; Enter is pressed once, when the row is
+ * there. */
 async function runCommand(title) {
-    const input = await openQuickInput('F1');
-    await input.fill(`>${title}`);
-    await page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first().waitFor({ timeout });
+    await waitFor(async () => {
+        const input = await openQuickInput('F1');
+        await input.fill(`>${title}`, { timeout: 5000 });
+        await page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first().waitFor({ timeout: 10_000 });
+        return input.isVisible();
+    }, `the command palette row "${title}"`);
     await page.keyboard.press('Enter');
 }
 
