@@ -18,7 +18,7 @@ from engram.adapters.base import rel_path
 from engram.errors import CorruptTape
 from engram.index import queries, schema
 from engram.index.store import event_blocks
-from engram.lineage.cache import CachedAccess, IngestCache, boilerplate, postings
+from engram.lineage.cache import CachedAccess, IngestCache, _keyed, boilerplate, postings
 from engram.lineage.rules import (
     _EDIT,
     _LINK,
@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 LINK_PASS_HASHES = 2_000_000   # query hashes matched in one pass of ``_link`` (memory bound)
 LINK_PASS_POSTINGS = 2_000_000  # postings one pass holds: more, and its edits are split in two
 LINK_MATCH_ROWS = 1_000_000     # postings gathered by one ``match_all`` (queries x their postings)
+FETCH_HASHES = 2_500            # hashes whose postings are fetched at once: fewer than
+#   BOILERPLATE_MIN (400) postings each once the boilerplate ones are left out (~1M rows)
 
 
 class Node:
@@ -99,13 +101,15 @@ class Postings:
                  max_rows: int | None = None):
         """``linkable_only``: keep only the postings in blocks that an edit or a read holds (the
         only ones that can link, or count for a location-only edge) — after the popular hashes
-        are found, which counts postings in every block. Every hash's postings come in one chunk
-        of 20,000 hashes, so each chunk is filtered as it comes. ``max_rows``: stop once more than
+        are found, which counts postings in every block. The skipped hashes' postings are not
+        fetched (``_unskipped``); every other hash's come in one chunk of ``FETCH_HASHES`` hashes
+        (``_key_chunks``), so each chunk is filtered as it comes. ``max_rows``: stop once more than
         that many postings are kept (``complete`` is then False, and the arrays empty)."""
         parts, kept, self.complete = [], 0, True
         skipped = uniq(np.fromiter(skip, np.int64, len(skip)))
-        for i in range(0, len(hashes), 20000):
-            arr = _filtered(conn, postings(conn, hashes[i:i + 20000], cache), skipped, linkable_only)
+        hashes = _unskipped(hashes, skipped)
+        for i, j in _key_chunks(hashes, FETCH_HASHES):
+            arr = _filtered(conn, postings(conn, hashes[i:j], cache), skipped, linkable_only)
             parts.append(arr)
             kept += len(arr)
             if max_rows is not None and kept > max_rows:
@@ -176,6 +180,33 @@ class Postings:
             a, z = bounds[j], bounds[j + 1]
             out[i] = Match(shared, a, gb[a:z], counts[a:z], lmin[a:z], lmax[a:z], passing[a:z])
         return out
+
+
+def _unskipped(hashes: np.ndarray, skipped: np.ndarray) -> np.ndarray:
+    """``hashes`` (sorted, distinct) less every hash whose index key stands for a skipped hash
+    (the largest of ``hashes`` with that key, as ``postings`` maps rows back): all of that key's
+    postings would be dropped once fetched, so they are not fetched. The skipped hashes are the
+    boilerplate ones (in at least ``BOILERPLATE_MIN`` blocks): what is left has fewer postings
+    each, which bounds a fetch of ``FETCH_HASHES`` of them."""
+    if not len(skipped) or not len(hashes):
+        return hashes
+    ukeys, ufull = _keyed(hashes)
+    drop = ukeys[member(ufull, skipped)]
+    return hashes[~member(queries.index_keys(hashes), drop)] if len(drop) else hashes
+
+
+def _key_chunks(hashes: np.ndarray, n: int):
+    """``(start, end)`` of consecutive runs of about ``n`` of the sorted ``hashes``, never
+    between two hashes of one index key (a key's postings are fetched, counted and mapped back
+    in one call)."""
+    keys = queries.index_keys(hashes)
+    i = 0
+    while i < len(hashes):
+        j = min(i + n, len(hashes))
+        while j < len(hashes) and keys[j] == keys[j - 1]:
+            j += 1
+        yield i, j
+        i = j
 
 
 def _filtered(conn: apsw.Connection, arr: np.ndarray, skip: np.ndarray, linkable_only: bool
