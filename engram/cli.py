@@ -325,6 +325,7 @@ def cmd_watch(args) -> int:
 
 def cmd_gc(args) -> int:
     from engram import paths
+    from engram.index import packed
     from engram.tape import writer
 
     eng = _engine(args)
@@ -345,8 +346,8 @@ def cmd_gc(args) -> int:
             conn = eng.conn()
             with conn:
                 n = conn.execute("SELECT count(*) FROM blocks WHERE id NOT IN (SELECT block FROM refs)").fetchone()[0]
-                conn.execute("DELETE FROM fingerprints WHERE block IN (SELECT id FROM blocks WHERE id NOT IN"
-                             " (SELECT block FROM refs))")
+                packed.delete_blocks(conn, [r[0] for r in conn.execute(
+                    "SELECT id FROM blocks WHERE id NOT IN (SELECT block FROM refs)")])
                 conn.execute("DELETE FROM blocks WHERE id NOT IN (SELECT block FROM refs)")
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             conn.execute("VACUUM")
@@ -653,7 +654,7 @@ def build_parser(only: str | None = None):
 def main(argv: list[str] | None = None) -> int:
     _ignore_sigxfsz()
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in ("explain",):  # a warm `engram serve` answers it, when one runs
+    if argv and argv[0] in ("explain", "log"):  # a warm `engram serve` answers them, when one runs
         from engram import warm
 
         code = warm.ask(argv)
