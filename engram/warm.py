@@ -1,4 +1,4 @@
-"""Ask a warm ``engram serve`` for the answer of an ``engram explain`` run from a shell.
+"""Ask a warm ``engram serve`` for the answer of an ``engram explain`` or ``engram log`` run from a shell.
 
 An agent calls ``engram explain`` in a loop; each call as a fresh process pays for Python, numpy,
 SQLite and the engine's imports before its first query. When ``engram serve`` runs for this
@@ -11,7 +11,8 @@ This module is what the client imports: the standard library's ``os``, ``sys`` a
 ``None`` and the CLI answers in-process, silently: no server, a socket left by a server that
 died, one owned by another user or reachable by others, a server that is busy past
 ``ENGRAM_SERVE_WAIT`` seconds (default 2), another Engram (version, install, Python), another
-environment (``ENGRAM_*``, ``HOME``, ``XDG_*``, ``*_HOME``, ``TZ``), a command it does not serve
+environment (``ENGRAM_*``, ``GIT_*``, ``HOME``, ``XDG_*``, ``*_HOME``, ``TZ``, the ``git`` found on
+``PATH``), a command it does not serve
 (``--stdin``, ``-v``, ``--help``), or an answer cut short. ``ENGRAM_NO_SERVE=1`` never asks.
 
 The wire: the client sends one dict (``request``) as a Python literal (``repr``; the server reads
@@ -33,7 +34,7 @@ SOCKET_NAME = "serve.sock"
 ENV_WAIT = "ENGRAM_SERVE_WAIT"
 ENV_OFF = "ENGRAM_NO_SERVE"  # set (to anything): never ask a server
 #: the commands a server answers (the rest always run in-process)
-SERVED = ("explain",)
+SERVED = ("explain", "log")
 #: options after which the command runs in-process: it reads stdin, logs, or prints help
 _LOCAL_OPTIONS = ("--stdin", "-v", "--verbose", "-h", "--help")
 _MAX_ANSWER = 1 << 30
@@ -55,11 +56,24 @@ def package_dir() -> str:
 
 def relevant_env(environ=None) -> dict[str, str]:
     """The environment an answer can depend on: where Engram, the harnesses and the user's files
-    live, and the time zone. A server answers only a client whose values are its own."""
+    live, the time zone, and git's own variables (``GIT_DIR``, ``GIT_WORK_TREE``, ... change
+    which repository and commits ``engram log`` sees). A server answers only a client whose
+    values are its own."""
     environ = os.environ if environ is None else environ
     return {k: v for k, v in sorted(environ.items())
-            if k.startswith(("ENGRAM_", "XDG_")) or k.endswith("_HOME") or
+            if k.startswith(("ENGRAM_", "XDG_", "GIT_")) or k.endswith("_HOME") or
             k in ("HOME", "TZ", "OPENCLAW_STATE_DIR", "PYTHONHASHSEED")}
+
+
+def which_git(environ=None) -> str | None:
+    """The ``git`` this environment's ``PATH`` runs (as ``shutil.which``, with ``os`` alone):
+    ``engram log`` runs it, so a server answers only a client that would run the same one."""
+    environ = os.environ if environ is None else environ
+    for d in environ.get("PATH", os.defpath).split(os.pathsep):
+        p = os.path.join(d or os.curdir, "git")
+        if os.access(p, os.F_OK | os.X_OK) and not os.path.isdir(p):
+            return os.path.abspath(p)
+    return None
 
 
 def identity() -> dict:
@@ -89,7 +103,8 @@ def served(argv: list[str]) -> bool:
 
 
 def request(argv: list[str]) -> dict:
-    return {**identity(), "argv": list(argv), "cwd": os.getcwd(), "env": relevant_env()}
+    return {**identity(), "argv": list(argv), "cwd": os.getcwd(), "env": relevant_env(),
+            "git": which_git()}
 
 
 def _safe_socket(path: str) -> bool:

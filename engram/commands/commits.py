@@ -61,13 +61,32 @@ def register(sub, common) -> None:
 
 
 def cmd_log(args) -> int:
-    from engram import render
+    import os
+    from pathlib import Path
 
-    eng = _engine(args)
-    try:
-        res = eng.log(args.revs, limit=args.limit, agent=args.agent)
-    finally:
-        eng.close()
+    from engram import commands, render
+    from engram.commits import quick
+
+    res = None
+    if commands.kept_engines is None:  # a fresh process: from the cache without the engine
+        from engram import config as config_mod
+
+        cfg = config_mod.load(Path(args.root) if args.root else None)
+        res = quick.log(args, cfg)
+    if res is None:
+        if commands.kept_engines is None:
+            from engram.engine import Engine
+
+            eng = Engine(Path(args.root) if args.root else None, config=cfg,
+                         index_path=Path(args.index) if args.index else None,
+                         semantic=os.environ.get("ENGRAM_SEMANTIC") == "1")
+            eng.client = "cli"
+        else:
+            eng = _engine(args)
+        try:
+            res = eng.log(args.revs, limit=args.limit, agent=args.agent)
+        finally:
+            eng.close()
     emit(res, args.pretty and not args.json, getattr(render, "render_log", _render_log))
     return 0
 

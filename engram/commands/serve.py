@@ -1,5 +1,5 @@
 """``engram serve`` (the command: ``engram.cli.cmd_serve``): a warm process that answers the
-``engram explain`` of any shell of this user (``engram.warm`` is the client side, and says when a
+``engram explain`` and ``engram log`` of any shell of this user (``engram.warm`` is the client side, and says when a
 client answers in-process instead).
 
 One request at a time, on a unix socket in ``$ENGRAM_HOME/run/`` (0700 directory, 0600 socket,
@@ -55,6 +55,7 @@ class Server:
         self.sock.listen(64)
         self.identity = warm.identity()
         self.env = warm.relevant_env()
+        self.git = warm.which_git()
         self.seen: dict[str, tuple[int, int]] = {}  # source file -> (size, mtime) when loaded
         self.code_changed()
         self.home = os.getcwd()
@@ -105,7 +106,10 @@ class Server:
             log.info("serve: answered in %.1f ms", (time.perf_counter() - t0) * 1000)
 
     def warm(self) -> None:
-        """Load what ``explain`` runs (the first request otherwise pays for it)."""
+        """Load what ``explain`` and ``log`` run (the first request otherwise pays for it)."""
+        import engram.commits.attribute  # noqa: F401
+        import engram.commits.log  # noqa: F401
+        import engram.commits.peers  # noqa: F401
         import engram.engine  # noqa: F401
         from engram.query import blocks, explain  # noqa: F401
         from engram.retrieval import log as _retrieval_log  # noqa: F401
@@ -142,7 +146,7 @@ class Server:
             return warm.format_decline("bad-request")
         if any(req.get(k) != v for k, v in self.identity.items()):
             return warm.format_decline("other-engram")
-        if req.get("env") != self.env:
+        if req.get("env") != self.env or req.get("git") != self.git:
             return warm.format_decline("other-environment")
         if not warm.served(req["argv"]):
             return warm.format_decline("not-served")

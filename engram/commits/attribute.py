@@ -39,7 +39,7 @@ from engram.query.history import BLAME_MIN
 
 log = logging.getLogger(__name__)
 
-VERSION = 9                 # bump when the attribution rules change: cached rows are recomputed
+VERSION = cache.ATTRIBUTION_VERSION  # bump it there when the rules change: cached rows are recomputed
 MAX_BLAME_BYTES = 4 << 20   # review reads final files up to this size
 STRAY_LINES = 2             # see _stray_lines
 STRAY_SHARE = 0.2
@@ -244,8 +244,6 @@ def _producers(conn, uq: np.ndarray) -> _Hits:
     z = np.zeros(0, np.int64)
     if not len(uq):
         return _Hits(z, z, z, z, np.zeros(0, bool), {})
-    import apsw
-
     keys = queries.index_keys(uq)              # non-decreasing: uq is sorted
     last = np.r_[keys[1:] != keys[:-1], True]  # a key stands for the largest hash sharing it
     # boilerplate left out as ``queries.boilerplate`` finds it (the hash a key stands for)
@@ -260,13 +258,10 @@ def _producers(conn, uq: np.ndarray) -> _Hits:
     if not len(uq):
         return _Hits(z, z, z, z, np.zeros(0, bool), {})
     ukeys, uhash = keys[last], uq[last]
-    # the distinct (key, block) pairs leave SQLite as one packed string of key·2³² + block
-    packed = conn.execute(
-        "SELECT group_concat(hash * 4294967296 + block) FROM (SELECT DISTINCT hash, block"
-        " FROM fingerprints WHERE hash IN carray(?))", (apsw.carray(queries._i64(ukeys)),)).fetchone()[0]
-    if not packed:
+    # the distinct (key, block) pairs as sorted codes key·2³² + block
+    codes = queries.key_block_codes(conn, ukeys)
+    if not len(codes):
         return _Hits(z, z, z, z, np.zeros(0, bool), {})
-    codes = np.sort(np.fromstring(packed, dtype=np.int64, sep=","))
     pk, pb = codes >> 32, codes & 0xFFFFFFFF
     ph = uhash[np.searchsorted(ukeys, pk)]
     found = _unique(ph)

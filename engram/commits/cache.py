@@ -1,7 +1,7 @@
 """The per-commit attribution cache (table ``commit_attr``, migration ``0006_commits``).
 
 A commit never changes, so its attribution is computed once per repository and kept as JSON. A
-row is stale when its ``version`` is not ``attribute.VERSION`` or when a tape indexed after it
+row is stale when its ``version`` is not ``attribute.VERSION`` (``ATTRIBUTION_VERSION``) or when a tape indexed after it
 (``tapes.id > tapes_max``) began before the commit was made (a session ingested late can own
 its lines). Writing is best effort: a busy or read-only index only costs a recomputation.
 """
@@ -13,6 +13,10 @@ import logging
 import orjson
 
 log = logging.getLogger(__name__)
+
+#: ``attribute.VERSION``, kept here so that ``engram.commits.quick`` reads cached rows without
+#: importing the attribution (numpy, the index): bump when the attribution rules change
+ATTRIBUTION_VERSION = 9
 
 
 def tapes_max(conn) -> int:

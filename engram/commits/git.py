@@ -33,8 +33,11 @@ class Git:
         if self.exe is None:
             raise GitError("git is not installed (or not on PATH): commit provenance needs it")
         where = Path(where)
-        out = self._run(["rev-parse", "--show-toplevel"], cwd=where, what=str(where))
-        self.root = Path(out.strip())
+        out = self._run(["rev-parse", "--show-toplevel", "--is-shallow-repository"], cwd=where,
+                        what=str(where)).splitlines()
+        self.root = Path(out[0].strip())
+        self._shallow = len(out) > 1 and out[1].strip() == "true"
+        self._head: dict | None = None
 
     # -- running ------------------------------------------------------------------------------
     def _run(self, args: list[str], *, cwd: Path | None = None, input_: bytes | None = None,
@@ -63,13 +66,17 @@ class Git:
 
     # -- questions ----------------------------------------------------------------------------
     def is_shallow(self) -> bool:
-        return self._run(["rev-parse", "--is-shallow-repository"]).strip() == "true"
+        """Whether the clone is shallow (asked once, with the top-level directory)."""
+        return self._shallow
 
     def head_state(self) -> dict:
-        """``{"head": sha or None, "branch": name or None (detached), "empty": bool}``."""
-        head = self._run(["rev-parse", "--verify", "-q", "HEAD"], ok_codes=(0, 1)).strip() or None
-        branch = self._run(["symbolic-ref", "-q", "--short", "HEAD"], ok_codes=(0, 1)).strip() or None
-        return {"head": head, "branch": branch, "empty": head is None}
+        """``{"head": sha or None, "branch": name or None (detached), "empty": bool}``, asked once
+        per ``Git`` (one command's answer sees one state of the repository)."""
+        if self._head is None:
+            head = self._run(["rev-parse", "--verify", "-q", "HEAD"], ok_codes=(0, 1)).strip() or None
+            branch = self._run(["symbolic-ref", "-q", "--short", "HEAD"], ok_codes=(0, 1)).strip() or None
+            self._head = {"head": head, "branch": branch, "empty": head is None}
+        return dict(self._head)
 
     def resolve(self, rev: str) -> str:
         """The commit a revision names; ``GitError`` when there is none."""
@@ -104,7 +111,7 @@ class Git:
         for r in revs:
             for part in (r.split("...") if "..." in r else r.split("..")):
                 part = part.lstrip("^")
-                if part:
+                if part and part != "HEAD":  # (HEAD exists: checked above)
                     self.resolve(part)
 
     def parents(self, sha: str) -> list[str]:

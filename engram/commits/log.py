@@ -8,7 +8,6 @@ commit, its files and, per session, the request, the reasoning nearest its edits
 
 from __future__ import annotations
 
-from engram.commits import attribute
 from engram.commits.git import Git
 
 CHUNK = 200   # commits attributed at a time while --agent filters
@@ -34,15 +33,19 @@ def _brief(c: dict) -> dict:
 
 
 def log(engine, revs: list[str], limit: int | None = None, agent: str | None = None,
-        files: bool = False) -> dict:
+        files: bool = False, commits=None) -> dict:
+    """``commits(engine, git, shas)``: the attributions (``attribute.commits`` unless given:
+    ``engram.commits.quick`` passes its cache-only reader)."""
+    if commits is None:
+        from engram.commits.attribute import commits
     git = repo(engine)
     shas = git.rev_list(revs, None if agent else limit)
     if agent is None:
-        got = attribute.commits(engine, git, shas)
+        got = commits(engine, git, shas)
     else:
         got = []
         for i in range(0, len(shas), CHUNK):
-            for c in attribute.commits(engine, git, shas[i:i + CHUNK]):
+            for c in commits(engine, git, shas[i:i + CHUNK]):
                 if any(_matches(s, agent) for s in c["sessions"]):
                     got.append(c)
             if limit is not None and len(got) >= limit:
@@ -73,7 +76,7 @@ def looks_like_commit(engine, spec: str) -> str | None:
 def show(engine, rev: str, windows: bool = True) -> dict:
     """One commit with its files and, per session, the request, the reasoning nearest its edits
     of the commit's files, and the session's tokens."""
-    from engram.commits import reasoning, usage
+    from engram.commits import attribute, reasoning, usage
 
     git = repo(engine)
     sha = git.resolve(rev)

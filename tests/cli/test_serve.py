@@ -263,3 +263,82 @@ def test_a_changed_config_opens_a_new_engine(indexed, tmp_path):
         assert first[0] == again[0] == 0
     finally:
         server.close()
+
+
+def _git(root, *args, **env):
+    e = {**os.environ, "GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "dev@example.com",
+         "GIT_COMMITTER_NAME": "Dev", "GIT_COMMITTER_EMAIL": "dev@example.com", **env}
+    return subprocess.run(["git", *args], cwd=root, env=e, check=True, capture_output=True,
+                          text=True).stdout
+
+
+@pytest.fixture
+def history(indexed):
+    """The indexed repository as a real git repository: the sessions' file, then a hand-written
+    one; and a second repository beside it (another working directory, other commits)."""
+    import shutil
+
+    shutil.rmtree(indexed / ".git")
+    _git(indexed, "init", "-q", "-b", "main")
+    _git(indexed, "add", "hello.py")
+    _git(indexed, "commit", "-q", "-m", "hello")
+    (indexed / "notes.py").write_text("def by_hand(x):\n    return x * 3 + 1\n")
+    _git(indexed, "add", "notes.py")
+    _git(indexed, "commit", "-q", "-m", "by hand")
+    other = indexed.parent / "other"
+    other.mkdir()
+    _git(other, "init", "-q", "-b", "trunk")
+    (other / "a.py").write_text("print('other')\n")
+    _git(other, "add", "a.py")
+    _git(other, "commit", "-q", "-m", "other repository")
+    return indexed, other
+
+
+def test_log_is_served_byte_for_byte(history, tmp_path):
+    """``engram log`` through the server: the bytes and exit status of the in-process command
+    (cache-only path and full path alike), in the client's own working directory and git
+    environment; another git environment is answered in-process."""
+    repo_, other = history
+    first = local("log")  # computes and caches
+    assert first[0] == 0 and first[2] == ""
+    subjects = [c["subject"] for c in json.loads(first[1])["commits"]]
+    assert subjects == ["by hand", "hello"]
+    assert json.loads(first[1])["commits"][1]["sessions"]  # the sessions that wrote hello.py
+    s = Serve(tmp_path)
+    try:
+        n = 0
+        for argv in (["log"], ["log", "-n", "1"], ["log", "HEAD~1"], ["log", "--pretty"],
+                     ["log", "--agent", "claude"], ["log", "nope"], ["log", "-n", "x"]):
+            got = engram(*argv)
+            assert got == local(*argv) == local(*argv, ENGRAM_NO_QUICK="1"), argv
+            n += 1
+            assert s.answered(n) == n, (argv, s.log.read_text())
+        assert json.loads(engram("log")[1]) == json.loads(first[1])
+        assert engram("log", "nope")[0] == 1
+        # the client's working directory is the repository the server reads
+        os.chdir(other)
+        got = engram("log")
+        assert got == local("log") and json.loads(got[1])["commits"][0]["subject"] == "other repository"
+        assert s.answered(n + 3) == n + 3
+        # another git environment: declined, answered in-process (here: another repository)
+        got = engram("log", GIT_DIR=str(repo_ / ".git"))
+        assert got == local("log", GIT_DIR=str(repo_ / ".git"))
+        assert [c["subject"] for c in json.loads(got[1])["commits"]] == subjects
+        assert s.answered() == n + 3
+        assert "serve: declined (other-environment)" in s.log.read_text()
+    finally:
+        s.stop()
+
+
+def test_which_git_is_part_of_the_request(tmp_path):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "git").write_text("#!/bin/sh\nexit 1\n")
+    (fake / "git").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"}
+    assert warm.which_git(env) == str(fake / "git")
+    import shutil
+
+    assert warm.which_git() == shutil.which("git")
+    assert warm.which_git({"PATH": str(tmp_path / "none")}) is None
+    assert warm.relevant_env({"GIT_DIR": "x", "PATH": "y", "HOME": "h"}) == {"GIT_DIR": "x", "HOME": "h"}
