@@ -15,6 +15,7 @@ import weakref
 import apsw
 import numpy as np
 
+from engram.index import packed as packed_rows
 from engram.index import queries, schema
 from engram.sortedset import member, uniq
 
@@ -28,12 +29,10 @@ log = logging.getLogger(__name__)
 
 # -- postings ------------------------------------------------------------------------------------
 
-# Every (key, block) posting of the given keys as one comma-separated string of
-# ``key << 32 | block`` (keys are signed 32-bit, so this is a valid int64 ordered by key, then
-# block): SQLite formats, numpy parses, no per-row Python object. The lookup is a primary-key
-# range scan per key (``SEARCH fingerprints USING PRIMARY KEY (hash=?)``); a block holding a key
+# Every (key, block) posting of the given keys as ``key << 32 | block`` (keys are signed 32-bit,
+# so this is a valid int64 ordered by key, then block): one packed row per key
+# (``engram.index.packed``), decoded by numpy, no per-posting Python object; a block holding a key
 # on several lines yields adjacent repeats.
-_POSTINGS_SQL = "SELECT group_concat((hash << 32) | block) FROM fingerprints WHERE hash IN carray(?)"
 
 
 def _postings(conn: apsw.Connection, keys: np.ndarray, cache: _RowCache | None = None
@@ -57,13 +56,10 @@ def _postings(conn: apsw.Connection, keys: np.ndarray, cache: _RowCache | None =
 
 def _postings_sql(conn: apsw.Connection, keys: np.ndarray, above: int | None = None
                   ) -> np.ndarray:
-    sql, args = _POSTINGS_SQL, (apsw.carray(queries._i64(keys)),)
-    if above is not None:
-        sql, args = sql + " AND block > ?", (*args, above)
-    packed = conn.execute(sql, args).fetchone()[0]
-    if not packed:
+    K, B, _L = packed_rows.rows(conn, keys, above=above)
+    if not len(K):
         return _EMPTY
-    codes = np.fromstring(packed, dtype=np.int64, sep=",")
+    codes = (K << 32) | B
     if len(codes) > 1 and not (codes[1:] >= codes[:-1]).all():
         codes = np.sort(codes)
     keep = np.empty(len(codes), dtype=bool)
@@ -184,12 +180,9 @@ def _read_snapshot(path: str) -> _Snapshot | bool | None:
         parts = []
         bounds = np.linspace(-(1 << 31), 1 << 31, _CHUNKS + 1).astype(np.int64).tolist()
         for lo, hi in itertools.pairwise(bounds):
-            packed = conn.execute(
-                "SELECT group_concat((hash << 32) | block) FROM fingerprints"
-                " WHERE hash >= ? AND hash < ?", (lo, hi)).fetchone()[0]
-            if packed:
-                codes = np.fromstring(packed, dtype=np.int64, sep=",")
-                codes.sort()
+            K, B, _L = packed_rows.key_range(conn, lo, hi)
+            if len(K):
+                codes = (K << 32) | B
                 keep = np.empty(len(codes), dtype=bool)
                 keep[:1] = True
                 np.not_equal(codes[1:], codes[:-1], out=keep[1:])

@@ -165,3 +165,19 @@ CREATE TABLE IF NOT EXISTS commit_attr(
 MIGRATIONS.append(("0007_tapes_harness", """
 CREATE INDEX IF NOT EXISTS tapes_harness ON tapes(harness);
 """))
+
+# Fingerprint rows packed one SQLite row per index key (``engram/index/packed.py``): a blob of
+# 6-byte (block, line) records instead of a ~17-byte row each (the index of the 16k-session scale
+# corpus: 123 of its 194 MB were ``fingerprints``). Rows whose line needs more than 16 bits stay
+# in ``fingerprints``; readers union the two. An older index is converted here, in SQL (the bytes
+# ``packed.add`` writes; the pages it frees are reused by later ingests, ``engram gc`` returns
+# them to the file system).
+MIGRATIONS.append(("0008_packed_postings", """
+CREATE TABLE packed(key INTEGER PRIMARY KEY, rows BLOB NOT NULL);
+INSERT INTO packed(key, rows)
+    SELECT hash + 2147483648,
+           unhex(group_concat(printf('%08X%04X', block, line), '' ORDER BY block, line))
+    FROM fingerprints WHERE line >= 0 AND line < 65535 AND block >= 0 AND block < 4294967296
+    GROUP BY hash ORDER BY hash;
+DELETE FROM fingerprints WHERE line >= 0 AND line < 65535 AND block >= 0 AND block < 4294967296;
+"""))

@@ -20,6 +20,7 @@ import xxhash
 
 from engram import fingerprint
 from engram.digest import text_key
+from engram.index import packed as packed_rows
 from engram.index import queries as Q
 from engram.index import schema as S
 from engram.sortedset import uniq
@@ -821,7 +822,6 @@ class Batch:
             # on a line gives a row twice, which INSERT OR IGNORE would drop anyway
             packed = uniq(_pack(H, B, L, packing))
             H, B, L = _unpack(packed, packing)
-            conn.execute(PACKED_FINGERPRINTS_SQL, (*packing.sql_args(), apsw.carray(packed)))
         else:
             order = np.lexsort((L, B, H))
             H, B, L = H[order], B[order], L[order]
@@ -831,8 +831,7 @@ class Batch:
             dup[1:] = (H[1:] == H[:-1]) & (B[1:] == B[:-1]) & (L[1:] == L[:-1])
             if dup.any():
                 H, B, L = H[~dup], B[~dup], L[~dup]
-            conn.executemany("INSERT OR IGNORE INTO fingerprints VALUES (?,?,?)",
-                             zip(H.tolist(), B.tolist(), L.tolist()))
+        packed_rows.add(conn, H, B, L)   # one row per key (``engram/index/packed.py``)
         if self.cache is not None:
             bids = [block_ids[h] for h, _ in new_blocks]
             self.cache.keep_postings(H, B, L, min(bids), max(bids))
@@ -844,18 +843,13 @@ class Batch:
     def _update_boilerplate(self, hashes: np.ndarray) -> None:
         conn = self.conn
         for i in range(0, len(hashes), 5000):
-            chunk = Q._i64(hashes[i:i + 5000])
-            rows = list(conn.execute(
-                "SELECT hash, count(*) FROM fingerprints WHERE hash IN carray(?) GROUP BY hash"
-                " HAVING count(*) >= ?", (apsw.carray(chunk), BOILERPLATE_MIN)))
+            counts = packed_rows.key_counts(conn, hashes[i:i + 5000])
+            rows = sorted((k, n) for k, n in counts.items() if n >= BOILERPLATE_MIN)
             if rows:
                 conn.executemany("INSERT OR REPLACE INTO boilerplate VALUES (?,?)", rows)
 
 
-# Fingerprint rows packed one to an int64 (``_packing``), unpacked by SQL from a ``carray``
-PACKED_FINGERPRINTS_SQL = ("INSERT OR IGNORE INTO fingerprints"
-                           " SELECT value >> 32, (value >> ?1 & ?2) + ?3, value & ?4 FROM carray(?5)")
-
+# Fingerprint rows packed one to an int64 (``_packing``) to be sorted and made distinct at once
 
 @dataclasses.dataclass(frozen=True)
 class _Packing:

@@ -30,6 +30,7 @@ import orjson
 
 from engram import fingerprint
 from engram.digest import text_key
+from engram.index import packed as packed_rows
 from engram.index import queries
 from engram.index.access import TapeAccess
 from engram.lineage.rules import HEAD_EVENTS
@@ -53,13 +54,10 @@ def postings(conn: apsw.Connection, hashes: np.ndarray, cache: IngestCache | Non
         return np.zeros((0, 3), np.int64)
     ukeys, ufull = _keyed(hashes)
     kept = cache.kept_postings() if cache is not None else None
-    sql = "SELECT hash, block, line FROM fingerprints WHERE hash IN carray(?)"
-    args: tuple = (apsw.carray(queries._i64(ukeys)),)
-    if kept is not None:
-        sql += " AND (block < ? OR block > ?)"
-        args += cache.post_range
     if kept is None or cache.others_in_index:
-        rows = _rows(conn, sql, args)
+        K, B, L = packed_rows.rows(conn, ukeys, outside=cache.post_range if kept is not None else None)
+        rows = np.empty((len(K), 3), np.int64)
+        rows[:, 0], rows[:, 1], rows[:, 2] = K, B, L
     else:
         rows = np.zeros((0, 3), np.int64)
     if kept is not None:

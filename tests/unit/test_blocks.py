@@ -18,7 +18,7 @@ from waiting import wait_until
 from engram import fingerprint
 from engram.cli import main
 from engram.engine import Engine
-from engram.index import postings, queries
+from engram.index import packed, postings, queries
 from engram.query import explain
 from engram.query.blocks import SAMPLE, _block_queries
 
@@ -76,6 +76,7 @@ def _blocks(text: str) -> list[tuple[int, int]]:
 
 def _reference(conn, text: str) -> tuple[int, float]:
     """(sessions, best) of one block, one query per looked-up key set, no numpy joins."""
+    _rows_table(conn)
     kg = fingerprint.all_kgrams(text)[0]
     win = np.unique(queries.index_keys(fingerprint.fingerprint(text).hashes))
     keys = np.unique(queries.index_keys(kg)) if len(win) <= explain.ALL_KGRAMS_MAX else win[:SAMPLE]
@@ -86,7 +87,7 @@ def _reference(conn, text: str) -> tuple[int, float]:
     if not keys or not n:
         return 0, 0.0
     hits = dict(conn.execute(
-        "SELECT block, count(DISTINCT hash) FROM fingerprints WHERE hash IN carray(?) GROUP BY block",
+        "SELECT block, count(DISTINCT hash) FROM temp.fprows WHERE hash IN carray(?) GROUP BY block",
         (apsw.carray(queries._i64(keys)),)))
     best: dict[int, float] = {}
     for b, h in hits.items():
@@ -182,15 +183,25 @@ def test_no_evidence_and_empty_input(world, capsys):
         eng.close()
 
 
+def _rows_table(conn) -> None:
+    """Every fingerprint row as a plain temp table ``fprows(hash, block, line)`` (the index packs
+    one row per key: ``engram.index.packed``), for the reference queries to be plain SQL."""
+    conn.execute("DROP TABLE IF EXISTS temp.fprows")
+    conn.execute("CREATE TEMP TABLE fprows(hash INTEGER, block INTEGER, line INTEGER)")
+    K, B, L = packed.key_range(conn)
+    conn.executemany("INSERT INTO temp.fprows VALUES (?,?,?)", zip(K.tolist(), B.tolist(), L.tolist()))
+
+
 def _grouped_counts(conn, hashes):
     """The per-block counts and matched count the plain SQL way (GROUP BY, a probe per hash): the
     reference ``held_block_counts`` and ``queries.block_counts`` are held to."""
+    _rows_table(conn)
     keys = apsw.carray(queries._keyed(hashes)[0])
     counts = dict(conn.execute(
-        "SELECT block, count(*) FROM (SELECT DISTINCT hash, block FROM fingerprints"
+        "SELECT block, count(*) FROM (SELECT DISTINCT hash, block FROM temp.fprows"
         " WHERE hash IN carray(?)) GROUP BY block", (keys,)))
     matched = conn.execute("SELECT count(*) FROM carray(?) c WHERE EXISTS"
-                           " (SELECT 1 FROM fingerprints f WHERE f.hash = c.value)",
+                           " (SELECT 1 FROM temp.fprows f WHERE f.hash = c.value)",
                            (keys,)).fetchone()[0]
     return counts, matched
 

@@ -16,7 +16,7 @@ def _older_index(path) -> None:
     """An index as the Engram before the last migration left it."""
     db.connect(path).close()
     conn = apsw.Connection(str(path))
-    conn.execute("DROP INDEX events_file")
+    conn.execute("DROP TABLE packed")   # what 0008 created
     conn.execute("DELETE FROM migrations WHERE name = ?", (MIGRATIONS[-1][0],))
     conn.close()
 

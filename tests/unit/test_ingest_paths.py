@@ -40,6 +40,7 @@ TABLES = {
     "blocks": "SELECT * FROM blocks ORDER BY id",
     "refs": "SELECT * FROM refs ORDER BY block, event, role",
     "fingerprints": "SELECT * FROM fingerprints ORDER BY hash, block, line",
+    "packed": "SELECT * FROM packed ORDER BY key",
     "block_lines": "SELECT * FROM block_lines ORDER BY block",
     "boilerplate": "SELECT * FROM boilerplate ORDER BY hash",
     "edges": "SELECT * FROM edges ORDER BY id",
