@@ -341,6 +341,70 @@ def per_kind(b: Builder, got: dict[str, dict]) -> dict:
     return out
 
 
+def engram_exe() -> list[str]:
+    """The installed ``engram`` command beside this Python (as a user runs it), else ``-m``."""
+    exe = Path(sys.executable).with_name("engram")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "engram.cli"]
+
+
+def _timed_runs(cmd: list[str], cwd: Path, runs: int, env: dict) -> dict:
+    """``runs`` fresh processes back to back: wall (``perf_counter`` around ``subprocess.run``)
+    and CPU (the child's and its git children's user + system time, ``RUSAGE_CHILDREN``)."""
+    walls, cpus = [], []
+    out = None
+    for _ in range(runs):
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t = time.perf_counter()
+        p = subprocess.run(cmd, cwd=cwd, env=env, check=True, capture_output=True)
+        walls.append(time.perf_counter() - t)
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
+        assert out is None or p.stdout == out, "fresh runs disagree"
+        out = p.stdout
+    walls.sort()
+    cpus.sort()
+    return {"runs": runs, "wall_median": round(walls[len(walls) // 2], 3), "wall_min": round(walls[0], 3),
+            "wall_max": round(walls[-1], 3), "cpu_median": round(cpus[len(cpus) // 2], 3),
+            "cpu_min": round(cpus[0], 3), "load": [round(x, 2) for x in os.getloadavg()],
+            "sha256": __import__("hashlib").sha256(out or b"").hexdigest()[:16]}
+
+
+def fresh_log(repo: Path, n: int, runs: int) -> dict:
+    """``engram log -n N`` with the cache warm, as fresh processes: the cache-only path (the
+    default), the full path (``ENGRAM_NO_QUICK=1``: the engine opened), and answered by a warm
+    ``engram serve`` (started here, asked once before timing). Every way's output must be the
+    same bytes."""
+    cmd = [*engram_exe(), "log", "-n", str(n)]
+    base = {k: v for k, v in os.environ.items() if k not in ("ENGRAM_NO_SERVE", "ENGRAM_NO_QUICK")}
+    local = {**base, "ENGRAM_NO_SERVE": "1"}
+    got = {"quick": _timed_runs(cmd, repo, runs, local),
+           "full": _timed_runs(cmd, repo, runs, {**local, "ENGRAM_NO_QUICK": "1"})}
+    log_path = repo.parent / "serve.log"
+    with open(log_path, "w") as err:
+        srv = subprocess.Popen([*engram_exe(), "serve", "-v"], cwd=repo, env=base,
+                               stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.monotonic() + 60
+        while "engram serve: answering" not in log_path.read_text():
+            if srv.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("engram serve did not start: " + log_path.read_text())
+            time.sleep(0.05)
+        subprocess.run(cmd, cwd=repo, env=base, check=True, capture_output=True)  # its first
+        got["served"] = _timed_runs(cmd, repo, runs, base)
+        answered = log_path.read_text().count("serve: answered")
+        got["served"]["answered_by_server"] = answered - 1
+    finally:
+        srv.terminate()
+        srv.wait(timeout=30)
+    shas = {w["sha256"] for w in got.values()}
+    assert len(shas) == 1, f"the ways disagree: {got}"
+    for name, w in got.items():
+        print(f"engram log -n {n}, fresh process, {name}: wall median {w['wall_median']} s "
+              f"(min {w['wall_min']}), CPU median {w['cpu_median']} s, load {w['load'][0]}",
+              file=sys.stderr)
+    return got
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus", type=Path, default=CORPUS)
@@ -351,6 +415,8 @@ def main(argv=None) -> int:
                     help="top the history up with hand-written commits to at least this many")
     ap.add_argument("--no-ingest", action="store_true", help="reuse the index of the last run")
     ap.add_argument("--no-build", action="store_true", help="reuse the repository of the last run")
+    ap.add_argument("--fresh-runs", type=int, default=7,
+                    help="fresh `engram log` processes timed per way (cache-only, full, served)")
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     home = a.out / "home"
@@ -424,11 +490,10 @@ def main(argv=None) -> int:
     log_mod.log(eng, [], limit=timed)
     second = took("log_cached", t)
     got = {c["sha"]: c for c in log_mod.log(eng, [], limit=None)["commits"]}
-    # the CLI, cached, as a user runs it
-    t = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "engram.cli", "log", "-n", str(timed)], cwd=repo,
-                   check=True, capture_output=True)
-    cli_cached = time.perf_counter() - t
+    # the CLI, cached, as a user runs it: fresh processes (cache-only path, full path), and
+    # through a warm `engram serve`
+    fresh = fresh_log(repo, timed, a.fresh_runs)
+    cli_cached = fresh["quick"]["wall_median"]
     from engram.commits import review as review_mod
     heads = list(got)
     rng = f"{heads[min(50, len(heads) - 1)]}..{heads[0]}"
@@ -446,6 +511,7 @@ def main(argv=None) -> int:
     result = {"score": score(b, got), "by_kind": per_kind(b, got),
               "timing_s": {"log_commits": len(res["commits"]), "log_first": round(first, 3),
                            "log_cached": round(second, 3), "log_cli_cached": round(cli_cached, 3),
+                           "log_cli_fresh": fresh,
                            "review_50_cached": round(review_cached, 3),
                            "review_50_cold": round(review_cold, 3),
                            "review_50_cli_markdown": round(review_cli, 3)},
