@@ -191,6 +191,7 @@ class Backend:
         self.index_ident: tuple[int, int] | None = None  # (dev, inode) of the index we read
         self.index_lost = False
         self._lens_store = None  # ``lens_store``
+        self._ahead = None  # ``engram_lsp.ahead.LensesAhead``, made by the first ingest's end
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -225,6 +226,8 @@ class Backend:
         self._closing.set()
         with self._lock:
             self._warm_wake.notify()
+        if self._ahead is not None:
+            self._ahead.stop()
         self._query_pool.shutdown()
         self._ingest_pool.shutdown(wait=False, cancel_futures=True)
         self._background_pool.shutdown(wait=False, cancel_futures=True)
@@ -359,6 +362,17 @@ class Backend:
     def busy(self) -> bool:
         """Whether a request is queued or running (background work gives way to it)."""
         return self._requests > 0
+
+    def since_request(self) -> float:
+        """Seconds since a request last came or went (0 while one is queued or running)."""
+        if self._requests:
+            return 0.0
+        return time.monotonic() - self._last_request_at
+
+    def query_background(self, fn: Callable[..., Any], *args, thread: int = 0) -> Future:
+        """Run ``fn(engine, *args)`` as a background job of query thread ``thread`` (taken when no
+        request waits)."""
+        return self._submit(lambda engine: fn(engine, *args), thread=thread)
 
     def background(self, fn: Callable[..., Any], *args) -> Future:
         """Run ``fn(*args)`` on the background thread: work that only prepares for later requests
@@ -621,6 +635,51 @@ class Backend:
         except RuntimeError:  # shutting down
             pass
 
+    def lenses_ahead(self):
+        """What computes the workspace's lens counts ahead (``engram_lsp.ahead``), made once."""
+        if self._ahead is None:
+            from engram_lsp.ahead import LensesAhead
+
+            with self._lock:
+                if self._ahead is None:
+                    self._ahead = LensesAhead(self)
+        return self._ahead
+
+    def lenses_pending(self) -> int:
+        """Workspace files whose lens counts the pass under way has still to compute."""
+        return self._ahead.pending if self._ahead is not None else 0
+
+    def ahead_job(self, engine, path: Path):
+        """One workspace file's lens counts, computed as its code lens would be (query thread,
+        background job of ``engram_lsp.ahead``): ``(generation, key, blocks)``, key None when they
+        are kept already or the file cannot be read; None when the index is not settled (an
+        ingest runs or ran since: the pass stops)."""
+        if not self._ingest_guard.acquire(blocking=False):
+            return None
+        try:
+            generation = self.settled_generation(engine)
+            store = self.lens_store()
+            if generation is None or store is None or self.closing:
+                return None
+            from engram_lsp import lenses
+
+            try:
+                text = engine.read_file(path)
+            except Exception:  # not a regular readable file (any more): nothing to keep
+                return generation, None, None
+            key = lenses.key(path, text)
+            if not text or store.has(key, generation):
+                return generation, None, None
+            blocks = [(s, e) for s, e, _name in engine.top_level_blocks(text, path)]
+            results = self.block_results(engine, str(path), text, blocks) if blocks else []
+            if self.settled_generation(engine) != generation:
+                return None
+            if not _saved_text_is(path, text):
+                return generation, None, None
+            return generation, key, lenses.counts(results)
+        finally:
+            self._ingest_guard.release()
+
     def block_results(
         self, engine, file: str, text: str, blocks: list[tuple[int, int]]
     ) -> list[dict]:
@@ -773,6 +832,7 @@ class Backend:
             if not self.closing:
                 self.prefill()  # any ingest commits (at least its time): rows read are dropped
                 self._rewarm()
+                self.lenses_ahead().after_ingest()
             log.info(
                 "ingest (%s) took %.0f ms",
                 "paths" if paths else ("rebuild" if rebuild else "all"),

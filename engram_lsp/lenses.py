@@ -122,14 +122,25 @@ class LensStore:
             return None
         return blocks
 
+    def has(self, doc_key: str, generation: str) -> bool:
+        """Whether the document's entry is kept for ``generation``."""
+        data = self._load()
+        return data.get("generation") == generation and doc_key in data.get("entries", {})
+
     def put(self, doc_key: str, generation: str, blocks: list[list[int]]) -> None:
         """Write the document's entry for ``generation`` (best effort: a failure is logged)."""
+        self.put_many({doc_key: blocks}, generation)
+
+    def put_many(self, new: dict[str, list[list[int]]], generation: str) -> None:
+        """Write several documents' entries for ``generation`` in one rewrite of the file, in
+        the order given (the last the most recent); best effort, a failure is logged."""
         data = self._load()
         entries = dict(data.get("entries", {})) if data.get("generation") == generation else {}
-        if entries.get(doc_key) == blocks:
+        if all(entries.get(k) == v for k, v in new.items()):
             return
-        entries.pop(doc_key, None)
-        entries[doc_key] = blocks
+        for doc_key, blocks in new.items():
+            entries.pop(doc_key, None)
+            entries[doc_key] = blocks
         while len(entries) > MAX_ENTRIES:
             entries.pop(next(iter(entries)))
         body = orjson.dumps({"version": VERSION, "generation": generation, "entries": entries})

@@ -3,7 +3,9 @@ embedding state — the engine's status — plus a ``server`` object (version, w
 index path, whether an ingest is running, the last ingest summary or error, watched paths, and
 ``memory``: how many postings the server holds in memory, see ``engram.query.blocks``;
 ``warming``: how many opened files are still being read ahead for explain, see ``Backend.warm``;
-``heap_kept``: whether glibc keeps the memory the server freed, see ``engram_lsp.heap``).
+``heap_kept``: whether glibc keeps the memory the server freed, see ``engram_lsp.heap``;
+``lenses_ahead``: how many workspace files' lens counts are still to be computed ahead, see
+``engram_lsp.ahead``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ def server_status(ls) -> dict:
         "watching": ls.indexer.watching,
         "memory": backend.postings_status(),
         "warming": backend.warming(),
+        "lenses_ahead": backend.lenses_pending(),
         "heap_kept": heap.kept(),
         "pull": getattr(ls, "pull_state", None),  # sharing.autoPull (engram_lsp.puller)
         "settings": {

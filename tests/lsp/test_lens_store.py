@@ -96,3 +96,53 @@ def test_the_store_misses_rather_than_guesses(tmp_path):
     store.put("other", "g2", [[4, 5, 1]])               # a new generation drops the old entries
     assert orjson.loads(store.path.read_bytes())["entries"] == {"other": [[4, 5, 1]]}
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def _git_init(root) -> None:
+    import shutil
+    import subprocess
+
+    shutil.rmtree(root / ".git")
+    for cmd in (["git", "init", "-q"], ["git", "add", "-A"]):
+        subprocess.run(cmd, cwd=root, check=True, capture_output=True)
+
+
+async def test_the_workspace_files_counts_are_kept_ahead_for_the_next_server(lsp, ws):
+    """A git work tree's files nobody opened get their counts kept too (``engram_lsp.ahead``),
+    once the index has stayed the same a while after an ingest: the next server answers their
+    first lens from disk, with the titles a computed lens shows."""
+    text = ws.files["hello.py"] + "\n\ndef mine(a, b):\n    return a * b + 42\n"
+    (ws.root / "mixed.py").write_text(text)
+    (ws.root / "ignored.py").write_text(text)
+    (ws.root / ".gitignore").write_text("ignored.py\n")
+    _git_init(ws.root)
+    client = await lsp(ws)
+    await wait_indexed(client)
+    store = _store_path(ws)
+    mixed = ws.root / "mixed.py"
+    key = lens_store.key(mixed, text)
+
+    def kept() -> bool:
+        try:
+            return key in orjson.loads(store.read_bytes())["entries"]
+        except (OSError, ValueError):
+            return False
+
+    wait_until(kept, 30, message="the counts of a file never opened kept ahead")
+    entries = orjson.loads(store.read_bytes())["entries"]
+    assert lens_store.key(ws.root / "ignored.py", text) not in entries  # git ignores it
+    await client.shutdown_session()
+    log = ws.base / "server.log"
+
+    client = await lsp(ws)  # its first lens of the file: from the counts kept ahead
+    uri = open_doc(client, ws, "mixed.py")
+    from_disk = _titles(await lenses(client, uri))
+    assert log.read_text().count(FROM_DISK + uri) == 1
+    await client.shutdown_session()
+
+    store.unlink()  # and computed by a server that finds nothing kept: the same titles
+    client = await lsp(ws)
+    uri = open_doc(client, ws, "mixed.py")
+    assert _titles(await lenses(client, uri)) == from_disk == ["1 session"]
+    assert log.read_text().count(FROM_DISK + uri) == 1
+    await client.shutdown_session()

@@ -1,0 +1,148 @@
+"""Code lens counts of the workspace's files, kept on disk ahead of the files being opened.
+
+The lens counts a server keeps on disk (``engram_lsp.lenses``) answer the first lenses of a
+restarted server without its engine, but only for the files some server showed at the index's
+current generation. A file nobody opened since the last ingest that changed the index cost a new
+server its engine's import and a computation (250-350 ms at 16k sessions). So once the index has
+stayed the same for ``DELAY_S`` after an ingest of this server (the startup ingest included), and
+the client has been quiet for ``QUIET_S``, the server computes the lenses of the workspace's files
+too — ``git ls-files -co --exclude-standard`` of the root, the most recently modified first, at
+most ``MAX_FILES`` of at most ``MAX_BYTES`` — and keeps their counts beside those of the files it
+showed. The next server's first lens of such a file, as long as its saved text and the index are
+still those, is read from disk.
+
+Each file is one background job on a query thread (``Backend.ahead_job``: the same computation as
+a code lens, ``top_level_blocks`` then ``block_results``, so the same counts), taken only when no
+request waits, one at a time, and only while the client is quiet: a request that comes waits for
+at most one file's computation. A new ingest starts the pass over (what was computed belongs to
+the old generation); the counts are written in one rewrite of the file at the end of a pass.
+Outside a git work tree nothing is computed ahead.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+DELAY_S = 5.0  # the index unchanged this long after an ingest before a pass starts
+QUIET_S = 0.25  # no request for this long before each file
+MAX_FILES = 200
+MAX_BYTES = 256 * 1024
+_POLL_S = 0.05
+
+
+def workspace_files(root: Path, limit: int = MAX_FILES) -> list[Path]:
+    """The work tree's files (tracked and untracked, not ignored), regular and at most
+    ``MAX_BYTES``, the most recently modified first (then by path), at most ``limit``; [] outside
+    a git work tree."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "ls-files", "-co", "--exclude-standard", "-z"],
+            capture_output=True, timeout=10, check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if out.returncode:
+        return []
+    found = []
+    for name in sorted(set(out.stdout.decode("utf-8", "surrogateescape").split("\0"))):
+        if not name:
+            continue
+        path = root / name
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if st.st_size <= MAX_BYTES and (st.st_mode & 0o170000) == 0o100000:
+            found.append((-st.st_mtime_ns, name, path))
+    found.sort()
+    return [p for _m, _n, p in found[:limit]]
+
+
+class LensesAhead:
+    """The thread that computes the workspace's lens counts ahead (see the module docstring)."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self._cond = threading.Condition()
+        self._asked_at: float | None = None  # monotonic time of the last ingest's end
+        self._pass = 0  # bumped by every ingest: a pass under way for an older one stops
+        self.pending = 0  # files of the pass under way still to compute (``engram/status``)
+        self._thread: threading.Thread | None = None
+
+    def after_ingest(self) -> None:
+        """An ingest of this server ended: (re)start the pass after ``DELAY_S``."""
+        with self._cond:
+            self._asked_at = time.monotonic()
+            self._pass += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="engram-lenses-ahead",
+                                                daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def _loop(self) -> None:
+        backend = self.backend
+        while not backend.closing:
+            with self._cond:
+                while self._asked_at is None and not backend.closing:
+                    self._cond.wait()
+                if backend.closing:
+                    return
+                wait = self._asked_at + DELAY_S - time.monotonic()
+                if wait > 0:
+                    self._cond.wait(wait)
+                    continue
+                self._asked_at = None
+                number = self._pass
+            try:
+                self._one_pass(number)
+            except Exception:  # an optimisation: lenses are computed when asked for
+                log.debug("computing lens counts ahead failed", exc_info=True)
+            finally:
+                self.pending = 0
+
+    def _stale(self, number: int) -> bool:
+        return number != self._pass or self.backend.closing
+
+    def _one_pass(self, number: int) -> None:
+        backend = self.backend
+        if not backend.settings.code_lens_enabled:
+            return
+        files = workspace_files(backend.root)
+        self.pending = len(files)
+        started, done, generation = time.monotonic(), {}, None
+        for path in files:
+            while not self._stale(number) and (backend.ingesting or backend.since_request() < QUIET_S):
+                time.sleep(_POLL_S)
+            if self._stale(number):
+                return
+            try:
+                got = backend.query_background(backend.ahead_job, path, thread=0).result()
+            except Exception:
+                log.debug("lens counts ahead failed for %s", path, exc_info=True)
+                got = None
+            self.pending -= 1
+            if got is None:
+                continue
+            gen, key, blocks = got
+            if generation is None:
+                generation = gen
+            if gen != generation or self._stale(number):  # the index changed under the pass
+                return
+            if key is not None:
+                done[key] = blocks
+        if done and generation is not None and not self._stale(number):
+            backend.lens_store().put_many(done, generation)
+        log.debug("lens counts ahead: %d of %d files computed (%.0f ms)", len(done), len(files),
+                  (time.monotonic() - started) * 1000)
