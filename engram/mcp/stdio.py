@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
+import json
 import os
 import stat
 from collections.abc import AsyncIterator
@@ -30,6 +32,10 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
 MAX_LINE = 64 << 20  # a request line (a note's text is at most 1 MB)
+#: the wire's pipe buffer, when stdout is a pipe (Linux's default is 64 KB; 1 MB is the most an
+#: unprivileged process may ask for by default)
+PIPE_SIZE = 1 << 20
+F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
 def _streamable(fd: int) -> bool:
@@ -42,11 +48,21 @@ def _streamable(fd: int) -> bool:
 
 def encode(message) -> bytes:
     """One JSON-RPC message as a line: ``orjson`` for a response with a plain result, else the
-    SDK's ``model_dump_json`` (what ``stdio_server`` writes)."""
+    SDK's ``model_dump_json`` (what ``stdio_server`` writes). A result may hold an
+    ``orjson.Fragment`` (JSON already written: ``EngramMCP.call``'s ``spliced``), written as it is;
+    so may only such a result's ``id`` be an integer past 64 bits (``json`` writes that one)."""
     if type(message) is types.JSONRPCResponse and type(message.result) is dict:
-        with contextlib.suppress(TypeError):  # a value orjson does not write: the SDK's way
-            return orjson.dumps({"jsonrpc": message.jsonrpc, "id": message.id,
-                                 "result": message.result}) + b"\n"
+        try:
+            result = orjson.dumps(message.result)
+        except TypeError:  # a value orjson does not write: the SDK's way
+            pass
+        else:
+            try:
+                ident = orjson.dumps(message.id)
+            except TypeError:
+                ident = json.dumps(message.id).encode()
+            return b'{"jsonrpc":' + orjson.dumps(message.jsonrpc) + b',"id":' + ident + \
+                b',"result":' + result + b"}\n"
     return message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
 
 
@@ -69,6 +85,8 @@ async def transport() -> AsyncIterator[tuple]:
     w_transport, w_protocol = await loop.connect_write_pipe(
         asyncio.streams.FlowControlMixin, os.fdopen(wire_out, "wb", buffering=0))
     w_transport.set_write_buffer_limits(0)  # drain() returns once a message is all written
+    with contextlib.suppress(OSError):  # an answer (~200 KB) in one write, not four and waits
+        fcntl.fcntl(wire_out, F_SETPIPE_SZ, PIPE_SIZE)
     writer = asyncio.StreamWriter(w_transport, w_protocol, None, loop)
     read_send, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_receive = anyio.create_memory_object_stream[SessionMessage](0)

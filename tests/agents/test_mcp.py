@@ -165,3 +165,62 @@ async def test_log_review_stats_answer_what_the_cli_prints(world, capsys):
         assert res.is_error is not True and "rows" in res.structured_content
         bad = await s.call_tool("stats", {"since": "last week"})
         assert bad.is_error is True and "does not match" in bad.content[0].text
+
+
+def _exchange(root, msgs: list[dict]) -> dict:
+    """``msgs`` written to a fresh ``engram mcp`` at once; the raw response lines by id, read
+    until every request is answered (then stdin is closed)."""
+    proc = subprocess.Popen([sys.executable, "-m", "engram.cli", "mcp"], cwd=root,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        proc.stdin.write("".join(json.dumps(m) + "\n" for m in msgs).encode())
+        proc.stdin.flush()
+        want, got = {m["id"] for m in msgs if "id" in m}, {}
+        while want - got.keys():
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read().decode()[-2000:]
+            got[json.loads(line)["id"]] = line
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return got
+
+
+def test_explains_fast_path_answers_as_the_sdks_way_does(world):
+    """explain's fast path (``server._inline_calls``) and the SDK's own way (a request with
+    ``_meta`` takes it) give the same answer; the fast path writes the answer's JSON once as the
+    text and as the structured content, byte for byte. Malformed params still get the SDK's
+    error, bad arguments our one-line tool error, and a client that has not initialised the
+    SDK's refusal."""
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    version = HANDSHAKE_PROTOCOL_VERSIONS[-1]  # what the SDK's client settles on with us
+
+    args = {"file": "net.py", "start": 4, "end": 12}
+    call = {"jsonrpc": "2.0", "method": "tools/call"}
+    got = _exchange(world.root, [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": version, "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {**call, "id": 2, "params": {"name": "explain", "arguments": args}},
+        {**call, "id": 3, "params": {"name": "explain", "arguments": args,
+                                     "_meta": {"progressToken": 9}}},
+        {**call, "id": 4, "params": {"name": "explain", "arguments": {**args, "start": "4"}}},
+        {**call, "id": 5, "params": {"name": "explain", "arguments": "net.py:4-12"}}])
+    fast, sdk = json.loads(got[2])["result"], json.loads(got[3])["result"]
+    text = fast["content"][0]["text"]
+    assert got[2].count(text.encode()) == 1  # the structured content: the text's bytes
+    assert got[3].count(sdk["content"][0]["text"].encode()) == 0
+    assert fast["structuredContent"]["sessions"] and fast["isError"] is False
+    assert _no_timing(fast["structuredContent"]) == _no_timing(sdk["structuredContent"])
+    assert _no_timing(json.loads(text)) == _no_timing(json.loads(sdk["content"][0]["text"]))
+    bad = json.loads(got[4])["result"]
+    assert bad["isError"] is True
+    assert bad["content"][0]["text"] == "Error: explain: start: '4' is not of type 'integer'"
+    assert json.loads(got[5])["error"]["code"] == -32602  # INVALID_PARAMS, from the SDK
+    early = _exchange(world.root, [{**call, "id": 1, "params": {"name": "explain",
+                                                                 "arguments": args}}])
+    assert json.loads(early[1])["error"]["code"] == -32602

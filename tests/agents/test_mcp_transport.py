@@ -4,7 +4,10 @@ result pipeline; what ``orjson`` cannot write goes through the SDK's serialiser.
 
 from __future__ import annotations
 
+import json
+
 import mcp_types as types
+import orjson
 from mcp_types import methods
 
 from engram.mcp import stdio
@@ -49,3 +52,57 @@ def test_other_messages_and_unwritable_values_go_through_the_sdk():
                 types.JSONRPCResponse(jsonrpc="2.0", id=4, result={"big": 2 ** 70}),
                 types.JSONRPCResponse(jsonrpc="2.0", id=5, result={"text": "é ✓ \u2028 \x00"})):
         assert stdio.encode(msg) == _sdk(msg)
+
+
+def test_results_pass_the_sdks_result_check_unchanged(world):
+    """What lets explain's fast path (``server._inline_calls``) skip the SDK's check: at every
+    protocol version the path serves, the check gives our results back as they are."""
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS, SUPPORTED_PROTOCOL_VERSIONS
+
+    app = EngramMCP(world.root)
+    try:
+        results = [app.call("explain", {"file": "net.py", "start": 4, "end": 12}),
+                   app.call("explain", {"file": "net.py", "start": 1, "end": 20, "all": True}),
+                   app.call("explain", {"file": "gone.py", "start": 1, "end": 2}),
+                   app.call("explain", {"file": "net.py", "start": "4", "end": 5})]
+        assert [r["isError"] for r in results] == [False, False, True, True]
+        assert results[0]["structuredContent"]["sessions"]
+        for version in SUPPORTED_PROTOCOL_VERSIONS:
+            if version not in MODERN_PROTOCOL_VERSIONS:
+                for r in results:
+                    assert methods.serialize_server_result("tools/call", version, dict(r)) == r
+    finally:
+        app.close()
+
+
+def _untimed(obj: dict) -> dict:
+    obj["stats"].pop("elapsed_ms")
+    return obj
+
+
+def test_a_spliced_answer_is_the_same_json_once(world):
+    """The fast path's answer: the text and the structured content are the same bytes (written
+    once), and the line parses to what the SDK's own pipeline writes for the same call."""
+    app = EngramMCP(world.root)
+    try:
+        args = {"file": "net.py", "start": 4, "end": 12}
+        spliced = app.call("explain", args, spliced=True)
+        assert isinstance(spliced["structuredContent"], orjson.Fragment)
+        text = spliced["content"][0]["text"]
+        plain = app.call("explain", args)
+        for ident in (7, "req-7", 2 ** 70):
+            line = stdio.encode(types.JSONRPCResponse(jsonrpc="2.0", id=ident, result=spliced))
+            assert line.endswith(b"}\n") and b"\n" not in line[:-1]
+            assert line.count(text.encode()) == 1  # the structured content, as it is
+            ours = json.loads(line)
+            assert ours["id"] == ident and ours["result"]["content"][0]["text"] == text
+            assert ours["result"]["structuredContent"] == json.loads(text)
+            sdk = json.loads(_sdk(types.JSONRPCResponse(jsonrpc="2.0", id=ident,
+                                                        result=_wire(plain))))
+            for answer in (ours, sdk):  # the timing is all two answers may differ in
+                _untimed(answer["result"]["structuredContent"])
+                answer["result"]["content"][0]["text"] = _untimed(
+                    json.loads(answer["result"]["content"][0]["text"]))
+            assert ours == sdk
+    finally:
+        app.close()
