@@ -567,6 +567,13 @@ class Engine:
 
         return history.blame(self, file, text=text, earlier=earlier)
 
+    def annotate(self, file: str, text: str) -> dict:
+        """The editor's line annotation of the buffer ``text`` of ``file``: the lines ``blame``
+        says a session produced, as runs (``engram.query.history.annotate``)."""
+        from engram.query import history
+
+        return history.annotate(self, file, text)
+
     # -- commits (engram/commits): git-native provenance ----------------------------------------
     def log(self, revs: list[str] | None = None, limit: int | None = None,
             agent: str | None = None, files: bool = False) -> dict:
