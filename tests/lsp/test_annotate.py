@@ -138,3 +138,41 @@ async def test_annotate_bad_params_are_invalid_params(lsp, ws):
     with pytest.raises(JsonRpcInvalidParams, match="neither open nor on disk"):
         await request(client, "engram/annotate",
                       {"textDocument": {"uri": ws.uri("no-such-file.py")}})
+
+
+def test_engine_annotate_is_the_annotation_of_blame(ws, monkeypatch):
+    """``Engine.annotate`` (runs built on arrays) gives what the per-line blame entries give:
+    files two sessions wrote (through their logged edits), those files edited by hand, a mixed
+    file nobody logged, and the empty and one-blank-line buffers; a real index of the real
+    Claude Code fixture logs, in process."""
+    from engram.engine import Engine
+    from engram_lsp.features.annotate import annotation
+
+    _second_session(ws)
+    for k, v in ws.env().items():
+        monkeypatch.setenv(k, v)
+    for var in ("CODEX_HOME", "CLAUDE_CONFIG_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(ws.root)
+    (ws.root / "rows.py").write_text(SECOND)
+    eng = Engine(ws.root, semantic=False)
+    try:
+        eng.ingest(seal=True)
+        files = {**ws.files, "rows.py": SECOND}
+        cases = []
+        for rel, text in sorted(files.items()):
+            lines = text.split("\n")
+            cases += [(rel, text), (rel, "\n".join(lines[:2] + [HAND] + lines[2:]))]
+        cases += [("mixed.py", ws.files["hello.py"] + "\n" + HAND + "\n" + SECOND), ("e.py", ""),
+                  ("b.py", "\n")]
+        via = set()
+        for rel, text in cases:
+            path = str(ws.root / rel)
+            got = eng.annotate(path, text)
+            n = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+            sessions, runs = annotation(eng.blame(path, text=text, earlier=False)) if text else ([], [])
+            assert got == {"lines": n, "sessions": sessions, "runs": runs}, rel
+            via |= {r["via"] for r in runs}
+        assert via == {"log", "direct"}  # both rules were exercised
+    finally:
+        eng.close()
