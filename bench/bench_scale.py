@@ -274,28 +274,66 @@ async def lsp(repo: Path, out: Path, env: dict, n: int, fresh: int) -> dict:
         res["code_lens_ms"] = summ(lens)
         await B.settle(client)
         hover, explain = [], []
+        pid = client.proc.pid
+        c0 = proc_cpu_ms(pid)
         for x in spans:
             uri = open_file(repo / x["file"])
             hover.append(await timed("textDocument/hover",
                                      B._pos_params(uri, (x["start"] + x["end"]) // 2 - 1)))
+        c1 = proc_cpu_ms(pid)
         for x in spans:
             uri = open_file(repo / x["file"])
             explain.append(await timed("engram/explain", {
                 "textDocument": {"uri": uri},
                 "range": {"start": {"line": x["start"] - 1, "character": 0},
                           "end": {"line": x["end"], "character": 0}}}))
+        c2 = proc_cpu_ms(pid)
         res["hover_ms"] = summ(hover)
         res["explain_ms"] = summ(explain)
+        # the server's CPU time over each loop, per request (10 ms ticks summed over the loop)
+        res["hover_server_cpu_ms_mean"] = round((c1 - c0) / max(1, len(hover)), 2)
+        res["explain_server_cpu_ms_mean"] = round((c2 - c1) / max(1, len(explain)), 2)
         res["server_rss_mb"] = round(tree_rss(client.proc.pid) / 2**20)
         res["server_process_rss_mb"] = round(proc_rss(client.proc.pid) / 2**20)
+        # the workspace files this server never opened: their lens counts computed ahead
+        # (engram_lsp/ahead.py) once the client is quiet; waited for here
+        unopened = [f for f in files if (repo / f).as_uri() not in opened] or files
+        t0 = time.monotonic()
+        res["lenses_ahead_kept"] = await lenses_kept_ahead(client, store, repo, unopened)
+        res["lenses_ahead_wait_s"] = round(time.monotonic() - t0, 1)
     finally:
         await client.stop()
     res["kept_lens_counts"] = store.exists()
+    cpu = []
+    res["first_code_lens_unopened_ms"] = summ(await first_lenses(
+        repo, env, settings, [unopened[(i * 7) % len(unopened)] for i in range(fresh)], cpu))
+    res["first_code_lens_unopened_server_cpu_ms"] = summ(cpu)
     cpu = []
     res["first_code_lens_reopened_ms"] = summ(await first_lenses(
         repo, env, settings, [lensed[i % len(lensed)] for i in range(fresh)], cpu))
     res["first_code_lens_reopened_server_cpu_ms"] = summ(cpu)
     return res
+
+
+async def lenses_kept_ahead(client, store: Path, repo: Path, names: list[str],
+                            timeout: float = 180) -> int:
+    """Wait (polling once a second, so that the client is mostly quiet) until the lens counts of
+    ``names`` are all kept on disk, at most ``timeout``; how many are."""
+    sys.path.insert(0, str(ROOT))
+    from engram_lsp import lenses
+
+    keys = {lenses.key(repo / n, (repo / n).read_text()) for n in names}
+    deadline, kept = time.monotonic() + timeout, 0
+    while time.monotonic() < deadline:
+        await asyncio.sleep(1.0)
+        try:
+            entries = json.loads(store.read_bytes()).get("entries", {})
+        except (OSError, ValueError):
+            continue
+        kept = len(keys & set(entries))
+        if kept == len(keys):
+            break
+    return kept
 
 
 def proc_cpu_ms(pid: int) -> float:
@@ -358,6 +396,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh", type=int, default=10, help="fresh servers for the first code lens")
     ap.add_argument("--sample", type=int, default=300, help="spans for origin@1")
     ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--engram-home", type=Path, default=None,
+                    help="with --no-ingest: this ENGRAM_HOME (a `cp -a` copy of the corpus's, so "
+                    "that a shared corpus is only read: the LSP part removes its kept lens "
+                    "counts and the servers' startup ingests write to it) instead of "
+                    "<out>/engram-home; the logs are still read from <out>/home")
     a = ap.parse_args(argv)
     mode = "small" if a.small else "full"
     out = (a.out or Path(f"/tmp/engram-scale-{mode}")).resolve()
@@ -381,7 +424,8 @@ def main(argv: list[str] | None = None) -> int:
                "machine": {"platform": platform.platform(), "python": platform.python_version(),
                            "cpus": os.cpu_count(), "load_before": os.getloadavg()}}
     env = setup_home(out) if "ingest" in only else dict(
-        os.environ, HOME=str(out / "home"), ENGRAM_HOME=str(out / "engram-home"), PYTHONHASHSEED="0")
+        os.environ, HOME=str(out / "home"),
+        ENGRAM_HOME=str((a.engram_home or out / "engram-home").resolve()), PYTHONHASHSEED="0")
     for f in (out / "home" / ".claude").rglob("*.jsonl"):  # the page cache, for both tools
         f.read_bytes()
 
