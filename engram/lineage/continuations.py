@@ -48,6 +48,7 @@ from engram.sortedset import member, uniq
 log = logging.getLogger(__name__)
 
 TABLE_MIN_TAPES = 8     # this many new tapes or more: predecessors etc. from one read of ``tapes``
+PREFETCH_TAPES = 1024   # tapes whose heads are read and fingerprinted in one batch
 DISPATCH_AGENTS = 200   # later agent tapes an orchestrator tape may have dispatched
 AGENT_DISPATCH_SIM = 0.9     # a non-orchestrator dispatches a task it holds this much of, ...
 AGENT_DISPATCH_PRINTS = 6    # ... a task of this many fingerprints, or a shorter one quoted
@@ -67,6 +68,7 @@ class TapeText:
         # a tape first acted, the tape count of a harness, the tape table (when many are new)
         self.side: dict[int, bool] = {}
         self.acted: dict[int, int] = {}
+        self.tails: dict[int, tuple] = {}   # a tape's tail refs (``_tail_refs``)
         self.n_tapes: dict = {}
         self.table: _TapeTable | None = None
         self.write = None
@@ -75,22 +77,28 @@ class TapeText:
         c = self.cache.get(t.id)
         if c is not None:
             return c
-        texts, markers, task = self._head(t)
-        head_w, head_k = self.prints.many_prints(texts)
-        c = {"head": head_w, "head_k": head_k, "markers": markers, "task": task}
-        self.cache[t.id] = c
-        return c
+        return self._keep(t, *self._head(t))
 
     def prefetch(self, tapes: list[queries.TapeRow]) -> None:
-        """Fingerprint the head texts of many tapes in one batch (``get`` then finds them)."""
-        texts = []
-        for t in tapes:
-            if t.id not in self.cache:
-                head_texts, _markers, task = self._head(t)
+        """Fingerprint the head texts of many tapes in batches of ``PREFETCH_TAPES`` tapes, each
+        tape's head read once (``get`` then finds them)."""
+        todo = [t for t in tapes if t.id not in self.cache]
+        for i in range(0, len(todo), PREFETCH_TAPES):
+            heads = [(t, *self._head(t)) for t in todo[i:i + PREFETCH_TAPES]]
+            texts = []
+            for _t, head_texts, _markers, task in heads:
                 texts.extend(head_texts)
                 if task:
                     texts.append(task)
-        self.prints.prefetch(texts)
+            self.prints.prefetch(texts)
+            for t, head_texts, markers, task in heads:
+                self._keep(t, head_texts, markers, task)
+
+    def _keep(self, t: queries.TapeRow, texts: list[str], markers: set[str], task: str | None
+              ) -> dict:
+        head_w, head_k = self.prints.many_prints(texts)
+        c = self.cache[t.id] = {"head": head_w, "head_k": head_k, "markers": markers, "task": task}
+        return c
 
     def _head(self, t: queries.TapeRow) -> tuple[list[str], set[str], str | None]:
         """(head input texts, harness markers, first request) of a tape."""
@@ -438,7 +446,8 @@ def _continuation_of(conn: apsw.Connection, b: queries.TapeRow, text: TapeText, 
         head, head_k = head[~member(head, bpa)], head_k[~member(head_k, bpa)]
     # a compaction summary restates the earlier session's request: with that marker the earlier
     # tape's preamble counts too; without it, the preamble (often shared scaffolding) does not
-    found = (_tail_hits(conn, preds, head_k, "summary" in hb["markers"], text.acted, text.prints)
+    found = (_tail_hits(conn, preds, head_k, "summary" in hb["markers"], text.acted, text.prints,
+                        text.tails)
              if len(head) else {})
     best = None
     for a in preds.values():
@@ -492,10 +501,11 @@ def _continuation_of(conn: apsw.Connection, b: queries.TapeRow, text: TapeText, 
 
 def _tail_hits(conn: apsw.Connection, preds: dict[int, queries.TapeRow], hashes: np.ndarray,
                with_preamble: bool = False, acted: dict | None = None,
-               prints: IngestCache | None = None) -> dict[int, dict[int, set[int]]]:
+               prints: IngestCache | None = None, tails: dict | None = None
+               ) -> dict[int, dict[int, set[int]]]:
     """{tape: {event: head hashes found}} over the tails of ``preds`` (the last ``TAIL_EVENTS``
     events), leaving out each tape's preamble (the input before it first acted) unless
-    ``with_preamble``."""
+    ``with_preamble``. ``tails``: each tape's tail refs, kept across calls (``_tail_refs``)."""
     rows = postings(conn, uniq(hashes), prints)
     if not len(rows):
         return {}
@@ -508,24 +518,26 @@ def _tail_hits(conn: apsw.Connection, preds: dict[int, queries.TapeRow], hashes:
     bend = np.searchsorted(rows[:, 1], blocks, "right")
     by_block: dict[int, set[int]] = {}
 
-    def hashes_of(blk: int) -> set[int]:
-        hs = by_block.get(blk)
+    def hashes_of(i: int) -> set[int]:
+        hs = by_block.get(i)
         if hs is None:
-            i = int(np.searchsorted(blocks, blk))
-            hs = by_block[blk] = set(rows[bstart[i]:bend[i], 0].tolist())
+            hs = by_block[i] = set(rows[bstart[i]:bend[i], 0].tolist())
         return hs
 
     acted = {} if acted is None else acted
+    tails = {} if tails is None else tails
     out: dict[int, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
-    tapes = apsw.carray(queries._i64(sorted(preds)))
-    for ch in _chunks(blocks.tolist()):
-        for blk, eid, role, tape, ofs in conn.execute(
-                "SELECT r.block, r.event, r.role, e.tape, e.ofs FROM refs r"
-                " JOIN events e ON e.id=r.event WHERE r.block IN carray(?) AND e.tape IN carray(?)",
-                (apsw.carray(queries._i64(ch)), tapes)):
-            a = preds[tape]
-            if ofs < a.n_events - TAIL_EVENTS:
-                continue
+    # the refs of each tail (a few hundred rows), matched against the blocks here: the same rows
+    # as asking the index for every ref of these blocks among the tapes — without reading the refs
+    # of a block held by thousands of other tapes (a preamble every session reads)
+    for tape in sorted(preds):
+        tb, te, trole, tofs = _tail_refs(conn, preds[tape], tails)
+        if not len(tb):
+            continue
+        pos = np.searchsorted(blocks, tb)
+        pos[pos == len(blocks)] = 0
+        for k in np.flatnonzero(blocks[pos] == tb).tolist():
+            role, ofs = int(trole[k]), int(tofs[k])
             if role == schema.ROLE_MSG_IN and not with_preamble:
                 if tape not in acted:
                     r = conn.execute("SELECT min(ofs) FROM events WHERE tape=? AND kind IN (?,?)",
@@ -533,8 +545,27 @@ def _tail_hits(conn: apsw.Connection, preds: dict[int, queries.TapeRow], hashes:
                     acted[tape] = r[0] if r and r[0] is not None else 1 << 30
                 if ofs < acted[tape]:
                     continue
-            out[tape][eid] |= hashes_of(blk)
+            out[tape][int(te[k])] |= hashes_of(int(pos[k]))
     return out
+
+
+TAIL_CACHE_TAPES = 4096
+
+
+def _tail_refs(conn: apsw.Connection, a: queries.TapeRow, tails: dict
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(block, event, role, ofs) of every ref of the last ``TAIL_EVENTS`` events of tape ``a``."""
+    got = tails.get(a.id)
+    if got is None:
+        rows = conn.execute(
+            "SELECT r.block, r.event, r.role, e.ofs FROM events e JOIN refs r ON r.event=e.id"
+            " WHERE e.tape=? AND e.ofs>=?", (a.id, a.n_events - TAIL_EVENTS)).fetchall()
+        arr = np.asarray(rows, dtype=np.int64).reshape(-1, 4)
+        got = (arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), arr[:, 3].copy())
+        if len(tails) >= TAIL_CACHE_TAPES:
+            tails.clear()
+        tails[a.id] = got
+    return got
 
 
 def _quotes(text: TapeText, o: queries.TapeRow, e, task: str) -> bool:
