@@ -234,7 +234,7 @@ def _parse(stream) -> dict[str, CommitDiff]:
 
 def staged_diff(git: Git, now: str) -> CommitDiff:
     """The staged changes (``git diff --cached``) as a commit that would be made at ``now``."""
-    head = git.head_state()["head"]
+    head = git.head()
     raw = git.run_bytes(["-c", f"core.bigFileThreshold={BIG_FILE}", "diff", "--cached", "-p",
                          f"-U{CONTEXT}", "-M", "--no-color", "--no-ext-diff", "--no-textconv"])
     header = SEP.join(["STAGED", head or "", "", "", "", "", "", ""]).encode() + b"\x1e\n"

@@ -33,10 +33,15 @@ class Git:
         if self.exe is None:
             raise GitError("git is not installed (or not on PATH): commit provenance needs it")
         where = Path(where)
-        out = self._run(["rev-parse", "--show-toplevel", "--is-shallow-repository"], cwd=where,
-                        what=str(where)).splitlines()
+        # one git process for the top-level directory, whether the clone is shallow and the
+        # commit HEAD names (exit status 1 and no third line: no commit yet)
+        out = self._run(["rev-parse", "--show-toplevel", "--is-shallow-repository", "--verify", "-q",
+                         "HEAD"], cwd=where, what=str(where), ok_codes=(0, 1)).splitlines()
+        if len(out) < 2:
+            raise GitError(f"not a git repository: {where}")
         self.root = Path(out[0].strip())
-        self._shallow = len(out) > 1 and out[1].strip() == "true"
+        self._shallow = out[1].strip() == "true"
+        self._head_sha = out[2].strip() if len(out) > 2 and out[2].strip() else None
         self._head: dict | None = None
 
     # -- running ------------------------------------------------------------------------------
@@ -73,10 +78,13 @@ class Git:
         """``{"head": sha or None, "branch": name or None (detached), "empty": bool}``, asked once
         per ``Git`` (one command's answer sees one state of the repository)."""
         if self._head is None:
-            head = self._run(["rev-parse", "--verify", "-q", "HEAD"], ok_codes=(0, 1)).strip() or None
             branch = self._run(["symbolic-ref", "-q", "--short", "HEAD"], ok_codes=(0, 1)).strip() or None
-            self._head = {"head": head, "branch": branch, "empty": head is None}
+            self._head = {"head": self._head_sha, "branch": branch, "empty": self._head_sha is None}
         return dict(self._head)
+
+    def head(self) -> str | None:
+        """The commit HEAD names (None: no commit yet), as it was when this ``Git`` was made."""
+        return self._head_sha
 
     def resolve(self, rev: str) -> str:
         """The commit a revision names; ``GitError`` when there is none."""
@@ -106,7 +114,7 @@ class Git:
         return out.split()
 
     def _check_revs(self, revs: list[str]) -> None:
-        if self.head_state()["empty"]:
+        if self.head() is None:
             raise GitError("the repository has no commits yet")
         for r in revs:
             for part in (r.split("...") if "..." in r else r.split("..")):
