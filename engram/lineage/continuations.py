@@ -530,38 +530,41 @@ def _tail_hits(conn: apsw.Connection, preds: dict[int, queries.TapeRow], hashes:
     # the refs of each tail (a few hundred rows), matched against the blocks here: the same rows
     # as asking the index for every ref of these blocks among the tapes — without reading the refs
     # of a block held by thousands of other tapes (a preamble every session reads)
-    for tape in sorted(preds):
-        tb, te, trole, tofs = _tail_refs(conn, preds[tape], tails)
-        if not len(tb):
-            continue
-        pos = np.searchsorted(blocks, tb)
-        pos[pos == len(blocks)] = 0
-        for k in np.flatnonzero(blocks[pos] == tb).tolist():
-            role, ofs = int(trole[k]), int(tofs[k])
-            if role == schema.ROLE_MSG_IN and not with_preamble:
-                if tape not in acted:
-                    r = conn.execute("SELECT min(ofs) FROM events WHERE tape=? AND kind IN (?,?)",
-                                     (tape, schema.kind_code("msg.out"), schema.kind_code("tool.call"))).fetchone()
-                    acted[tape] = r[0] if r and r[0] is not None else 1 << 30
-                if ofs < acted[tape]:
-                    continue
-            out[tape][int(te[k])] |= hashes_of(int(pos[k]))
+    order = sorted(preds)
+    parts = [_tail_refs(conn, preds[tape], tails) for tape in order]
+    lens = [len(p) for p in parts]
+    if not sum(lens):
+        return {}
+    refs = np.concatenate(parts)
+    ref_tape = np.repeat(np.asarray(order, dtype=np.int64), lens)
+    pos = np.searchsorted(blocks, refs[:, 0])
+    pos[pos == len(blocks)] = 0
+    ks = np.flatnonzero(blocks[pos] == refs[:, 0])
+    for tape, (_blk, eid, role, ofs), i in zip(ref_tape[ks].tolist(), refs[ks].tolist(),
+                                                pos[ks].tolist()):
+        if role == schema.ROLE_MSG_IN and not with_preamble:
+            if tape not in acted:
+                r = conn.execute("SELECT min(ofs) FROM events WHERE tape=? AND kind IN (?,?)",
+                                 (tape, schema.kind_code("msg.out"), schema.kind_code("tool.call"))).fetchone()
+                acted[tape] = r[0] if r and r[0] is not None else 1 << 30
+            if ofs < acted[tape]:
+                continue
+        out[tape][eid] |= hashes_of(i)
     return out
 
 
-TAIL_CACHE_TAPES = 4096
+TAIL_CACHE_TAPES = 4096  # tails kept by ``_tail_refs`` (the latest tapes of each directory recur)
 
 
-def _tail_refs(conn: apsw.Connection, a: queries.TapeRow, tails: dict
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(block, event, role, ofs) of every ref of the last ``TAIL_EVENTS`` events of tape ``a``."""
+def _tail_refs(conn: apsw.Connection, a: queries.TapeRow, tails: dict) -> np.ndarray:
+    """(block, event, role, ofs) rows of every ref of the last ``TAIL_EVENTS`` events of tape
+    ``a``, as an ``(n, 4)`` array."""
     got = tails.get(a.id)
     if got is None:
         rows = conn.execute(
             "SELECT r.block, r.event, r.role, e.ofs FROM events e JOIN refs r ON r.event=e.id"
             " WHERE e.tape=? AND e.ofs>=?", (a.id, a.n_events - TAIL_EVENTS)).fetchall()
-        arr = np.asarray(rows, dtype=np.int64).reshape(-1, 4)
-        got = (arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), arr[:, 3].copy())
+        got = np.asarray(rows, dtype=np.int64).reshape(-1, 4)
         if len(tails) >= TAIL_CACHE_TAPES:
             tails.clear()
         tails[a.id] = got
