@@ -247,9 +247,7 @@ def compute(conn: apsw.Connection, new_tapes: list[queries.TapeRow], access: Tap
     for o in new_tapes:
         until = None if o.tier == "orchestrator" else (o.last_t or o.first_t or "")
         if text.table is not None:
-            for r in text.table.agents_from(o.first_t or "", DISPATCH_AGENTS):
-                if until is not None and (r.first_t or "") > until:
-                    break
+            for r in text.table.agents_from(o.first_t or "", DISPATCH_AGENTS, until):
                 agents.setdefault(r.id, r)
             continue
         for r in conn.execute(f"SELECT {queries.TAPE_COLS} FROM tapes WHERE tier IS NOT 'orchestrator'"
@@ -331,10 +329,16 @@ class _TapeTable:
                         break
         return out
 
-    def agents_from(self, first_t: str, limit: int) -> list[queries.TapeRow]:
-        """``tier IS NOT 'orchestrator' AND first_t >= ? ORDER BY first_t, tape_id LIMIT ?``."""
+    def agents_from(self, first_t: str, limit: int, until: str | None = None
+                    ) -> list[queries.TapeRow]:
+        """``tier IS NOT 'orchestrator' AND first_t >= ? ORDER BY first_t, tape_id LIMIT ?``,
+        cut before the first row whose ``first_t`` is past ``until`` (if given)."""
         out = []
-        for r in self.all_first[bisect.bisect_left(self.all_first_keys, first_t):]:
+        rows = self.all_first
+        for i in range(bisect.bisect_left(self.all_first_keys, first_t), len(rows)):
+            r = rows[i]
+            if until is not None and r.first_t > until:
+                break
             if r.tier != "orchestrator":
                 out.append(r)
                 if len(out) >= limit:

@@ -103,3 +103,30 @@ def test_prefetch_reads_each_head_once(world, monkeypatch):
             assert np.array_equal(c["head_k"], got[tid]["head_k"])
     finally:
         eng.close()
+
+
+def test_agents_from_cut_at_until_equals_the_rows_before_it():
+    """``agents_from(.., until)`` stops at the first tape started after ``until``: the rows the
+    caller kept before (the first ``limit`` agents, up to the first one past ``until``)."""
+    import random
+
+    rng = random.Random(7)
+    fields = queries.TapeRow._fields
+    rows = []
+    for i in range(300):
+        vals = dict.fromkeys(fields)
+        vals.update(id=i + 1, tape_id=f"t{i:04d}", harness="claude_code", n_events=5,
+                    tier=rng.choice(["orchestrator", "agent", None]),
+                    first_t=f"2026-01-01T00:{rng.randrange(60):02d}:00Z")
+        rows.append(queries.TapeRow(**vals))
+    table = continuations._TapeTable(rows)
+    for _ in range(200):
+        first = f"2026-01-01T00:{rng.randrange(60):02d}:00Z"
+        until = rng.choice([None, f"2026-01-01T00:{rng.randrange(60):02d}:30Z"])
+        limit = rng.choice([1, 5, 200])
+        want = []
+        for r in table.agents_from(first, limit):
+            if until is not None and r.first_t > until:
+                break
+            want.append(r.id)
+        assert [r.id for r in table.agents_from(first, limit, until)] == want
