@@ -105,6 +105,72 @@ async def _mcp_times(repo: Path, xs: list[dict], rounds: int, src: Path | None =
     return times, errors, cpu
 
 
+async def _mcp_interleaved(repo: Path, xs: list[dict], rounds: int, srcs: list[Path | None]
+                           ) -> list[tuple[list[float], int, dict]]:
+    """``_mcp_times`` for several trees at once: one server per tree, all driven by one client,
+    each span asked of every server in turn (the order flipped from span to span), so that every
+    tree meets the same moments of a shared machine's load."""
+    import contextlib
+
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    sessions, pidfiles = [], []
+    async with contextlib.AsyncExitStack() as stack:
+        for k, src in enumerate(srcs):
+            env = {key: os.environ[key] for key in ("HOME", "ENGRAM_HOME", "PATH")}
+            if src is not None:
+                env["PYTHONPATH"] = str(src)
+            pidfile = Path(os.environ["ENGRAM_HOME"]) / f"bench-mcp-{k}.pid"
+            params = StdioServerParameters(
+                command="/bin/sh",
+                args=["-c", f'echo $$ > "{pidfile}"; exec "{sys.executable}" -m engram.cli mcp'],
+                cwd=str(repo), env=env)
+            r, w = await stack.enter_async_context(stdio_client(params))
+            s = await stack.enter_async_context(ClientSession(r, w))
+            await s.initialize()
+            sessions.append(s)
+            pidfiles.append(pidfile)
+        for s in sessions:
+            for x in xs[:10]:  # warm-up
+                await s.call_tool("explain", {"file": x["file"], "start": x["start"], "end": x["end"]})
+        pids = [int(f.read_text()) for f in pidfiles]
+        server0 = [_proc_cpu_ms(pid) for pid in pids]
+        times: list[list[float]] = [[] for _ in srcs]
+        client = [0.0] * len(srcs)
+        errors = [0] * len(srcs)
+        for r in range(rounds):
+            for i, x in enumerate(xs):
+                order = list(range(len(srcs)))
+                if (i + r) % 2:
+                    order.reverse()
+                for k in order:
+                    c0, t0 = time.process_time(), time.perf_counter()
+                    res = await sessions[k].call_tool("explain", {"file": x["file"], "start": x["start"],
+                                                                  "end": x["end"]})
+                    times[k].append((time.perf_counter() - t0) * 1000)
+                    client[k] += time.process_time() - c0
+                    errors[k] += bool(res.is_error)
+        out = []
+        for k, pid in enumerate(pids):
+            n = len(times[k])
+            out.append((times[k], errors[k], {
+                "server_cpu_ms_per_call": round((_proc_cpu_ms(pid) - server0[k]) / n, 2),
+                "client_cpu_ms_per_call": round(client[k] * 1000 / n, 2)}))
+    return out
+
+
+def bench_mcp_interleaved(repo: Path, xs: list[dict], rounds: int, srcs: list[Path | None]
+                          ) -> list[dict]:
+    load = os.getloadavg()[0]
+    runs = asyncio.run(_mcp_interleaved(repo, xs, rounds, srcs))
+    return [{"calls": len(times), "errors": errors, "p50_ms": pct(times, 0.5),
+             "p95_ms": pct(times, 0.95), "max_ms": round(max(times), 2), **cpu,
+             "load_1m": [round(load, 2), round(os.getloadavg()[0], 2)],
+             "src": str(src) if src else "this checkout", "interleaved": True}
+            for (times, errors, cpu), src in zip(runs, srcs)]
+
+
 def bench_mcp(eng, repo: Path, xs: list[dict], rounds: int, src: Path | None = None) -> dict:
     inproc, cpu0 = [], 0.0
     for x in xs[:10]:
@@ -286,6 +352,9 @@ def main(argv=None) -> int:
                     help="also run the MCP part's server from this source checkout (repeatable; "
                          "an A/B of two trees, alternated with this checkout's)")
     ap.add_argument("--mcp-repeat", type=int, default=1, help="runs of the MCP part per tree")
+    ap.add_argument("--mcp-interleave", action="store_true",
+                    help="with --mcp-src: the trees' servers side by side, each span asked of "
+                         "each in turn (the same moments of the machine's load for every tree)")
     a = ap.parse_args(argv)
 
     import accuracy
@@ -330,6 +399,10 @@ def main(argv=None) -> int:
         print(f"MCP explain: {len(sample)} spans x {a.rounds}", file=sys.stderr)
         runs = []
         for _ in range(a.mcp_repeat):
+            if a.mcp_interleave:
+                runs.extend(bench_mcp_interleaved(repo, sample, a.rounds, [None, *a.mcp_src]))
+                print("\n".join(json.dumps(r) for r in runs[-1 - len(a.mcp_src):]), file=sys.stderr)
+                continue
             for src in [None, *a.mcp_src]:
                 runs.append(bench_mcp(eng, repo, sample, a.rounds, src))
                 print(json.dumps(runs[-1]), file=sys.stderr)
