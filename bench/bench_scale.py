@@ -322,6 +322,9 @@ async def lenses_kept_ahead(client, store: Path, repo: Path, names: list[str],
     sys.path.insert(0, str(ROOT))
     from engram_lsp import lenses
 
+    st = await client.request("engram/status", {})
+    if "lenses_ahead" not in st["server"]:  # a server that keeps no counts ahead (an older tree)
+        return 0
     keys = {lenses.key(repo / n, (repo / n).read_text()) for n in names}
     deadline, kept = time.monotonic() + timeout, 0
     while time.monotonic() < deadline:
