@@ -305,9 +305,11 @@ class Ingestor:
                     added = self._ingest_streamed(s, sk, run.cursors.get(src), batch, run,
                                                   parsed, prepared, staged)
                 finally:
-                    if not added:  # (added: the batch's commit removes it)
+                    if not added:  # (added: the batch's commit removes them)
                         for sp in prepared or ():
                             sp.discard()
+                        for sess in parsed.sessions:
+                            parse_worker.discard_spilled(sess.events)
                 if added:
                     return
                 parsed = prepared = encoded = None  # its tape was corrupt: parsed again here
@@ -568,9 +570,10 @@ class Ingestor:
         try:
             stats = batch.commit(pending_cursors)
         finally:
-            for rec in batch.sessions:  # a streamed session's prepared parts
+            for rec in batch.sessions:  # a streamed session's prepared parts and events
                 if isinstance(rec.prepared, store.PreparedSpill):
                     rec.prepared.discard()
+                parse_worker.discard_spilled(rec.events)
         for k in ("blocks", "fingerprints"):
             summary[k] += stats[k]
         summary["tapes_indexed"] += sum(1 for r in batch.sessions if not r.live)

@@ -107,25 +107,29 @@ def stream(harness: str, path: str, mode: str, root: str) -> tuple:
     from engram.lineage.cache import wanted
     from engram.tape import writer
 
-    enc = spill = None
+    enc = spill = light = None
     try:
         ad = adapters.get(harness)
         work = paths.private_dir(paths.user_tapes_dir())
         enc = writer.Streamed(work)
-        spill = store.PreparedSpill.create(work, f".{secrets.token_hex(16)}.{os.getpid()}-"
-                                                 f"{writer._host_tag()}.prepared.tmp")
+        tag = f"{os.getpid()}-{writer._host_tag()}"
+        spill = store.PreparedSpill.create(work, f".{secrets.token_hex(16)}.{tag}.prepared.tmp")
+        light = SpilledEvents.create(work, f".{secrets.token_hex(16)}.{tag}.events.tmp")
         prep = store.Preparer(wanted, sink=spill.write)
-        light: list[dict] = []
         kept: dict[int, bytes] = {}
         chunk: list[dict] = []
 
         def flush() -> None:
             prep.add(chunk)
+            part = []
             for ev in chunk:
                 line = enc.add(ev)
-                if wanted(len(light) + 1, ev):
-                    kept[len(light) + 1] = line
-                light.append(store.light_event(ev))
+                ofs = len(light) + len(part)   # (the meta is offset 0)
+                if wanted(ofs, ev):
+                    kept[ofs] = line
+                part.append(store.light_event(ev))
+            if part:
+                light.write(part)
             chunk.clear()
 
         st = ad.stream_source(Path(path), mode=mode)
@@ -138,6 +142,7 @@ def stream(harness: str, path: str, mode: str, root: str) -> tuple:
         flush()
         out = st.output
         spill.close()
+        light.close()
         if not out.sessions:
             enc.close()
             spill.discard()
@@ -147,9 +152,10 @@ def stream(harness: str, path: str, mode: str, root: str) -> tuple:
         if wanted(0, meta):
             kept[0] = writer.encode_event(meta)
         ref, tmp = writer.write_streamed(enc, tape_dir_for(meta, root))
-        out.sessions[0].events = [meta, *light]
+        light.meta = meta
+        out.sessions[0].events = light
         res = ("ok", out, [spill], None, (ref, tmp, kept))
-        spill = None   # the ingest's now (it removes the file)
+        spill = light = None   # the ingest's now (it removes the files)
         return res
     except EngramError as e:
         return ("error", e.to_dict())
@@ -162,6 +168,99 @@ def stream(harness: str, path: str, mode: str, root: str) -> tuple:
             enc.close()
         if spill is not None:
             spill.discard()
+        if light is not None:
+            light.discard()
+
+
+class SpilledEvents:
+    """A streamed session's events as the indexing reads them (``store.light_event``; the
+    ``meta`` first, whole), held in a temp file of a tape directory a part at a time rather than
+    as a list: neither the parse worker nor the ingest holds one dict per event of the session.
+    Named as a tape's temp file of its writer (``writer.sweep_temp`` removes it once that process
+    is gone); pickled as its path. A sequence read in order: ``len``, iteration, ``[i]`` (the
+    part holding ``i`` is read, from the start again when ``i`` lies before it); ``discard()``
+    removes the file."""
+
+    def __init__(self, path: str, meta: dict | None = None, n: int = 0):
+        self.path, self.meta, self.n = path, meta, n   # n: events after the meta
+        self._w = self._r = None
+        self._part: list[dict] = []
+        self._lo = 0   # offset (after the meta) of ``_part``'s first event
+
+    @classmethod
+    def create(cls, directory, name: str) -> SpilledEvents:
+        fd = os.open(os.path.join(str(directory), name), os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                     0o600)
+        ev = cls(os.path.join(str(directory), name))
+        ev._w = os.fdopen(fd, "wb")
+        return ev
+
+    def write(self, events: list[dict]) -> None:
+        """The next part's events (after the meta), in order."""
+        pickle.dump(events, self._w, protocol=pickle.HIGHEST_PROTOCOL)
+        self.n += len(events)
+
+    def close(self) -> None:
+        for f in (self._w, self._r):
+            if f is not None:
+                f.close()
+        self._w = self._r = None
+        self._part, self._lo = [], 0
+
+    def __getstate__(self) -> dict:
+        return {"path": self.path, "meta": self.meta, "n": self.n}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["path"], state["meta"], state["n"])
+
+    def __len__(self) -> int:
+        return self.n + 1
+
+    def __iter__(self):
+        yield self.meta
+        with open(self.path, "rb") as f:
+            for _ in _parts(f, self.n):
+                yield from _
+
+    def __getitem__(self, i: int) -> dict:
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        if i == 0:
+            return self.meta
+        j = i - 1
+        if self._r is None or j < self._lo:
+            if self._r is not None:
+                self._r.close()
+            self._r = open(self.path, "rb")
+            self._part, self._lo = pickle.load(self._r), 0
+        while j >= self._lo + len(self._part):
+            self._lo += len(self._part)
+            self._part = pickle.load(self._r)
+        return self._part[j - self._lo]
+
+    def discard(self) -> None:
+        self.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+def _parts(f, n: int):
+    """The pickled parts of ``f`` holding ``n`` events in all."""
+    got = 0
+    while got < n:
+        part = pickle.load(f)
+        got += len(part)
+        yield part
+
+
+def discard_spilled(events) -> None:
+    """Remove a streamed session's events file (``SpilledEvents``); nothing for a list."""
+    if isinstance(events, SpilledEvents):
+        events.discard()
 
 
 def _encoded(out) -> list[list[bytes]] | None:
