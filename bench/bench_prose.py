@@ -6,10 +6,16 @@ the voices of a design note, an issue, a commit message, a review comment or a c
 by ``corpus.py``'s templates, none about a function of the corpus's own prose scenario (e). Each
 becomes a Claude Code session in its own project directory (cwd ``/home/dev/design``: it touches
 no code). The bench checks that no discussion shares a run of 4 words with its function's code.
+``bench/prose/report.json``: 40 more, written later about 40 other functions (24 more-itertools,
+16 click) as agent chats, review comments and issues, kept unseen while calibrating. By default
+all 40 of ``heldout.json`` calibrate (three looks at its old report half made it calibration
+data) and the 40 of ``report.json`` are reported; ``--report none`` gives the old split in halves
+of ``heldout.json``; ``--skip report`` stops after the calibration.
 
 Steps: ingest the corpus plus the discussions; embed everything (CPU, timed: the target is ≤ 2
-minutes for the whole corpus); split the 40 spans deterministically (sorted by xxh3 of
-``file:symbol``, alternating) into a calibration half and a report half; on the calibration half
+minutes for the whole corpus); take the calibration and report spans (with ``--report none``:
+split the 40 spans deterministically, sorted by xxh3 of ``file:symbol``, alternating, into a
+calibration half and a report half); on the calibration spans
 replay the addition rule (``engram.embed.hybrid.select``) over a grid of keyword weight
 (``hybrid.rescore``: cosine + weight × FTS5 bm25 of the docstring words) × threshold × margin ×
 reference rank and keep the best found rate with ≤ 0.1 wrong additions (the best per keyword
@@ -24,7 +30,7 @@ weight is reported too); then on the report half
 Found: the span's discussion is among the ``via: "semantic"`` sessions. Wrong: an addition that is
 neither the discussion nor a session that edited, read or produced the function (truth.json).
 
-    python bench/bench_prose.py --out /tmp/prose [--skip lsp]
+    python bench/bench_prose.py --out /tmp/prose [--skip lsp|report] [--report none]
 """
 
 from __future__ import annotations
@@ -210,10 +216,13 @@ async def lsp_additions(repo: Path, env: dict, settings: dict, items: list[dict]
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus", type=Path, default=HERE / "corpus" / "full")
-    ap.add_argument("--prose", type=Path, default=HERE / "prose" / "heldout.json")
+    ap.add_argument("--prose", type=Path, default=HERE / "prose" / "heldout.json",
+                    help="calibration discussions (all of them, unless --report none)")
+    ap.add_argument("--report", default=str(HERE / "prose" / "report.json"),
+                    help="held-out discussions reported once; 'none': split --prose in halves")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--reuse", action="store_true", help="keep --out (its vectors are reused)")
-    ap.add_argument("--skip", default="", help="comma-separated: lsp")
+    ap.add_argument("--skip", default="", help="comma-separated: lsp, report (calibrate only)")
     a = ap.parse_args(argv)
     skip = set(filter(None, a.skip.split(",")))
     corpus, out = a.corpus.resolve(), a.out.resolve()
@@ -223,6 +232,10 @@ def main(argv: list[str] | None = None) -> int:
     (home / "engram").mkdir(parents=True, exist_ok=True)
     os.environ.update(HOME=str(home), ENGRAM_HOME=str(home / "engram"))
     items = json.loads(a.prose.read_text())
+    held = [] if a.report == "none" else json.loads(Path(a.report).read_text())
+    items = items + held
+    if len({(x["file"], x["symbol"]) for x in items}) != len(items):
+        raise SystemExit("a function is discussed twice in --prose/--report")
     truth = {(x["file"], x["symbol"]): x for x in json.loads((corpus / "truth.json").read_text())}
     repo = out / "repo"
     if not repo.exists():
@@ -258,9 +271,17 @@ def main(argv: list[str] | None = None) -> int:
     report["embed"] = {"elapsed_s": round(time.perf_counter() - t0, 1),
                        **{k: v for k, v in emb.items() if not isinstance(v, (list, dict))}}
     print(json.dumps(report), file=sys.stderr)
-    cal, rep = split(items)
+    if held:  # every discussion of --prose calibrates; the new ones are reported
+        cal, rep = items[:len(items) - len(held)], items[len(items) - len(held):]
+    else:
+        cal, rep = split(items)
+    report["calibration_spans"], report["report_spans"] = len(cal), len(rep)
     report["calibration"] = calibrate(eng, repo, cal)
     print(json.dumps(report["calibration"]), file=sys.stderr)
+    if "report" in skip:  # calibrating: the held-out discussions stay unseen
+        eng.close()
+        print(json.dumps(report, indent=2))
+        return 0
     report["cli_shipped"] = score(cli_additions(eng, repo, rep), rep)
     from engram.embed import hybrid
 
