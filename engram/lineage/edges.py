@@ -108,8 +108,9 @@ class Postings:
         parts, kept, self.complete = [], 0, True
         skipped = uniq(np.fromiter(skip, np.int64, len(skip)))
         hashes = _unskipped(hashes, skipped)
+        held = _HeldBlocks(conn) if linkable_only else None
         for i, j in _key_chunks(hashes, FETCH_HASHES):
-            arr = _filtered(conn, postings(conn, hashes[i:j], cache), skipped, linkable_only)
+            arr = _filtered(postings(conn, hashes[i:j], cache), skipped, held)
             parts.append(arr)
             kept += len(arr)
             if max_rows is not None and kept > max_rows:
@@ -209,10 +210,13 @@ def _key_chunks(hashes: np.ndarray, n: int):
         i = j
 
 
-def _filtered(conn: apsw.Connection, arr: np.ndarray, skip: np.ndarray, linkable_only: bool
-              ) -> np.ndarray:
+_NONE = np.zeros(0, np.int64)
+
+
+def _filtered(arr: np.ndarray, skip: np.ndarray, held: _HeldBlocks | None) -> np.ndarray:
     """``arr``'s postings less the hashes with more than ``POPULAR_POSTINGS`` of them and the
-    skipped ones (and, ``linkable_only``, less those in blocks no edit or read holds)."""
+    skipped ones (``skip``: sorted, distinct), and, given ``held``, less those in blocks no edit
+    or read holds."""
     if not len(arr):
         return arr
     hs = np.sort(arr[:, 0])
@@ -220,12 +224,31 @@ def _filtered(conn: apsw.Connection, arr: np.ndarray, skip: np.ndarray, linkable
     cnt = np.diff(np.r_[run, len(hs)])
     drop = hs[run[cnt > POPULAR_POSTINGS]]
     del hs
-    if len(skip):
-        drop = uniq(np.concatenate([drop, skip]))
     keep = ~member(arr[:, 0], drop)
-    if linkable_only:
-        keep &= member(arr[:, 1], _held_blocks(conn, uniq(arr[keep, 1])))
+    if len(skip):   # (sorted: searched, not merged with ``drop`` again for every chunk)
+        keep &= ~member(arr[:, 0], skip)
+    if held is not None:
+        keep &= member(arr[:, 1], held(uniq(arr[keep, 1])))
     return arr[keep]
+
+
+class _HeldBlocks:
+    """``_held_blocks`` for the chunks of one ``Postings``: a block is looked up once (a file's
+    versions have postings in nearly every chunk; the refs do not change meanwhile)."""
+
+    def __init__(self, conn: apsw.Connection):
+        self.conn = conn
+        self.asked = self.held = _NONE   # sorted
+
+    def __call__(self, blocks: np.ndarray) -> np.ndarray:
+        """The held blocks among those asked so far (``blocks``, sorted, distinct, included)."""
+        new = blocks[~member(blocks, self.asked)]
+        if len(new):
+            found = _held_blocks(self.conn, new)
+            if len(found):
+                self.held = uniq(np.concatenate([self.held, found]))
+            self.asked = uniq(np.concatenate([self.asked, new]))
+        return self.held
 
 
 def _held_blocks(conn: apsw.Connection, blocks: np.ndarray) -> np.ndarray:
