@@ -29,6 +29,7 @@ OFS = 1 << 31                      # rowid = key + OFS: keys are signed 32-bit
 REC = np.dtype([("b", ">u4"), ("l", ">u2")])
 WIDE = 0xFFFF                      # lines from here on stay in ``fingerprints``
 _EMPTY = np.zeros(0, dtype=np.int64)
+ADD_CHUNK = 1 << 15                # keys bound per ``executemany`` in ``add``
 
 _UPSERT = ("INSERT INTO packed(key, rows) VALUES (?, ?)"
            " ON CONFLICT(key) DO UPDATE SET rows = CAST(packed.rows || excluded.rows AS BLOB)")
@@ -59,12 +60,15 @@ def add(conn: apsw.Connection, H: np.ndarray, B: np.ndarray, L: np.ndarray) -> N
             return
     rec = np.empty(len(H), dtype=REC)
     rec["b"], rec["l"] = B, L
-    buf = rec.tobytes()
+    buf = memoryview(rec.tobytes())
     starts = np.flatnonzero(np.r_[True, H[1:] != H[:-1]])
     ends = np.r_[starts[1:], len(H)] * REC.itemsize
-    keys = (H[starts] + OFS).tolist()
-    conn.executemany(_UPSERT, zip(keys, (buf[s:e] for s, e in zip((starts * REC.itemsize).tolist(),
-                                                                     ends.tolist()))))
+    keys = H[starts] + OFS
+    starts *= REC.itemsize
+    for i in range(0, len(keys), ADD_CHUNK):   # Python objects for a chunk of keys at a time
+        j = i + ADD_CHUNK
+        conn.executemany(_UPSERT, zip(keys[i:j].tolist(), (
+            buf[s:e] for s, e in zip(starts[i:j].tolist(), ends[i:j].tolist()))))
 
 
 def _decode(got: list[tuple[int, bytes]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
