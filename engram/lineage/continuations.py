@@ -557,7 +557,7 @@ def _tail_hits(conn: apsw.Connection, preds: dict[int, queries.TapeRow], hashes:
     return out
 
 
-TAIL_CACHE_TAPES = 4096  # tails kept by ``_tail_refs`` (the latest tapes of each directory recur)
+TAIL_CACHE_TAPES = 2048  # tails kept by ``_tail_refs`` (the latest tapes of each directory recur)
 
 
 def _tail_refs(conn: apsw.Connection, a: queries.TapeRow, tails: dict) -> np.ndarray:
