@@ -33,8 +33,22 @@ class Git:
         if self.exe is None:
             raise GitError("git is not installed (or not on PATH): commit provenance needs it")
         where = Path(where)
-        # one git process for the top-level directory, whether the clone is shallow and the
-        # commit HEAD names (exit status 1 and no third line: no commit yet)
+        self._head: dict | None = None
+        # one git process for the top-level directory, whether the clone is shallow, the commit
+        # HEAD names and its branch ("HEAD": detached). It fails where HEAD names no commit yet
+        # (or a file named HEAD makes it ambiguous): then the steps below, which also give the
+        # errors (not a repository, ...)
+        out = self._run(["rev-parse", "--show-toplevel", "--is-shallow-repository", "HEAD",
+                         "--abbrev-ref", "HEAD"], cwd=where, what=str(where), ok_codes=(0, 128)).splitlines()
+        if len(out) == 4 and len(out[2].strip()) >= 40 and out[3].strip():
+            self.root = Path(out[0].strip())
+            self._shallow = out[1].strip() == "true"
+            self._head_sha = out[2].strip()
+            branch = out[3].strip()
+            self._head = {"head": self._head_sha, "branch": None if branch == "HEAD" else branch,
+                          "empty": False}
+            return
+        # (exit status 1 and no third line: no commit yet)
         out = self._run(["rev-parse", "--show-toplevel", "--is-shallow-repository", "--verify", "-q",
                          "HEAD"], cwd=where, what=str(where), ok_codes=(0, 1)).splitlines()
         if len(out) < 2:
@@ -42,7 +56,6 @@ class Git:
         self.root = Path(out[0].strip())
         self._shallow = out[1].strip() == "true"
         self._head_sha = out[2].strip() if len(out) > 2 and out[2].strip() else None
-        self._head: dict | None = None
 
     # -- running ------------------------------------------------------------------------------
     def _run(self, args: list[str], *, cwd: Path | None = None, input_: bytes | None = None,
