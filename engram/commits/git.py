@@ -38,13 +38,17 @@ class Git:
         # HEAD names and its branch ("HEAD": detached). It fails where HEAD names no commit yet
         # (or a file named HEAD makes it ambiguous): then the steps below, which also give the
         # errors (not a repository, ...)
+        # (and whether git-ai's notes ref exists: ``--glob`` lists it when it does, fails never)
+        self.has_ai_notes: bool | None = None   # None: not asked
         out = self._run(["rev-parse", "--show-toplevel", "--is-shallow-repository", "HEAD",
-                         "--abbrev-ref", "HEAD"], cwd=where, what=str(where), ok_codes=(0, 128)).splitlines()
-        if len(out) == 4 and len(out[2].strip()) >= 40 and out[3].strip():
+                         "--glob=refs/notes/a[i]", "--abbrev-ref", "HEAD"], cwd=where, what=str(where),
+                        ok_codes=(0, 128)).splitlines()
+        if len(out) in (4, 5) and all(len(x.strip()) >= 40 for x in out[2:-1]) and out[-1].strip():
             self.root = Path(out[0].strip())
             self._shallow = out[1].strip() == "true"
             self._head_sha = out[2].strip()
-            branch = out[3].strip()
+            self.has_ai_notes = len(out) == 5
+            branch = out[-1].strip()
             self._head = {"head": self._head_sha, "branch": None if branch == "HEAD" else branch,
                           "empty": False}
             return

@@ -75,6 +75,8 @@ def parse_git_ai(text: str) -> list[dict]:
 
 
 def git_ai_notes(git: Git, shas: set[str]) -> dict[str, list[dict]]:
+    if getattr(git, "has_ai_notes", None) is False:  # no refs/notes/ai (asked with HEAD)
+        return {}
     raw = git._run(["notes", "--ref=ai", "list"], ok_codes=(0, 1, 128))
     pairs = [ln.split() for ln in raw.splitlines() if len(ln.split()) == 2]
     want = {c: n for n, c in pairs if c in shas}
