@@ -31,7 +31,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 DELAY_S = 5.0  # the index unchanged this long after an ingest before a pass starts
-QUIET_S = 0.25  # no request for this long before each file
+QUIET_S = 1.0  # no request for this long before each file (an editor's pauses, not a burst's gaps)
 MAX_FILES = 200
 MAX_BYTES = 256 * 1024
 _POLL_S = 0.05
