@@ -8,9 +8,7 @@ error. The card's format is in ``engram_lsp.render``.
 
 from __future__ import annotations
 
-import functools
 import logging
-import re
 
 from lsprotocol import types
 
@@ -27,7 +25,7 @@ NOTE_HARNESS = "engram"  # the harness of note tapes (``engram note``)
 def hover_block(engine, backend, doc: documents.Doc, line: int):
     """(start, end, explain_blocks entry or None) for 1-based ``line``; runs on the query thread."""
     text = doc.source()
-    start, end = enclosing_block(engine, text, doc.path, line)
+    start, end = engine.enclosing_block(text, doc.path, line)
 
     def compute():
         # only the block's own text is fingerprinted (not the whole file), shared with code lens
@@ -46,45 +44,6 @@ def hover_block(engine, backend, doc: documents.Doc, line: int):
 
     key = ("hover", doc.uri, doc.version if doc.text is not None else hash(text), start, end)
     return start, end, backend.cached(key, compute)
-
-
-# The first hover of a Python file: tree-sitter's parse of the whole file (10-30 ms at 1-2k lines)
-# is most of it when the hover comes before the open's warm-up parsed it. Inside a top-level
-# definition that holds no other one the innermost definition is that one, whose lines the
-# parse-free scan of ``top_level_blocks`` gives (as the grammar delimits them, trailing blank lines
-# dropped, decorators included: what ``enclosing_block`` answers). Conservatively: any ``def`` or
-# ``class`` word after the definition's own line, or a line starting with ``@``, even in a string
-# or a comment, and the tree answers as before.
-_PY_SUFFIXES = (".py", ".pyi")
-_DEF_LINE = re.compile(r"(?:async[ \t]+)?(?:def|class)[ \t]")
-_NESTED = re.compile(r"\b(?:def|class)\b|^[ \t]*@", re.M)
-
-
-def enclosing_block(engine, text: str, path, line: int) -> tuple[int, int]:
-    """``Engine.enclosing_block``, without a parse where the scan above tells the same."""
-    if str(path).endswith(_PY_SUFFIXES):
-        for start, end in _flat_definitions(engine, text, str(path)):
-            if start <= line <= end:
-                return start, end
-    return engine.enclosing_block(text, path, line)
-
-
-@functools.lru_cache(maxsize=8)
-def _flat_definitions(engine, text: str, path: str) -> tuple[tuple[int, int], ...]:
-    """The top-level definitions of ``text`` that hold no other one (see above)."""
-    lines = text.split("\n")
-    out = []
-    for start, end, _name in engine.top_level_blocks(text, path):
-        head = start
-        while head <= end and lines[head - 1].startswith("@"):
-            head += 1
-        m = _DEF_LINE.match(lines[head - 1]) if head <= end else None
-        if m is None:
-            continue  # a chunk (no definitions found), or not one this scan understands
-        if _NESTED.search(lines[head - 1], m.end()) or _NESTED.search("\n".join(lines[head:end])):
-            continue
-        out.append((start, end))
-    return tuple(out)
 
 
 def _has_notes(engine) -> bool:
