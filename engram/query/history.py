@@ -32,6 +32,7 @@ One fingerprint pass and one index lookup for the whole file: fast on thousands 
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections import defaultdict
 from pathlib import Path
@@ -309,7 +310,7 @@ def _block_roles(conn, uq: np.ndarray, rows: bool = True):
         erows, tapes_of = {}, _event_tapes(conn, eids)
     # an edit produced a hash when it is in its after-text but not in its before-text (lines
     # carried over as context were there before the edit: they belong to whoever wrote them)
-    R = np.array(refs, dtype=np.int64).reshape(-1, 4)
+    R = np.fromiter(itertools.chain.from_iterable(refs), np.int64, 4 * len(refs)).reshape(-1, 4)
     known = np.array(sorted(tapes_of), dtype=np.int64)
     tape_of = np.array([tapes_of[e] for e in known.tolist()], dtype=np.int64)
     at = np.minimum(np.searchsorted(known, R[:, 1]), max(len(known) - 1, 0))
