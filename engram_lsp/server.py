@@ -54,6 +54,61 @@ _PENDING_WRITES: set[asyncio.Future] = set()  # websocket writes still in flight
 _HEADER = b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n"
 
 
+class FrameWriter:
+    """Writes each frame whole to a binary stream (stdout), or raises.
+
+    pygls' ``StdoutWriter`` calls ``stream.write(data)`` once and ignores what it returns. With
+    ``PYTHONUNBUFFERED`` set (editors set it for Python tools; ``python -u``) ``sys.stdout.buffer``
+    is a raw ``FileIO``, whose ``write`` is one ``write(2)``: on a pipe it writes a part when a
+    signal comes while the pipe is full (a blocking descriptor), or what fits (``None`` when
+    nothing does) on a non-blocking one. The rest of the frame was dropped, its Content-Length
+    still announcing the whole: the client read the next frames into it, never parsed the
+    response, and every later one was lost to it too (the 60 s timeouts of the scale bench:
+    explain answers of 130-150 KB cut at exactly two 64 KB pipe buffers). Here the rest is
+    written until all of it went, waiting for the descriptor to be writable when it is full.
+    One frame at a time (a lock), so frames never interleave.
+    """
+
+    WAIT_S = 1.0  # one wait for a full non-blocking descriptor (then written again)
+
+    def __init__(self, stream):
+        self._stream = stream
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        with self._lock:
+            while view:
+                try:
+                    n = self._stream.write(view)
+                except BlockingIOError as exc:  # a buffered stream took part of it
+                    n = exc.characters_written
+                    self._wait_writable()
+                else:
+                    if n is None:  # a raw non-blocking stream took nothing
+                        self._wait_writable()
+                        n = 0
+                view = view[n:]
+            flush = getattr(self._stream, "flush", None)
+            while flush is not None:
+                try:
+                    flush()
+                    break
+                except BlockingIOError:
+                    self._wait_writable()
+
+    def _wait_writable(self) -> None:
+        import select
+
+        try:
+            select.select([], [self._stream.fileno()], [], self.WAIT_S)
+        except (AttributeError, OSError, ValueError):  # no descriptor: try again shortly
+            time.sleep(0.01)
+
+
 def _output_closed(error: Exception) -> bool:
     """A write to an output that is closed (``ValueError: I/O operation on closed file``) or
     whose reader is gone."""
@@ -143,7 +198,7 @@ class EngramProtocol(LanguageServerProtocol):
         except TypeError:  # what orjson does not write (lone surrogates, ...): pygls' own way
             return super()._send_data(data)
         try:
-            res = self.writer.write(_HEADER % len(body) + body)  # StdoutWriter: write and flush
+            res = self.writer.write(_HEADER % len(body) + body)  # FrameWriter: all of it, flushed
             if inspect.isawaitable(res):  # a websocket: keep the write alive until it is done
                 task = asyncio.ensure_future(res)
                 _PENDING_WRITES.add(task)
@@ -298,8 +353,6 @@ class EngramLanguageServer(LanguageServer):
         one bad frame). pygls reads stdin on a worker thread, one executor round trip per header
         line and per body, each waiting for the GIL while a query thread computes; when stdin is
         a pipe or a socket (an editor's), the event loop reads it itself."""
-        from pygls.io_ import StdoutWriter
-
         stdin = stdin or sys.stdin.buffer
         try:
             mode = os.fstat(stdin.fileno()).st_mode
@@ -307,7 +360,7 @@ class EngramLanguageServer(LanguageServer):
             mode = 0
         pipe = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
         self._stop_event = threading.Event()
-        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        self.protocol.set_writer(FrameWriter(stdout or sys.stdout.buffer))
 
         async def serve() -> None:
             if pipe:
