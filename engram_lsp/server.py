@@ -85,13 +85,12 @@ class FrameWriter:
                 try:
                     n = self._stream.write(view)
                 except BlockingIOError as exc:  # a buffered stream took part of it
-                    n = exc.characters_written
-                    self._wait_writable()
-                else:
-                    if n is None:  # a raw non-blocking stream took nothing
-                        self._wait_writable()
-                        n = 0
+                    n, full = exc.characters_written, True
+                else:  # None: a raw non-blocking stream took nothing
+                    n, full = n or 0, not n
                 view = view[n:]
+                if full and view:
+                    self._wait_writable()
             flush = getattr(self._stream, "flush", None)
             while flush is not None:
                 try:
