@@ -24,6 +24,7 @@ from engram.index import packed as packed_rows
 from engram.index import queries as Q
 from engram.index import schema as S
 from engram.sortedset import uniq
+from engram.spill import PickledParts
 
 log = logging.getLogger(__name__)
 _EMPTY = np.zeros(0, np.int64)
@@ -472,7 +473,7 @@ class Preparer:
         return Prepared(self.blocks, self.texts)
 
 
-class PreparedSpill:
+class PreparedSpill(PickledParts):
     """A streamed session's prepared parts (``Preparer`` with a ``sink``), in a temp file of a
     tape directory — named as a tape's temp file of its writer (``writer.sweep_temp`` removes
     it once that process is gone) — rather than held: ``write(part)`` each ``(blocks of the
@@ -480,51 +481,8 @@ class PreparedSpill:
     back one at a time (``Batch.commit`` indexes such a session a part at a time);
     ``discard()`` removes the file."""
 
-    def __init__(self, path: str):
-        self.path = path
-        self._f = None
-
-    @classmethod
-    def create(cls, directory, name: str) -> PreparedSpill:
-        import os
-
-        fd = os.open(os.path.join(str(directory), name), os.O_WRONLY | os.O_CREAT | os.O_EXCL,
-                     0o600)
-        sp = cls(os.path.join(str(directory), name))
-        sp._f = os.fdopen(fd, "wb")
-        return sp
-
-    def write(self, part: tuple) -> None:
-        import pickle
-
-        pickle.dump(part, self._f, protocol=pickle.HIGHEST_PROTOCOL)
-
-    def close(self) -> None:
-        if self._f is not None:
-            self._f.close()
-            self._f = None
-
     def __getstate__(self) -> dict:
         return {"path": self.path, "_f": None}
-
-    def parts(self):
-        import pickle
-
-        with open(self.path, "rb") as f:
-            while True:
-                try:
-                    yield pickle.load(f)
-                except EOFError:
-                    return
-
-    def discard(self) -> None:
-        import os
-
-        self.close()
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
 
 
 PREPARE_CHUNK_CHARS = 8_000_000   # texts fingerprinted in one vectorised call by ``prepare``

@@ -26,6 +26,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from engram.errors import WorkerGone
+from engram.spill import PickledParts
 
 _HEADER = 8
 
@@ -172,7 +173,7 @@ def stream(harness: str, path: str, mode: str, root: str) -> tuple:
             light.discard()
 
 
-class SpilledEvents:
+class SpilledEvents(PickledParts):
     """A streamed session's events as the indexing reads them (``store.light_event``; the
     ``meta`` first, whole), held in a temp file of a tape directory a part at a time rather than
     as a list: neither the parse worker nor the ingest holds one dict per event of the session.
@@ -182,29 +183,22 @@ class SpilledEvents:
     removes the file."""
 
     def __init__(self, path: str, meta: dict | None = None, n: int = 0):
-        self.path, self.meta, self.n = path, meta, n   # n: events after the meta
-        self._w = self._r = None
+        super().__init__(path)
+        self.meta, self.n = meta, n   # n: events after the meta
+        self._r = None
         self._part: list[dict] = []
         self._lo = 0   # offset (after the meta) of ``_part``'s first event
 
-    @classmethod
-    def create(cls, directory, name: str) -> SpilledEvents:
-        fd = os.open(os.path.join(str(directory), name), os.O_WRONLY | os.O_CREAT | os.O_EXCL,
-                     0o600)
-        ev = cls(os.path.join(str(directory), name))
-        ev._w = os.fdopen(fd, "wb")
-        return ev
-
     def write(self, events: list[dict]) -> None:
         """The next part's events (after the meta), in order."""
-        pickle.dump(events, self._w, protocol=pickle.HIGHEST_PROTOCOL)
+        super().write(events)
         self.n += len(events)
 
     def close(self) -> None:
-        for f in (self._w, self._r):
-            if f is not None:
-                f.close()
-        self._w = self._r = None
+        super().close()
+        if self._r is not None:
+            self._r.close()
+        self._r = None
         self._part, self._lo = [], 0
 
     def __getstate__(self) -> dict:
@@ -239,13 +233,6 @@ class SpilledEvents:
             self._lo += len(self._part)
             self._part = pickle.load(self._r)
         return self._part[j - self._lo]
-
-    def discard(self) -> None:
-        self.close()
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
 
 
 def _parts(f, n: int):

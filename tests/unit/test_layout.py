@@ -28,7 +28,7 @@ PACKAGES = ("engram", "engram_lsp")
 HEAVY = ("pygls", "lsprotocol", "torch", "transformers")
 
 LEAVES = ("errors", "paths", "config", "digest", "linediff", "sortedset", "env", "files",
-          "timestamps", "warm")
+          "timestamps", "warm", "spill")
 """Shared utilities (``engram.<name>``), and the package root ``engram`` itself: layer 0, where
 any module may import any other (the cycle check still applies)."""
 

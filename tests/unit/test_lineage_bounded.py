@@ -49,13 +49,19 @@ def _history(w) -> None:
     w.checkout()
 
 
-def test_passes_and_caps_change_no_row(world, capsys, monkeypatch):
-    w = world
+def _indexed(w, capsys) -> tuple[dict, dict]:
+    """The history indexed in one pass: its lineage tables (edges and tombstones among them)
+    and the explain of the rewritten parser, to compare a partitioned run's with."""
     _history(w)
     run_json(capsys, "ingest", "--seal")
     whole = _tables(w)
     assert whole["edges"] and whole["tombstones"]
-    answer = _untimed(explain(capsys, w, "parsers.py", PARSE_V3))
+    return whole, _untimed(explain(capsys, w, "parsers.py", PARSE_V3))
+
+
+def test_passes_and_caps_change_no_row(world, capsys, monkeypatch):
+    w = world
+    whole, answer = _indexed(w, capsys)
 
     passes = []
     link_pass = edges.Linker._link_pass

@@ -7,18 +7,14 @@ from __future__ import annotations
 
 from claude_log import run_json
 from test_lineage import PARSE_V3, explain
-from test_lineage_bounded import _history, _tables, _untimed
+from test_lineage_bounded import _indexed, _tables, _untimed
 
 from engram.lineage import edges
 
 
 def test_postings_caps_change_no_row(world, capsys, monkeypatch):
     w = world
-    _history(w)
-    run_json(capsys, "ingest", "--seal")
-    whole = _tables(w)
-    assert whole["edges"] and whole["tombstones"]
-    answer = _untimed(explain(capsys, w, "parsers.py", PARSE_V3))
+    whole, answer = _indexed(w, capsys)
 
     passes, matched, held = [], [], []
     link_pass, link_matched = edges.Linker._link_pass, edges.Linker._link_matched
