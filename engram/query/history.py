@@ -205,7 +205,7 @@ def annotate(engine, file: str, text: str) -> dict:
     out = {"lines": lines, "sessions": [], "runs": []}
     if not text:
         return out
-    _result, j = _judged(engine, file, text, False)
+    _result, j = _judged(engine, file, text, False, produced_only=True)
     if j is None:
         return out
     tape, via = _line_owner_arrays(j["L"], j["best"], j["own"], j["log"], j["log_rows"])
@@ -231,9 +231,12 @@ def annotate(engine, file: str, text: str) -> dict:
     return out
 
 
-def _judged(engine, file: str, text: str | None, earlier: bool):
+def _judged(engine, file: str, text: str | None, earlier: bool, produced_only: bool = False):
     """``(blame's result without its lines, what was judged per line)``; the second is None for
-    an empty file."""
+    an empty file. ``produced_only`` (the annotation, which marks only the lines a session
+    produced): the choices are right only where a producer wins a line (``best[m][2]``), the
+    same as without it there; what a session only read or quoted is not looked at (no
+    ``other`` pairs, no second scoring pass)."""
     conn = engine.conn()
     if text is None:
         p, text = _read(engine, file)
@@ -253,7 +256,8 @@ def _judged(engine, file: str, text: str | None, earlier: bool):
     if n_lines == 0:
         return result, None
     uq, inv = _unique_inverse(allk)
-    pairs, after_rows, other_rows, erows = _block_roles(conn, uq, rows=earlier)
+    pairs, after_rows, other_rows, erows = _block_roles(conn, uq, rows=earlier,
+                                                        after_only=produced_only)
     tape_list, prod, other = _tape_matrices(uq, pairs, after_rows, other_rows)
     L = n_lines
     kl = np.clip(klines, 0, L - 1)
@@ -267,7 +271,7 @@ def _judged(engine, file: str, text: str | None, earlier: bool):
     trows.update(queries.tapes(conn, {r.tape for r in log_rows.values()} - set(trows)))
     own = per_line_total > 0
     best = _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total,
-                       _modes_needed(L, log, log_rows, own))
+                       _modes_needed(L, log, log_rows, own), readers=not produced_only)
     return result, {"L": L, "best": best, "own": own, "log": log, "log_rows": log_rows,
                     "trows": trows, "erows": erows}
 
@@ -292,16 +296,20 @@ def _line_owner_arrays(L: int, best, own: np.ndarray, log, log_rows) -> tuple[np
     return tape, via
 
 
-def _block_roles(conn, uq: np.ndarray, rows: bool = True):
+def _block_roles(conn, uq: np.ndarray, rows: bool = True, after_only: bool = False):
     """The index's postings of the file's distinct hashes ``uq`` (less boilerplate), by role, as
     arrays: ``(pairs, after, other, the events)`` where ``pairs`` are the distinct
     ``(column of the hash in uq, block)`` codes ``column << 32 | block``, sorted; ``after`` the
     rows ``(block, tape, block of the edit's before-text or -1)`` of edits whose after-text a block
     is; ``other`` the rows ``(block, tape)`` of the tapes holding a block otherwise. ``rows=False``:
-    the events are not returned (``{}``), only their tapes looked up."""
+    the events are not returned (``{}``), only their tapes looked up. ``after_only``: only the
+    edits' refs are kept (``other`` is empty; the annotation needs only the producers)."""
     pairs = _posting_pairs(conn, uq, _not_boilerplate(conn, uq))
     blocks = _uniq(pairs & _LO32)
     refs = queries.refs_for_blocks(conn, blocks.tolist())
+    if after_only:   # an edit's before-text ref is kept only for an edit whose after-text is here
+        edits = {eid for _b, eid, role, _l in refs if role == schema.ROLE_EDIT_AFTER}
+        refs = [r for r in refs if r[1] in edits and r[2] in _EDIT_ROLES]
     eids = {eid for _b, eid, _r, _l in refs}
     if rows:
         erows = queries.events(conn, eids)
@@ -329,6 +337,7 @@ def _block_roles(conn, uq: np.ndarray, rows: bool = True):
 
 
 _LO32 = (1 << 32) - 1
+_EDIT_ROLES = (schema.ROLE_EDIT_AFTER, schema.ROLE_EDIT_BEFORE)
 
 
 def _event_tapes(conn, eids: set[int]) -> dict[int, int]:
@@ -441,7 +450,7 @@ def _modes_needed(L: int, log, log_rows, own: np.ndarray) -> dict[str, np.ndarra
     return {"context": ~by_log & ~strict, "strict": strict}
 
 
-def _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total, need=None):
+def _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total, need=None, readers=True):
     """``{"context" | "strict": (best tape per line, its score, whether it produced the line)}``.
 
     Per line: counts of k-grams starting in [L - ctx, L + ctx], and how many each tape holds;
@@ -450,7 +459,9 @@ def _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total, need=Non
     on the (tape, line) pairs that have a k-gram (sparse: a file's lines meet few of the tapes).
     A line's score is found / total with the same total for every tape, so the best tape is the
     one that holds the most of its k-grams. ``need``: per mode, the lines whose answer is used
-    (every line when not given); the others' answers are not computed (they may be anything)."""
+    (every line when not given); the others' answers are not computed (they may be anything).
+    ``readers=False``: producers only (no second pass; a line no producer won keeps the best
+    producer's score below ``BLAME_MIN``, or -1)."""
     L = len(per_line_total)
     n_t = len(tape_list)
     totals = {"context": _around(per_line_total, L), "strict": per_line_total}
@@ -471,7 +482,7 @@ def _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total, need=Non
     if need is None:
         need = {m: np.ones(L, bool) for m in ("context", "strict")}
     found1 = {}
-    for pass_prod in (True, False):
+    for pass_prod in (True, False) if readers else (True,):
         # only the k-grams that can score a line a mode still has to judge: a line a producer
         # already won is not judged again by the second pass
         wants = {}
