@@ -252,3 +252,40 @@ def test_engram_record_labels_hold_no_part_of_a_secret():
     evs = record_stdin("user: Could you check why the deploy fails since I set " + KEY + " in the env?\n")
     assert KEY[13:20] not in evs[0]["label"] and KEY[30:37] not in evs[0]["label"]
     assert KEY[13:20] not in evs[1]["text"]
+
+
+_RUN16_RX = re.compile(r"[^A-Za-z0-9_\-.][A-Za-z0-9_\-.]{16}")   # what ``_run_starts`` replaces
+
+
+def _run_starts_by_regex(text: str) -> list[int]:
+    starts = [m.start() + 1 for m in _RUN16_RX.finditer(text)]
+    return ([0] if re.match(r"[A-Za-z0-9_\-.]{16}", text) else []) + starts
+
+
+@pytest.mark.parametrize("text", [
+    "", "a" * 15, "a" * 16, "a" * 40, " " + "a" * 16, "x" * 16 + " " + "y" * 15 + "-" + "z" * 17,
+    "é" + "b" * 16 + "ü" + "c" * 20, "\ud800" + "k" * 16, "😀" * 3 + "ghp_" + "A" * 36 + "😀",
+    "a" * 16 + "\n" + "b" * 16 + "\\n" + "c" * 16, ".-_" * 8 + "?" + "0123456789" * 2,
+    "İ" + "q" * 18 + "K" + "r" * 16,
+])
+def test_run_starts_are_those_of_the_regex(text):
+    from engram.adapters.redact import _run_starts
+
+    assert _run_starts(text) == _run_starts_by_regex(text)
+
+
+def test_run_starts_are_those_of_the_regex_on_random_text():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from engram.adapters.redact import _run_starts
+
+    alphabet = st.sampled_from(list("aZ09_-.") + [" ", "\n", "\\", "?", "é", "😀", "\ud800", "İ"])
+
+    @settings(max_examples=400, deadline=None, derandomize=True)
+    @given(st.lists(st.tuples(alphabet, st.integers(1, 24)), max_size=12))
+    def check(parts):
+        text = "".join(c * n for c, n in parts)
+        assert _run_starts(text) == _run_starts_by_regex(text)
+
+    check()
