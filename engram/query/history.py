@@ -256,9 +256,9 @@ def _judged(engine, file: str, text: str | None, earlier: bool, produced_only: b
     if n_lines == 0:
         return result, None
     uq, inv = _unique_inverse(allk)
-    pairs, after_rows, other_rows, erows = _block_roles(conn, uq, rows=earlier,
-                                                        after_only=produced_only)
-    tape_list, prod, other = _tape_matrices(uq, pairs, after_rows, other_rows)
+    pairs, by_key, after_rows, other_rows, erows = _block_roles(conn, uq, rows=earlier,
+                                                                after_only=produced_only)
+    tape_list, prod, other = _tape_matrices(uq, pairs, by_key, after_rows, other_rows)
     L = n_lines
     kl = np.clip(klines, 0, L - 1)
     per_line_total = np.bincount(kl, minlength=L).astype(np.float64)
@@ -298,18 +298,19 @@ def _line_owner_arrays(L: int, best, own: np.ndarray, log, log_rows) -> tuple[np
 
 def _block_roles(conn, uq: np.ndarray, rows: bool = True, after_only: bool = False):
     """The index's postings of the file's distinct hashes ``uq`` (less boilerplate), by role, as
-    arrays: ``(pairs, after, other, the events)`` where ``pairs`` are the distinct
-    ``(column of the hash in uq, block)`` codes ``column << 32 | block``, sorted; ``after`` the
+    arrays: ``(pairs, by_key, after, other, the events)`` where ``pairs`` are the distinct
+    ``(column of the hash in uq, block)`` codes ``column << 32 | block``, sorted, ``by_key`` the
+    same pairs as ``block << 32 | column``, sorted; ``after`` the
     rows ``(block, tape, block of the edit's before-text or -1)`` of edits whose after-text a block
     is; ``other`` the rows ``(block, tape)`` of the tapes holding a block otherwise. ``rows=False``:
     the events are not returned (``{}``), only their tapes looked up. ``after_only``: only the
     edits' refs are kept (``other`` is empty; the annotation needs only the producers)."""
     pairs = _posting_pairs(conn, uq, _not_boilerplate(conn, uq))
-    blocks = _uniq(pairs & _LO32)
-    refs = queries.refs_for_blocks(conn, blocks.tolist())
-    if after_only:   # an edit's before-text ref is kept only for an edit whose after-text is here
-        edits = {eid for _b, eid, role, _l in refs if role == schema.ROLE_EDIT_AFTER}
-        refs = [r for r in refs if r[1] in edits and r[2] in _EDIT_ROLES]
+    # the pairs by block (one sort gives the blocks and ``_tape_matrices``' join); columns and
+    # blocks are below 2³²
+    by_key = np.sort(((pairs & _LO32) << 32) | (pairs >> 32))
+    blocks = _uniq(by_key >> 32)
+    refs = _edit_refs(conn, blocks.tolist()) if after_only else queries.refs_for_blocks(conn, blocks.tolist())
     eids = {eid for _b, eid, _r, _l in refs}
     if rows:
         erows = queries.events(conn, eids)
@@ -333,11 +334,31 @@ def _block_roles(conn, uq: np.ndarray, rows: bool = True, after_only: bool = Fal
                                   np.fromiter((before_of.get(e, -1) for e in a_eid), np.int64, len(a_eid))])
     codes = _uniq((R[is_other, 0] << 32) | tape[is_other])       # distinct (block, tape), sorted
     other_rows = np.column_stack([codes >> 32, codes & _LO32])
-    return pairs, after_rows.reshape(-1, 3), other_rows.reshape(-1, 2), erows
+    return pairs, by_key, after_rows.reshape(-1, 3), other_rows.reshape(-1, 2), erows
 
 
 _LO32 = (1 << 32) - 1
 _EDIT_ROLES = (schema.ROLE_EDIT_AFTER, schema.ROLE_EDIT_BEFORE)
+
+
+def _edit_refs(conn, blocks: list[int]) -> list[tuple[int, int, int, int]]:
+    """``queries.refs_for_blocks(conn, blocks)`` (sorted distinct ``blocks``), less every ref but
+    an edit's after-text and before-text, of the edits whose after-text is one of ``blocks``.
+    Each block's edit refs are held per index version: most of a file's blocks (reads, tool
+    outputs, messages) have none, and the annotation looks at the edits only."""
+    held = queries.memo(conn, "history.edit_refs", dict)
+    if len(held) > queries.ROW_CACHE:
+        held.clear()
+    missing = [b for b in blocks if b not in held]
+    if missing:
+        got: dict[int, list] = {b: [] for b in missing}
+        for r in queries.refs_for_blocks(conn, missing):
+            if r[2] in _EDIT_ROLES:
+                got[r[0]].append(r)
+        held.update((b, tuple(v)) for b, v in got.items())
+    refs = [r for b in blocks for r in held[b]]
+    edits = {eid for _b, eid, role, _l in refs if role == schema.ROLE_EDIT_AFTER}
+    return [r for r in refs if r[1] in edits]
 
 
 def _event_tapes(conn, eids: set[int]) -> dict[int, int]:
@@ -398,23 +419,24 @@ def _posting_pairs(conn, uq: np.ndarray, keep: np.ndarray) -> np.ndarray:
             conn.execute("BEGIN")
         try:
             cache.check(conn)
-            codes, _kid = postings._postings(conn, want, cache)
+            codes, kid = postings._postings(conn, want, cache)
         finally:
             if own:
                 conn.execute("COMMIT")
-    col = np.searchsorted(keys, codes >> 32, "right") - 1  # the largest hash with that key
-    return _uniq((col << 32) | (codes & _LO32))
+    # the column of each key: the largest hash with that key (found per key, then per code)
+    col = (np.searchsorted(keys, want, "right") - 1)[kid]
+    # sorted and distinct as the codes are: distinct keys have distinct columns
+    return (col << 32) | (codes & _LO32)
 
 
-def _tape_matrices(uq: np.ndarray, pairs: np.ndarray, after_rows: np.ndarray,
-                   other_rows: np.ndarray):
+def _tape_matrices(uq: np.ndarray, pairs: np.ndarray, by_key: np.ndarray,
+                   after_rows: np.ndarray, other_rows: np.ndarray):
     """``(tapes, produced, other)``: the tapes that hold any of the hashes ``uq`` (sorted), and
     the (tape, hash) pairs, as ``tape index × len(uq) + hash index`` (sorted, distinct), where
     one of the tape's edits produced the hash / where the tape holds it otherwise (an edit whose
     before-text block also holds the hash only carried it over)."""
-    # the pairs by block: ``block << 32 | column`` sorted (columns and blocks are below 2³²); the
-    # joined rows end in sets, so the order among a block's columns does not matter
-    by_key = np.sort(((pairs & _LO32) << 32) | (pairs >> 32))
+    # ``by_key``: the pairs by block (``_block_roles``); the joined rows end in sets, so the
+    # order among a block's columns does not matter
     by_blk, by_col = by_key >> 32, by_key & _LO32
 
     def join(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
