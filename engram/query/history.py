@@ -255,7 +255,7 @@ def _judged(engine, file: str, text: str | None, earlier: bool, produced_only: b
     result = {"file": rel, "path": str(p), "lines": [], "sessions": {}, "runs": []}
     if n_lines == 0:
         return result, None
-    uq, inv = _unique_inverse(allk)
+    uq, inv, by_col = _unique_inverse(allk)
     pairs, by_key, after_rows, other_rows, erows = _block_roles(conn, uq, rows=earlier,
                                                                 after_only=produced_only)
     tape_list, prod, other = _tape_matrices(uq, pairs, by_key, after_rows, other_rows)
@@ -271,7 +271,7 @@ def _judged(engine, file: str, text: str | None, earlier: bool, produced_only: b
     trows.update(queries.tapes(conn, {r.tape for r in log_rows.values()} - set(trows)))
     own = per_line_total > 0
     best = _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total,
-                       _modes_needed(L, log, log_rows, own), readers=not produced_only)
+                       _modes_needed(L, log, log_rows, own), readers=not produced_only, by_col=by_col)
     return result, {"L": L, "best": best, "own": own, "log": log, "log_rows": log_rows,
                     "trows": trows, "erows": erows}
 
@@ -472,7 +472,8 @@ def _modes_needed(L: int, log, log_rows, own: np.ndarray) -> dict[str, np.ndarra
     return {"context": ~by_log & ~strict, "strict": strict}
 
 
-def _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total, need=None, readers=True):
+def _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total, need=None, readers=True,
+                by_col=None):
     """``{"context" | "strict": (best tape per line, its score, whether it produced the line)}``.
 
     Per line: counts of k-grams starting in [L - ctx, L + ctx], and how many each tape holds;
@@ -483,7 +484,8 @@ def _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total, need=Non
     one that holds the most of its k-grams. ``need``: per mode, the lines whose answer is used
     (every line when not given); the others' answers are not computed (they may be anything).
     ``readers=False``: producers only (no second pass; a line no producer won keeps the best
-    producer's score below ``BLAME_MIN``, or -1)."""
+    producer's score below ``BLAME_MIN``, or -1). ``by_col``: ``argsort(inv, kind="stable")``
+    when the caller has it (``_unique_inverse``)."""
     L = len(per_line_total)
     n_t = len(tape_list)
     totals = {"context": _around(per_line_total, L), "strict": per_line_total}
@@ -497,7 +499,8 @@ def _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total, need=Non
     rank[order] = np.arange(n_t)
     tapes = np.asarray(tape_list, dtype=np.int64)[order]  # by rank
     n_u = int(inv.max()) + 1 if len(inv) else 1
-    by_col = np.argsort(inv, kind="stable")
+    if by_col is None:
+        by_col = np.argsort(inv, kind="stable")
     # each column's k-grams: by_col[col_lo[c]:col_lo[c] + col_n[c]]
     col_n = np.bincount(inv, minlength=n_u)
     col_lo = np.cumsum(col_n) - col_n
@@ -557,15 +560,16 @@ def _around(x: np.ndarray, L: int) -> np.ndarray:
     return np.convolve(x, np.ones(2 * BLAME_CONTEXT + 1), mode="full")[BLAME_CONTEXT:BLAME_CONTEXT + L]
 
 
-def _unique_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _unique_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``np.unique(a, return_inverse=True)`` by a stable sort (numpy's hash-based unique is
-    slower on hashes, see ``engram.sortedset``)."""
+    slower on hashes, see ``engram.sortedset``), and that sort's order, which is also
+    ``argsort(inverse, kind="stable")`` (equal values keep their order either way)."""
     order = np.argsort(a, kind="stable")
     s = a[order]
     first = np.r_[True, s[1:] != s[:-1]] if len(s) else np.zeros(0, dtype=bool)
     inv = np.empty(len(a), dtype=np.int64)
     inv[order] = np.cumsum(first) - 1
-    return s[first], inv
+    return s[first], inv, order
 
 
 def _counted(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -578,22 +582,28 @@ def _counted(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _spread(code: np.ndarray, count: np.ndarray, L: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(row * L + line, count)`` pairs summed over [line - ctx, line + ctx] of each line."""
-    off = np.arange(-BLAME_CONTEXT, BLAME_CONTEXT + 1)
-    line = (code % L)[:, None] + off
-    spread = ((code // L) * L)[:, None] + line
-    ok = (line >= 0) & (line < L)
-    values = spread[ok]
-    weights = np.broadcast_to(count[:, None], line.shape)[ok]
-    if not len(values):
-        return values, weights
-    if int(values.max()) < (1 << 40) and int(weights.max()) < (1 << 22):
-        # each value with its weight in the low bits, sorted by a plain (unstable) sort: the
-        # sums per value are the same whatever the order among equal values (several times
-        # faster than a stable argsort)
-        packed = np.sort((values << 22) | weights)
+    """``(row * L + line, count)`` pairs summed over [line - ctx, line + ctx] of each line
+    (``code`` sorted and distinct, as ``_counted`` gives it)."""
+    if not len(code):
+        return code, count
+    line = code % L
+    if int(code.max()) + BLAME_CONTEXT < (1 << 40) and int(count.max()) < (1 << 22):
+        # each shifted code with its weight in the low bits: one sorted run per shift (the codes
+        # are sorted), merged by the stable sort (timsort finds the runs: ~2x faster than a
+        # sort of the values interleaved); the sums per value do not depend on the order
+        # among equal values
+        runs = []
+        for d in range(-BLAME_CONTEXT, BLAME_CONTEXT + 1):
+            ok = (line >= -d) & (line < L - d)
+            runs.append(((code[ok] + d) << 22) | count[ok])
+        packed = np.sort(np.concatenate(runs), kind="stable")
         values, weights = packed >> 22, packed & ((1 << 22) - 1)
     else:
+        off = np.arange(-BLAME_CONTEXT, BLAME_CONTEXT + 1)
+        lines = line[:, None] + off
+        ok = (lines >= 0) & (lines < L)
+        values = (((code // L) * L)[:, None] + lines)[ok]
+        weights = np.broadcast_to(count[:, None], lines.shape)[ok]
         order = np.argsort(values, kind="stable")
         values, weights = values[order], weights[order]
     starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
