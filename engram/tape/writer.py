@@ -128,6 +128,97 @@ def _compress_file(fd: int, start: int, size: int) -> bytes:
                 dropper.join()
 
 
+def _cffi_compressor():
+    """This thread's ``zstandard`` compressor of the cffi backend (the same zstd library and
+    parameters as ``_compress``'s, so the same frame) and its ``ffi``/``lib``; None without cffi."""
+    got = getattr(_local, "zstd_cffi", None)
+    if got is None:
+        try:
+            from zstandard import backend_cffi
+        except ImportError:
+            got = False
+        else:
+            major, minor, patch = zstandard.ZSTD_VERSION
+            if backend_cffi.lib.ZSTD_versionNumber() != major * 10000 + minor * 100 + patch:
+                got = False   # another zstd than the one ``_compress`` uses
+            else:
+                got = (backend_cffi.ZstdCompressor(level=ZSTD_LEVEL), backend_cffi.ffi,
+                       backend_cffi.lib)
+        _local.zstd_cffi = got
+    return got or None
+
+
+def _compress_file_into(fd: int, start: int, size: int, out_fd: int) -> int | None:
+    """``_compress_file(fd, start, size)`` written into the empty file ``out_fd`` rather than
+    returned: the same frame (one ``ZSTD_e_end`` call over the whole input into room for
+    ``ZSTD_compressBound`` bytes, as ``_compress``), made into the output file mapped, whose pages
+    are dropped from this process as they are written (with the input's, ``DROP_EVERY_S``): the
+    compressed tape is never held in memory (67 MB for an 800 MB log). The room is reserved on
+    disk first (``posix_fallocate``), so a full disk is an ``OSError`` here, never a fault in the
+    mapping; the file is then cut to the frame. Its length (the padding ``_compress`` adds
+    included); None when this cannot be done here (no cffi backend, no room to reserve, no
+    ``fallocate``): the caller compresses in memory then."""
+    got = _cffi_compressor()
+    if got is None or not hasattr(os, "posix_fallocate"):
+        return None
+    comp, ffi, lib = got
+    bound = lib.ZSTD_compressBound(size)
+    try:
+        os.posix_fallocate(out_fd, 0, bound)
+    except OSError:
+        os.ftruncate(out_fd, 0)
+        return None
+    base = start - start % mmap.ALLOCATIONGRANULARITY
+    with mmap.mmap(fd, start - base + size, access=mmap.ACCESS_READ, offset=base) as mm, \
+            mmap.mmap(out_fd, bound, access=mmap.ACCESS_WRITE) as om:
+        for m, advice in ((mm, "MADV_SEQUENTIAL"), (om, "MADV_SEQUENTIAL")):
+            try:
+                m.madvise(getattr(mmap, advice))
+            except (AttributeError, OSError):
+                pass
+        stop = threading.Event()
+        dropper = None
+        if hasattr(mmap, "MADV_DONTNEED"):
+            def drop() -> None:
+                while not stop.wait(DROP_EVERY_S):
+                    try:
+                        mm.madvise(mmap.MADV_DONTNEED)
+                        om.madvise(mmap.MADV_DONTNEED)   # written pages stay in the page cache
+                    except (OSError, ValueError):
+                        return
+            dropper = threading.Thread(target=drop, name="engram-tape-drop", daemon=True)
+            dropper.start()
+        view = memoryview(mm)[start - base:]
+        src = ffi.from_buffer(view)
+        dst = ffi.from_buffer(om, require_writable=True)
+        try:
+            cctx = comp._cctx
+            lib.ZSTD_CCtx_reset(cctx, lib.ZSTD_reset_session_only)
+            z = lib.ZSTD_CCtx_setPledgedSrcSize(cctx, size)
+            if lib.ZSTD_isError(z):
+                raise zstandard.ZstdError("error setting source size")
+            outb = ffi.new("ZSTD_outBuffer *")
+            inb = ffi.new("ZSTD_inBuffer *")
+            outb.dst, outb.size, outb.pos = dst, bound, 0
+            inb.src, inb.size, inb.pos = src, size, 0
+            z = lib.ZSTD_compressStream2(cctx, outb, inb, lib.ZSTD_e_end)   # GIL released
+            if lib.ZSTD_isError(z) or z:
+                raise zstandard.ZstdError("cannot compress")
+            n = outb.pos
+        finally:
+            stop.set()
+            if dropper is not None:
+                dropper.join()
+            del src, dst
+            view.release()
+    os.ftruncate(out_fd, n)
+    if size > size_limit(n):
+        pad = max(0, -(-size // MAX_RATIO) - n - 8)
+        _pwrite_all(out_fd, struct.pack("<II", 0x184D2A50, pad) + bytes(pad), n)
+        n += 8 + pad
+    return n
+
+
 @dataclasses.dataclass(frozen=True)
 class TapeRef:
     tape_id: str
@@ -213,6 +304,13 @@ class _Encoded:
         if self.spill is None:
             return _compress(self.buf)
         return _compress_file(self.spill.fileno(), 0, self.size)
+
+    def compress_into(self, fd: int) -> int | None:
+        """A spilled tape's file written into ``fd`` (``_compress_file_into``): its length;
+        None when not done (held in memory, or not possible here: ``compressed()`` then)."""
+        if self.spill is None:
+            return None
+        return _compress_file_into(self.spill.fileno(), 0, self.size, fd)
 
     def raw(self) -> bytes:
         """The JSONL itself (tests; a spilled tape is read back)."""
@@ -330,6 +428,12 @@ class Streamed:
         if self.spill is None:
             return _compress(self.buf)
         return _compress_file(self.spill.fileno(), self.start, self.size)
+
+    def compress_into(self, fd: int) -> int | None:
+        """As ``_Encoded.compress_into``."""
+        if self.spill is None:
+            return None
+        return _compress_file_into(self.spill.fileno(), self.start, self.size, fd)
 
     def raw(self) -> bytes:
         """The JSONL itself (tests; a spilled tape is read back)."""
@@ -491,9 +595,10 @@ def _write_temp(directory: Path, tape_id: str, enc: _Encoded, sync: bool = False
                                dir=directory)
     try:
         try:
-            view = memoryview(enc.compressed())
-            while view:
-                view = view[os.write(fd, view):]
+            if enc.compress_into(fd) is None:
+                view = memoryview(enc.compressed())
+                while view:
+                    view = view[os.write(fd, view):]
             if sync:
                 os.fsync(fd)
         finally:
