@@ -310,7 +310,7 @@ def _block_roles(conn, uq: np.ndarray, rows: bool = True, after_only: bool = Fal
     # blocks are below 2³²
     by_key = np.sort(((pairs & _LO32) << 32) | (pairs >> 32))
     blocks = _uniq(by_key >> 32)
-    refs = _edit_refs(conn, blocks.tolist()) if after_only else queries.refs_for_blocks(conn, blocks.tolist())
+    refs = _edit_refs(conn, blocks) if after_only else queries.refs_for_blocks(conn, blocks.tolist())
     eids = {eid for _b, eid, _r, _l in refs}
     if rows:
         erows = queries.events(conn, eids)
@@ -341,22 +341,33 @@ _LO32 = (1 << 32) - 1
 _EDIT_ROLES = (schema.ROLE_EDIT_AFTER, schema.ROLE_EDIT_BEFORE)
 
 
-def _edit_refs(conn, blocks: list[int]) -> list[tuple[int, int, int, int]]:
+class _EditRefs:
+    """The edit refs of the blocks looked up so far (one index version): ``seen`` the blocks
+    looked up (sorted), ``blocks`` those with edit refs (sorted), ``refs`` their refs."""
+
+    def __init__(self):
+        self.seen = self.blocks = np.zeros(0, dtype=np.int64)
+        self.refs: dict[int, list] = {}
+
+
+def _edit_refs(conn, blocks: np.ndarray) -> list[tuple[int, int, int, int]]:
     """``queries.refs_for_blocks(conn, blocks)`` (sorted distinct ``blocks``), less every ref but
     an edit's after-text and before-text, of the edits whose after-text is one of ``blocks``.
-    Each block's edit refs are held per index version: most of a file's blocks (reads, tool
-    outputs, messages) have none, and the annotation looks at the edits only."""
-    held = queries.memo(conn, "history.edit_refs", dict)
-    if len(held) > queries.ROW_CACHE:
-        held.clear()
-    missing = [b for b in blocks if b not in held]
-    if missing:
-        got: dict[int, list] = {b: [] for b in missing}
-        for r in queries.refs_for_blocks(conn, missing):
+    Held per index version: most of a file's blocks (reads, tool outputs, messages) have no
+    edit ref, and the annotation looks at the edits only; which blocks have some is found on
+    arrays, so only those are visited."""
+    held = queries.memo(conn, "history.edit_refs", _EditRefs)
+    if len(held.seen) > queries.ROW_CACHE:
+        held.__init__()
+    missing = blocks[~member(blocks, held.seen)]
+    if len(missing):
+        for r in queries.refs_for_blocks(conn, missing.tolist()):
             if r[2] in _EDIT_ROLES:
-                got[r[0]].append(r)
-        held.update((b, tuple(v)) for b, v in got.items())
-    refs = [r for b in blocks for r in held[b]]
+                held.refs.setdefault(r[0], []).append(r)
+        held.seen = np.union1d(held.seen, missing)
+        held.blocks = np.fromiter(sorted(held.refs), np.int64, len(held.refs))
+    here = blocks[member(blocks, held.blocks)].tolist()
+    refs = [r for b in here for r in held.refs[b]]
     edits = {eid for _b, eid, role, _l in refs if role == schema.ROLE_EDIT_AFTER}
     return [r for r in refs if r[1] in edits]
 
@@ -450,8 +461,10 @@ def _tape_matrices(uq: np.ndarray, pairs: np.ndarray, by_key: np.ndarray,
     a_row, a_col = join(after_rows[:, 0])
     o_row, o_col = join(other_rows[:, 0])
     a_tape, o_tape = after_rows[a_row, 1], other_rows[o_row, 1]
-    before = after_rows[a_row, 2]
-    carried = (before >= 0) & member((a_col << 32) | np.maximum(before, 0), pairs)
+    # carried over: the edit's before-text block holds the hash too. Both joins come out sorted
+    # by (row, column) (rows in order, a block's columns sorted): a merge-friendly membership
+    b_row, b_col = join(after_rows[:, 2])   # before-text blocks (-1: none, joins nothing)
+    carried = member((a_row << 32) | a_col, (b_row << 32) | b_col)
     tape_list = _uniq(np.concatenate([a_tape, o_tape])).tolist()
     tl = np.asarray(tape_list, dtype=np.int64)
     n_u = len(uq)
