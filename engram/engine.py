@@ -35,9 +35,11 @@ _held_postings: dict[str, str] = {}
 
 
 @functools.lru_cache(maxsize=8)
-def _lines(text: str) -> list[str]:
-    """The lines of a document (memoised: an editor explains many spans of the same buffer)."""
-    return text.split("\n")
+@functools.lru_cache(maxsize=8)
+def _lines(text: str) -> tuple[str, ...]:
+    """The lines of a document (memoised: an editor or an agent explains many spans of the same
+    file, and splitting a 5,000-line file costs ~0.3 ms)."""
+    return tuple(text.split("\n"))
 
 
 class Engine:
@@ -145,7 +147,7 @@ class Engine:
         return Watcher(self.watch_paths(), on_batch, ignore=ignore, **options)
 
     # -- explain -----------------------------------------------------------------------------
-    def _read_span(self, file: str, start: int, end: int, text: str | None) -> tuple[str, list[str]]:
+    def _read_span(self, file: str, start: int, end: int, text: str | None) -> tuple[str, tuple[str, ...]]:
         if text is None:
             p = Path(file)
             if not p.is_absolute():  # relative to the current directory, else to the repo root

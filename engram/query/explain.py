@@ -23,6 +23,7 @@ import apsw
 import numpy as np
 
 from engram import fingerprint
+from engram.fingerprint.tokenize import PAD, encode, hash_spans
 from engram.index import postings, queries, schema, store
 from engram.index.access import TapeAccess
 from engram.query import location, walk, window
@@ -76,13 +77,49 @@ def span_fingerprints(text: str, where: tuple[str, int, int] | None = None
     return out
 
 
-@functools.lru_cache(maxsize=16)
+class _PerFile:
+    """A memo keyed by a file's whole text (a string caches its own hash, so a lookup costs
+    little), least recently used first out: at most ``size`` files and ``budget`` bytes of arrays
+    (``nbytes`` of a value). ``peek`` looks without computing."""
+
+    def __init__(self, size: int, budget: int):
+        self.size, self.budget, self.held = size, budget, 0
+        self.items: OrderedDict[str, tuple[object, int]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def peek(self, text: str):
+        with self.lock:
+            hit = self.items.get(text)
+            if hit is None:
+                return None
+            self.items.move_to_end(text)
+            return hit[0]
+
+    def put(self, text: str, value, nbytes: int):
+        with self.lock:
+            old = self.items.pop(text, None)
+            self.held += nbytes - (old[1] if old is not None else 0)
+            self.items[text] = (value, nbytes)
+            while len(self.items) > 1 and (len(self.items) > self.size or self.held > self.budget):
+                self.held -= self.items.popitem(last=False)[1][1]
+        return value
+
+
+# the tokens of the files asked about lately: an agent explains spans of a few dozen files in any
+# order (the MCP bench: 36 files, in random order, re-tokenised whole on most spans when only 16
+# were kept); 12 bytes a token, ~2.5 bytes of source text a token
+_TOKENS = _PerFile(size=256, budget=32 << 20)
+
+
 def _file_tokens(text: str) -> tuple[np.ndarray, np.ndarray]:
     """``fingerprint.text_tokens`` of a whole file, memoised (read-only arrays)."""
-    out = fingerprint.text_tokens(text)
-    for a in out:
-        a.flags.writeable = False
-    return out
+    hit = _TOKENS.peek(text)
+    if hit is None:
+        hit = fingerprint.text_tokens(text)
+        for a in hit:
+            a.flags.writeable = False
+        _TOKENS.put(text, hit, hit[0].nbytes + hit[1].nbytes)
+    return hit
 
 
 def query_fingerprints(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
@@ -522,24 +559,75 @@ PARTIAL_MAPPED = 0.5      # share of a span's non-trivial lines that must be whe
 
 def _span_line_hashes(text: str, context: str | None, lines: tuple[int, int] | None) -> np.ndarray:
     """``store.line_hashes(text)`` for the span ``text``; cut from the memoised line hashes of
-    its whole file when that is known (``context``, whose lines ``lines`` the span is: a line's
-    hash depends on that line alone). The span's text ends with a newline: its last, empty line
-    hashes to 0."""
+    its whole file when those are at hand (``context``, whose lines ``lines`` the span is: a
+    line's hash depends on that line alone). A file's hashes are not computed for this: hashing
+    the span's own lines costs a fraction of hashing a whole file of thousands of lines, which
+    only the re-anchoring of a span (``_blames``) and the editors' read-ahead need. The span's
+    text ends with a newline: its last, empty line hashes to 0."""
     if context is not None and lines is not None and text.count("\n") == lines[1] - lines[0] + 1:
-        whole = _file_line_hashes(context)
-        if lines[0] >= 1 and lines[1] <= len(whole):
+        whole = _LINE_HASHES.peek(context)
+        if whole is not None and lines[0] >= 1 and lines[1] <= len(whole):
             out = np.zeros(lines[1] - lines[0] + 2, dtype=np.int32)
             out[:-1] = whole[lines[0] - 1:lines[1]]
             return out
     return store.line_hashes(text)
 
 
-@functools.lru_cache(maxsize=16)
+_LINE_HASHES = _PerFile(size=256, budget=8 << 20)  # 4 bytes a line
+
+
 def _file_line_hashes(text: str) -> np.ndarray:
-    """``store.line_hashes`` of a whole file, memoised: an editor asks about one file again and
-    again (a string caches its own hash, so the lookup is cheap)."""
-    out = store.line_hashes(text)
-    out.flags.writeable = False
+    """``store.line_hashes`` of a whole file, memoised (read-only): an editor asks about one
+    file again and again (a string caches its own hash, so the lookup is cheap)."""
+    hit = _LINE_HASHES.peek(text)
+    if hit is None:
+        hit = _line_hashes_at_once(text) if text.count("\n") >= AT_ONCE_LINES else store.line_hashes(text)
+        hit.flags.writeable = False
+        _LINE_HASHES.put(text, hit, hit.nbytes)
+    return hit
+
+
+AT_ONCE_LINES = 2000      # files of this many lines are hashed by ``_line_hashes_at_once``
+
+
+def _line_hashes_at_once(text: str) -> np.ndarray:
+    """``store.line_hashes(text)``, the same values, with the lines' xxh3 hashes computed for
+    the whole text at once (``hash_spans``: xxh3_64 over byte ranges, vectorised) instead
+    of one Python call per line: a file's first explain hashed its ~5,000 lines one by one (3 ms).
+    A line is hashed stripped: its bytes from the first to the last that ``str.strip`` keeps. Where
+    either end is a non-ASCII byte (which may belong to a Unicode space that ``strip`` drops),
+    that line is hashed as ``store.line_hashes`` does it."""
+    buf, _ = encode([text])
+    n = len(buf) - PAD - 1  # (encode adds a "\n" after the text)
+    raw = np.frombuffer(buf, dtype=np.uint8, count=n)
+    nl = np.flatnonzero(raw == 10)
+    starts = np.r_[0, nl + 1]
+    ends = np.r_[nl, n]
+    # ASCII letters and digits per line (``store.line_hashes``: fewer than 3 = a trivial line)
+    alnum = (raw | np.uint8(0x20)) - np.uint8(97) < 26
+    alnum |= raw - np.uint8(48) < 10
+    cum = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(alnum, out=cum[1:])
+    want = np.flatnonzero(cum[ends] - cum[starts] >= 3)  # the lines that are not trivial
+    out = np.zeros(len(starts), dtype=np.int32)
+    if not len(want):
+        return out
+    # the ASCII bytes ``str.strip`` drops (``str.isspace``): \t \n \v \f \r, \x1c-\x1f, space
+    space = raw == 32
+    space |= raw - np.uint8(9) < 5
+    space |= raw - np.uint8(28) < 4
+    keep = np.flatnonzero(~space)
+    lo = keep[np.searchsorted(keep, starts[want])]             # first kept byte of each line
+    hi = keep[np.searchsorted(keep, ends[want]) - 1] + 1       # past its last kept byte
+    odd = (raw[lo] >= 0x80) | (raw[hi - 1] >= 0x80)
+    h = hash_spans(buf, lo, hi) >> np.uint64(32)
+    h = h.astype(np.uint32).view(np.int32)
+    h[h == 0] = 1
+    out[want] = h
+    if odd.any():
+        lines = text.split("\n")
+        for i in want[odd].tolist():
+            out[i] = store.line_hashes(lines[i])[0]
     return out
 
 
