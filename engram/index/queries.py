@@ -67,14 +67,16 @@ def postings(conn: apsw.Connection, hashes: np.ndarray) -> list[tuple[int, int, 
     return [(back[h], b, ln) for h, b, ln in zip(K.tolist(), B.tolist(), L.tolist())]
 
 
-def block_counts(conn: apsw.Connection, hashes: np.ndarray, keyed=None) -> tuple[dict[int, int], int]:
+def block_counts(conn: apsw.Connection, hashes: np.ndarray, keyed=None,
+                 rows=None) -> tuple[dict[int, int], int]:
     """``({block: how many of the given hashes it contains (distinct)}, how many of the hashes occur
     at all)`` in one pass over the hashes' postings: one packed row per key leaves SQLite
-    (``engram.index.packed``); the distinct ``(hash, block)`` pairs are counted by numpy."""
+    (``engram.index.packed``); the distinct ``(hash, block)`` pairs are counted by numpy.
+    ``rows``: the hashes' ``packed.rows``, when the caller read them already."""
     if len(hashes) == 0:
         return {}, 0
     keys, _back = keyed or _keyed(hashes)
-    K, B, _L = packed.rows(conn, np.frombuffer(keys, dtype=np.int64))
+    K, B, _L = rows if rows is not None else packed.rows(conn, np.frombuffer(keys, dtype=np.int64))
     if not len(K):
         return {}, 0
     first = np.r_[True, (K[1:] != K[:-1]) | (B[1:] != B[:-1])]   # distinct (key, block) pairs
@@ -93,13 +95,20 @@ def key_block_codes(conn: apsw.Connection, keys) -> np.ndarray:
 
 
 def postings_in_blocks(conn: apsw.Connection, hashes: np.ndarray,
-                       blocks: Iterable[int], keyed=None) -> list[tuple[int, int, int]]:
-    """``(hash, block, line)`` for the given hashes, restricted to the given blocks."""
+                       blocks: Iterable[int], keyed=None, rows=None) -> list[tuple[int, int, int]]:
+    """``(hash, block, line)`` for the given hashes, restricted to the given blocks. ``rows``:
+    all of the hashes' ``packed.rows``, when the caller read them already (the same rows: a
+    subset of rows in order is in order)."""
     bl = sorted(set(blocks))
     if len(hashes) == 0 or not bl:
         return []
     keys, back = keyed or _keyed(hashes)
-    K, B, L = packed.rows(conn, np.frombuffer(keys, dtype=np.int64), blocks=np.asarray(bl, np.int64))
+    if rows is not None:
+        K, B, L = rows
+        sel = np.isin(B, np.asarray(bl, np.int64))
+        K, B, L = K[sel], B[sel], L[sel]
+    else:
+        K, B, L = packed.rows(conn, np.frombuffer(keys, dtype=np.int64), blocks=np.asarray(bl, np.int64))
     return [(back[h], b, ln) for h, b, ln in zip(K.tolist(), B.tolist(), L.tolist())]
 
 

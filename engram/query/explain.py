@@ -24,7 +24,7 @@ import numpy as np
 
 from engram import fingerprint
 from engram.fingerprint.tokenize import PAD, encode, hash_spans
-from engram.index import postings, queries, schema, store
+from engram.index import packed, postings, queries, schema, store
 from engram.index.access import TapeAccess
 from engram.query import location, walk, window
 from engram.retrieval import feedback
@@ -194,7 +194,7 @@ def direct_evidence(conn: apsw.Connection, text: str, file: str | None = None,
         keyed = queries._keyed(uq)
     if n_win <= 0 or len(uq) == 0:
         return {}, stats
-    counts, matched = _block_counts(conn, uq, keyed)
+    counts, matched, rows = _block_counts(conn, uq, keyed)
     stats["matched"] = min(matched, n_win)
     need = min(OWNER_MIN_HITS, n_win)
     keep_min = min(max(need, OWNER_MIN_SHARE * n_win), max(1.0, floor * n_win))
@@ -221,7 +221,7 @@ def direct_evidence(conn: apsw.Connection, text: str, file: str | None = None,
         for h, ln in zip(qh.tolist(), np.asarray(qlines).tolist()):
             span_lines[h].append(ln)
         by_block: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
-        for h, b, ln in queries.postings_in_blocks(conn, uq, after_blocks.keys(), keyed):
+        for h, b, ln in queries.postings_in_blocks(conn, uq, after_blocks.keys(), keyed, rows):
             by_block[b][h].append(ln)
         hits: dict[int, tuple[dict[int, list[int]], int]] = {}
         for b, (eid, line0) in after_blocks.items():
@@ -233,14 +233,16 @@ def direct_evidence(conn: apsw.Connection, text: str, file: str | None = None,
     return ev, stats
 
 
-def _block_counts(conn: apsw.Connection, hashes: np.ndarray, keyed) -> tuple[dict[int, int], int]:
-    """``({block: how many of the hashes it holds}, how many occur at all)``: from the postings a
-    long-running process holds in memory (the language server), else from SQLite. ``keyed``:
-    ``queries._keyed(hashes)``."""
+def _block_counts(conn: apsw.Connection, hashes: np.ndarray, keyed):
+    """``({block: how many of the hashes it holds}, how many occur at all, the hashes' postings
+    read)``: from the postings a long-running process holds in memory (the language server; no
+    postings read), else from SQLite, whose rows (``packed.rows``) then also give the after-texts'
+    postings (one read of the span's keys, not two). ``keyed``: ``queries._keyed(hashes)``."""
     held = postings.held_block_counts(conn, np.frombuffer(keyed[0], dtype=np.int64))
     if held is not None:
-        return held
-    return queries.block_counts(conn, hashes, keyed)
+        return (*held, None)
+    rows = packed.rows(conn, np.frombuffer(keyed[0], dtype=np.int64))
+    return (*queries.block_counts(conn, hashes, keyed, rows), rows)
 
 
 ALIGN_SLACK = 3           # lines of drift allowed inside one aligned copy of the span
