@@ -245,8 +245,8 @@ def _judged(engine, file: str, text: str | None, earlier: bool, produced_only: b
     if text is None:
         raise BadSpan("no such file", path=file)
     rel = _rel(engine, p)
-    lines = text.split("\n")
-    n_lines = len(lines) - (1 if lines and lines[-1] == "" else 0)
+    # the lines of ``text.split("\n")``, less a last empty one (counted, not split: 0.5 ms)
+    n_lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
     # the file's winnowed fingerprints against the index's (same selection on both sides, so a
     # shared run of text shares its fingerprints except near the edges of a block)
     win = fingerprint.fingerprint(text)
@@ -331,7 +331,7 @@ def _block_roles(conn, uq: np.ndarray, rows: bool = True, after_only: bool = Fal
     before_of = dict(zip(R[bef, 1].tolist(), R[bef, 0].tolist()))   # the last one, as refs go
     a_eid = R[is_after, 1].tolist()
     after_rows = np.column_stack([R[is_after, 0], tape[is_after],
-                                  np.fromiter((before_of.get(e, -1) for e in a_eid), np.int64, len(a_eid))])
+                                  np.fromiter(map(before_of.get, a_eid, itertools.repeat(-1)), np.int64, len(a_eid))])
     codes = _uniq((R[is_other, 0] << 32) | tape[is_other])       # distinct (block, tape), sorted
     other_rows = np.column_stack([codes >> 32, codes & _LO32])
     return pairs, by_key, after_rows.reshape(-1, 3), other_rows.reshape(-1, 2), erows
@@ -507,7 +507,7 @@ def _best_tapes(tape_list, trows, prod, other, inv, kl, per_line_total, need=Non
     if not n_t:
         return best
     recency = [_time_rank(trows[t]) for t in tape_list]
-    order = sorted(range(n_t), key=lambda i: recency[i], reverse=True)  # latest first
+    order = sorted(range(n_t), key=recency.__getitem__, reverse=True)  # latest first
     rank = np.empty(n_t, dtype=np.int64)
     rank[order] = np.arange(n_t)
     tapes = np.asarray(tape_list, dtype=np.int64)[order]  # by rank
