@@ -405,6 +405,21 @@ class Engine:
         return symbols.enclosing_block(text, path, line)
 
     @staticmethod
+    def block_table(text: str, path, cancel=None) -> list[list[int]] | None:
+        """Every line's ``enclosing_block`` of ``text`` as runs ``[first, last, start, end]``
+        (one parse), for ``table_block``; None without a parse tree or when ``cancel()`` said so."""
+        from engram.query import symbols
+
+        return symbols.block_table(text, path, cancel=cancel)
+
+    @staticmethod
+    def table_block(table: list[list[int]], line: int) -> tuple[int, int]:
+        """``enclosing_block`` of ``line`` from a ``block_table`` of the same text (no parse)."""
+        from engram.query import symbols
+
+        return symbols.table_block(table, line)
+
+    @staticmethod
     def top_level_blocks(text: str, path) -> list[tuple[int, int, str]]:
         """Top-level definitions ``(start, end, name)`` of ``text`` in file order (chunks when
         there are none)."""

@@ -121,12 +121,12 @@ class LensesAhead:
             return
         files = workspace_files(backend.root)
         self.pending = len(files)
-        started, done, generation = time.monotonic(), {}, None
+        started, done, generation, tables = time.monotonic(), {}, None, {}
         for path in files:
             while not self._stale(number) and (backend.ingesting or backend.since_request() < QUIET_S):
                 time.sleep(_POLL_S)
             if self._stale(number):
-                return
+                break
             try:
                 got = backend.query_background(backend.ahead_job, path, thread=0).result()
             except Exception:
@@ -135,13 +135,17 @@ class LensesAhead:
             self.pending -= 1
             if got is None:
                 continue
-            gen, key, blocks = got
+            gen, key, blocks, table = got
+            tables.update(table)  # (the text's, whatever the index: kept even if the pass stops)
             if generation is None:
                 generation = gen
             if gen != generation or self._stale(number):  # the index changed under the pass
-                return
+                done = {}
+                break
             if key is not None:
                 done[key] = blocks
+        if tables and backend.block_store() is not None:
+            backend.block_store().put_many(tables)
         if done and generation is not None and not self._stale(number):
             backend.lens_store().put_many(done, generation)
         log.debug("lens counts ahead: %d of %d files computed (%.0f ms)", len(done), len(files),

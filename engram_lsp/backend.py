@@ -191,6 +191,7 @@ class Backend:
         self.index_ident: tuple[int, int] | None = None  # (dev, inode) of the index we read
         self.index_lost = False
         self._lens_store = None  # ``lens_store``
+        self._block_store = None  # ``block_store``
         self._ahead = None  # ``engram_lsp.ahead.LensesAhead``, made by the first ingest's end
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -585,6 +586,34 @@ class Backend:
             store = self._lens_store = LensStore(index)
         return store
 
+    def block_store(self):
+        """The block tables kept beside the index (``engram_lsp.blocks``; None: no index path)."""
+        index = self.index_path()
+        if index is None:
+            return None
+        store = self._block_store
+        if store is None or store.path != Path(str(index) + ".blocks"):
+            from engram_lsp.blocks import BlockStore
+
+            store = self._block_store = BlockStore(index)
+        return store
+
+    def enclosing_block(self, engine, path, text: str, line: int) -> tuple[int, int]:
+        """``Engine.enclosing_block``, from the text's kept block table when there is one (no
+        parse: ``engram_lsp.blocks``)."""
+        store = self.block_store() if text else None
+        if store is not None:
+            from engram_lsp import blocks
+
+            try:
+                table = store.get(blocks.key(path, text))
+            except Exception:  # a shortcut: the parse answers
+                log.debug("reading kept block tables failed", exc_info=True)
+                table = None
+            if table is not None:
+                return engine.table_block(table, line)
+        return engine.enclosing_block(text, path, line)
+
     def stored_lenses(self, path, text: str) -> list[dict] | None:
         """A document's lens counts from disk, when they belong to the index as it is now (no
         engine needed: the first lenses after a start); None otherwise, or during a rebuild."""
@@ -650,10 +679,11 @@ class Backend:
         return self._ahead.pending if self._ahead is not None else 0
 
     def ahead_job(self, engine, path: Path):
-        """One workspace file's lens counts, computed as its code lens would be (query thread,
-        background job of ``engram_lsp.ahead``): ``(generation, key, blocks)``, key None when they
-        are kept already or the file cannot be read; None when the index is not settled (an
-        ingest runs or ran since: the pass stops)."""
+        """One workspace file's lens counts, computed as its code lens would be, and its block
+        table (query thread, background job of ``engram_lsp.ahead``): ``(generation, key, blocks,
+        tables)``, key None when the counts are kept already or the file cannot be read, tables
+        ``{key: table}`` when one was computed (``engram_lsp.blocks``); None when the index is not
+        settled (an ingest runs or ran since: the pass stops)."""
         if not self._ingest_guard.acquire(blocking=False):
             return None
         try:
@@ -666,19 +696,34 @@ class Backend:
             try:
                 text = engine.read_file(path)
             except Exception:  # not a regular readable file (any more): nothing to keep
-                return generation, None, None
+                return generation, None, None, {}
+            tables = self._ahead_table(engine, path, text)
             key = lenses.key(path, text)
             if not text or store.has(key, generation):
-                return generation, None, None
+                return generation, None, None, tables
             blocks = [(s, e) for s, e, _name in engine.top_level_blocks(text, path)]
             results = self.block_results(engine, str(path), text, blocks) if blocks else []
             if self.settled_generation(engine) != generation:
                 return None
             if not _saved_text_is(path, text):
-                return generation, None, None
-            return generation, key, lenses.counts(results)
+                return generation, None, None, tables
+            return generation, key, lenses.counts(results), tables
         finally:
             self._ingest_guard.release()
+
+    def _ahead_table(self, engine, path: Path, text: str) -> dict:
+        """``{key: block table}`` of ``text`` when none is kept (``engram_lsp.blocks``), computed
+        unless a request comes meanwhile; {} otherwise."""
+        store = self.block_store()
+        if store is None or not text:
+            return {}
+        from engram_lsp import blocks
+
+        key = blocks.key(path, text)
+        if store.has(key):
+            return {}
+        table = engine.block_table(text, path, cancel=self._query_pool.waiting)
+        return {key: table} if table is not None else {}
 
     def block_results(
         self, engine, file: str, text: str, blocks: list[tuple[int, int]]

@@ -25,7 +25,7 @@ NOTE_HARNESS = "engram"  # the harness of note tapes (``engram note``)
 def hover_block(engine, backend, doc: documents.Doc, line: int):
     """(start, end, explain_blocks entry or None) for 1-based ``line``; runs on the query thread."""
     text = doc.source()
-    start, end = engine.enclosing_block(text, doc.path, line)
+    start, end = backend.enclosing_block(engine, doc.path, text, line)
 
     def compute():
         # only the block's own text is fingerprinted (not the whole file), shared with code lens

@@ -1,0 +1,139 @@
+"""Block tables kept on disk (``engram_lsp.blocks``): a hover of a text whose table is kept reads
+its block from it without a tree-sitter parse, the same block as the parse gives; the workspace's
+files get theirs in the pass that keeps lens counts ahead; what cannot be read is a miss."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import orjson
+from lsp_helpers import hover, open_doc, wait_indexed
+from waiting import wait_until
+
+from engram.engine import Engine
+from engram.query import symbols
+from engram_lsp import blocks
+from engram_lsp.backend import Backend
+from engram_lsp.settings import Settings
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_a_kept_table_answers_every_line_as_the_parse_does_without_parsing(tmp_path):
+    text = (REPO / "engram_lsp" / "backend.py").read_text()
+    path = tmp_path / "copy.py"
+    table = Engine.block_table(text, path)
+    assert table is not None and len(table) > 10
+    assert blocks.valid(table)
+    lines = len(text.splitlines())
+
+    backend = Backend(tmp_path, Settings())
+    (tmp_path / ".engram-cache").mkdir()
+    backend.settings = Settings(index_path=str(tmp_path / ".engram-cache" / "index.sqlite"))
+    store = backend.block_store()
+    store.put_many({blocks.key(path, text): table})
+    assert stat.S_IMODE(os.stat(store.path).st_mode) == 0o600
+    edited = text + "\n# one more line\n"  # a text never parsed here
+    table2 = Engine.block_table(edited, path)
+    store.put_many({blocks.key(path, edited): table2})
+    with symbols._lock:
+        symbols._trees.pop(("python", edited), None)
+    got = [backend.enclosing_block(Engine, path, edited, n) for n in range(lines + 5)]
+    with symbols._lock:
+        assert ("python", edited) not in symbols._trees  # answered from the table: no parse
+    assert got == [symbols.enclosing_block(edited, path, n) for n in range(lines + 5)]
+    # what is kept is what answers (a table changed on disk is what the next lookup gives)
+    data = orjson.loads(store.path.read_bytes())
+    data["entries"][blocks.key(path, edited)][0][2:] = [1, 1]
+    store.path.write_bytes(orjson.dumps(data))
+    assert backend.enclosing_block(Engine, path, edited, 1) == (1, 1)
+
+
+def test_the_block_store_misses_rather_than_guesses(tmp_path):
+    store = blocks.BlockStore(tmp_path / "index.sqlite")
+    text = "def f():\n    return 1\n\n\ndef g():\n    return 2\n"
+    table = Engine.block_table(text, "a.py")
+    assert [Engine.table_block(table, n) for n in range(1, 7)] == [
+        symbols.enclosing_block(text, "a.py", n) for n in range(1, 7)] == [
+        (1, 2), (1, 2), (3, 3), (4, 4), (5, 6), (5, 6)]
+    key = blocks.key(tmp_path / "a.py", text)
+    assert key == blocks.key("elsewhere/b.py", text)     # the same text and language: one entry
+    assert key != blocks.key("a.js", text) and key != blocks.key("a.py", text + "\n")
+    assert store.get(key) is None                        # no file
+    store.put_many({key: table})
+    assert store.get(key) == table
+    for bad in ([[1, 2, 1, 2], [5, 6, 5, 6]],            # a gap
+                [[1, 2, 1, 2], [3, 6, 5, 9]],            # an answer past the last line
+                [[1, 3, 0, 2]], [["1", 3, 1, 2]], [], {"a": 1}):
+        store.put_many({key: bad})
+        assert store.get(key) is None, bad
+    store.path.write_bytes(b"{not json")
+    assert store.get(key) is None
+    store.put_many({key: table})                         # a broken file is replaced
+    assert orjson.loads(store.path.read_bytes())["entries"] == {key: table}
+    assert Engine.block_table("no grammar here\n", "notes.unknownsuffix") is None
+    assert Engine.block_table("", "a.py") is None
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_the_store_keeps_the_most_recent_tables(tmp_path, monkeypatch):
+    monkeypatch.setattr(blocks, "MAX_ENTRIES", 3)
+    store = blocks.BlockStore(tmp_path / "index.sqlite")
+    for i in range(5):
+        store.put_many({f"k{i}": [[1, 1, 1, 1]]})
+    assert list(orjson.loads(store.path.read_bytes())["entries"]) == ["k2", "k3", "k4"]
+
+
+async def test_the_workspace_files_tables_are_kept_ahead_and_hover_the_same(lsp, ws):
+    """The pass that keeps lens counts ahead keeps each workspace file's block table; a new
+    server's first hover of the file (no parse) shows what a server with nothing kept shows."""
+    text = ws.files["hello.py"] + "\n\nclass Mine:\n    def mine(self, a, b):\n        return a * b\n"
+    (ws.root / "mixed.py").write_text(text)
+    shutil.rmtree(ws.root / ".git")
+    for cmd in (["git", "init", "-q"], ["git", "add", "-A"]):
+        subprocess.run(cmd, cwd=ws.root, check=True, capture_output=True)
+    client = await lsp(ws)
+    await wait_indexed(client)
+    store = ws.engram_home / "index" / ("index.sqlite" + blocks.SUFFIX)
+    key = blocks.key(ws.root / "mixed.py", text)
+
+    def kept() -> bool:
+        try:
+            return key in orjson.loads(store.read_bytes())["entries"]
+        except (OSError, ValueError):
+            return False
+
+    wait_until(kept, 30, message="the block table of a file never opened kept ahead")
+    assert stat.S_IMODE(os.stat(store).st_mode) == 0o600
+    await client.shutdown_session()
+    lines = len(text.splitlines())
+
+    async def cards() -> list:
+        client = await lsp(ws)
+        await wait_indexed(client)
+        uri = open_doc(client, ws, "mixed.py")
+        out = []
+        for line in range(lines):
+            result = await hover(client, uri, line)
+            out.append(None if result is None else (result.contents.value, result.range))
+        await client.shutdown_session()
+        return out
+
+    kept_cards = await cards()
+    assert any(kept_cards)
+    data = orjson.loads(store.read_bytes())
+    store.unlink()
+    assert await cards() == kept_cards
+
+    # the kept table is what the hover used: a table changed on disk is what the next server shows
+    data["entries"][key] = [[1, lines, 1, lines]]
+    store.write_bytes(orjson.dumps(data))
+    client = await lsp(ws)
+    await wait_indexed(client)
+    result = await hover(client, open_doc(client, ws, "mixed.py"), lines - 1)
+    assert (result.range.start.line, result.range.end.line) == (0, lines)  # (end: exclusive)
+    await client.shutdown_session()
