@@ -3,7 +3,8 @@
 ``git blame`` and the attribution of a commit Engram has not seen yet take from tens of
 milliseconds to seconds, far more than a hover may (≤ 10 ms): the hover shows the commits already
 known for the block and, when there are none yet, asks for them in the background
-(``Engine.span_commits`` on the background thread); the next hover on the block shows them. Known
+(``Engine.span_commits`` on the background thread, once no request has come or gone for
+``_QUIET_S``: not in the middle of a burst of hovers); the next hover on the block shows them. Known
 answers are kept per file state (path, size, modification time) and line range, in a small LRU;
 a buffer with unsaved edits gets none (its lines are not the ones git knows).
 """
@@ -13,11 +14,14 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections import OrderedDict
 
 log = logging.getLogger(__name__)
 
 _SIZE = 512
+_QUIET_S = 0.05  # the commits are computed once no request has come or gone for this long
+_POLL_S = 0.01
 
 
 class SpanCommits:
@@ -75,6 +79,11 @@ class SpanCommits:
         return []
 
     def _compute(self, backend, file: str, key: tuple) -> None:
+        # not while requests come (a burst of hovers): ``git blame`` and the attribution take
+        # 5-35 ms of CPU, and on the background thread they hold the GIL half the time the next
+        # hover computes; a hover never waits for them anyway
+        while not backend.closing and backend.since_request() < _QUIET_S:
+            time.sleep(_POLL_S)
         commits: list[dict] = []
         try:
             engine = backend.open()
