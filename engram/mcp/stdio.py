@@ -13,6 +13,13 @@ As the SDK does, the process's fd 0 and fd 1 point at the null device and at std
 serves (stray output from code or a child process never reaches the wire), and are restored on
 exit. When stdin or stdout is not a pipe, socket or terminal (a file), ``transport`` is the SDK's
 ``stdio_server``.
+
+While it serves, the garbage collector runs between messages, not inside a request: automatic
+collection is off, and after each message is written the collection the collector's own thresholds
+call for by then runs (``collect_due``), while the client reads the answer. Inside an explain, the
+young-generation collections its allocations set off (a gen-1 pass took ~2.5 ms, up to 6 ms, once
+in ~25 calls) were part of the answer's latency: the in-process p95 of a fresh server's 400
+explains was 0.5-1.3 ms of CPU lower without the collections inside the calls.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import gc
 import json
 import os
 import stat
@@ -64,6 +72,17 @@ def encode(message) -> bytes:
             return b'{"jsonrpc":' + orjson.dumps(message.jsonrpc) + b',"id":' + ident + \
                 b',"result":' + result + b"}\n"
     return message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+
+
+def collect_due() -> None:
+    """The collection the collector's own rule calls for by now, or none (CPython's: once the
+    youngest generation's count passes its threshold, the oldest generation whose count passes
+    its own; ``gc.get_count``, ``gc.get_threshold``), for a process that turned automatic
+    collection off to collect between requests."""
+    c0, c1, c2 = gc.get_count()
+    t0, t1, t2 = gc.get_threshold()
+    if t0 and c0 > t0:
+        gc.collect(2 if c2 > t2 else 1 if c1 > t1 else 0)
 
 
 @contextlib.asynccontextmanager
@@ -117,9 +136,12 @@ async def transport() -> AsyncIterator[tuple]:
                 async for session_message in write_receive:
                     writer.write(encode(session_message.message))
                     await writer.drain()
+                    collect_due()  # while the client reads it, not inside the next request
         finally:
             written.set()
 
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(read_lines)
@@ -132,6 +154,8 @@ async def transport() -> AsyncIterator[tuple]:
                     await written.wait()
                 tg.cancel_scope.cancel()
     finally:
+        if collecting:
+            gc.enable()
         for fd, wire in ((0, wire_in), (1, wire_out)):  # the wire back where it was
             with contextlib.suppress(OSError):
                 os.dup2(wire, fd)

@@ -106,3 +106,37 @@ def test_a_spliced_answer_is_the_same_json_once(world):
             assert ours == sdk
     finally:
         app.close()
+
+
+def test_collect_due_runs_the_collection_the_thresholds_call_for():
+    """``engram mcp`` collects between messages (automatic collection off while it serves): the
+    collection due then runs, and none before it is due."""
+    import gc
+    import weakref
+
+    class Node:
+        pass
+
+    def cycle() -> list[bool]:
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        freed: list[bool] = []
+        weakref.finalize(a, freed.append, True)
+        return freed
+
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        freed = cycle()
+        stdio.collect_due()  # nothing allocated since the collection: none due
+        assert freed == []
+        keep = [[] for _ in range(gc.get_threshold()[0] + 50)]  # tracked objects: a collection due
+        assert gc.get_count()[0] > gc.get_threshold()[0]
+        stdio.collect_due()
+        assert freed == [True]
+        assert gc.get_count()[0] < gc.get_threshold()[0]
+        del keep
+    finally:
+        if was:
+            gc.enable()
