@@ -70,6 +70,8 @@ class EngramMCP:
         collector's view (``gc.freeze``): its full collections, every ~200 explains, scanned
         these ~110k objects for 80–110 ms of pause each (measured); now ~26k remain."""
         try:
+            import numpy.ma  # noqa: F401  (np.unique imports it on its first call: ~60 ms)
+
             from engram.query import blocks  # noqa: F401  (explain's, imported on first use)
             from engram.retrieval import log as _retrieval_log  # noqa: F401
 
