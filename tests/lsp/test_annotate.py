@@ -52,6 +52,36 @@ def _second_session(ws) -> None:
     log.write_text("".join(json.dumps(r) + "\n" for r in (prompt, record, result)))
 
 
+QUOTED = '''def merge_overlapping_ranges(ranges):
+    ordered = sorted(ranges, key=lambda pair: (pair[0], pair[1]))
+    merged = [list(ordered[0])] if ordered else []
+    for start, stop in ordered[1:]:
+        if start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], stop)
+        else:
+            merged.append([start, stop])
+    return [tuple(pair) for pair in merged]
+'''
+
+
+def _quoting_session(ws) -> None:
+    """A third session that only quotes ``QUOTED`` (the user pastes it, the agent answers in
+    prose, nothing is written): blame gives its lines to this session as a reader, and the
+    annotation leaves them unmarked."""
+    base = {"cwd": ws.cwd, "sessionId": "quoting-session-0001", "version": "2.0.64",
+            "isSidechain": False, "userType": "external"}
+    prompt = {**base, "type": "user", "uuid": "u-quote-1", "parentUuid": None,
+              "timestamp": "2025-12-12T10:00:00.000Z",
+              "message": {"role": "user", "content": "why is this slow?\n\n" + QUOTED}}
+    answer = {**base, "type": "assistant", "uuid": "u-quote-2", "parentUuid": "u-quote-1",
+              "timestamp": "2025-12-12T10:00:05.000Z",
+              "message": {"model": "claude-sonnet-4-5", "id": "msg_quote", "type": "message",
+                          "role": "assistant", "stop_reason": "end_turn",
+                          "content": [{"type": "text", "text": "It sorts once; it is not slow."}]}}
+    log = ws.log.parent / "quoting-session-0001.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in (prompt, answer)))
+
+
 def _marked(result) -> dict[int, int]:
     """{0-based line: session index} of every line in a run."""
     out = {}
@@ -143,12 +173,14 @@ async def test_annotate_bad_params_are_invalid_params(lsp, ws):
 def test_engine_annotate_is_the_annotation_of_blame(ws, monkeypatch):
     """``Engine.annotate`` (runs built on arrays) gives what the per-line blame entries give:
     files two sessions wrote (through their logged edits), those files edited by hand, a mixed
-    file nobody logged, and the empty and one-blank-line buffers; a real index of the real
-    Claude Code fixture logs, in process."""
+    file nobody logged, code a session only quoted (blame: a reader; the annotation computes
+    producers only), and the empty and one-blank-line buffers; a real index of the real Claude
+    Code fixture logs, in process."""
     from engram.engine import Engine
     from engram_lsp.features.annotate import annotation
 
     _second_session(ws)
+    _quoting_session(ws)
     for k, v in ws.env().items():
         monkeypatch.setenv(k, v)
     for var in ("CODEX_HOME", "CLAUDE_CONFIG_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME"):
@@ -164,15 +196,19 @@ def test_engine_annotate_is_the_annotation_of_blame(ws, monkeypatch):
             lines = text.split("\n")
             cases += [(rel, text), (rel, "\n".join(lines[:2] + [HAND] + lines[2:]))]
         cases += [("mixed.py", ws.files["hello.py"] + "\n" + HAND + "\n" + SECOND), ("e.py", ""),
-                  ("b.py", "\n")]
+                  ("b.py", "\n"), ("quoted.py", QUOTED), ("both.py", SECOND + "\n" + QUOTED)]
         via = set()
+        read_only = 0
         for rel, text in cases:
             path = str(ws.root / rel)
             got = eng.annotate(path, text)
             n = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
-            sessions, runs = annotation(eng.blame(path, text=text, earlier=False)) if text else ([], [])
+            blamed = eng.blame(path, text=text, earlier=False) if text else {}
+            sessions, runs = annotation(blamed) if text else ([], [])
             assert got == {"lines": n, "sessions": sessions, "runs": runs}, rel
             via |= {r["via"] for r in runs}
+            read_only += sum(1 for ln in blamed.get("lines", []) if ln["tape_id"] and not ln.get("produced"))
         assert via == {"log", "direct"}  # both rules were exercised
+        assert read_only >= 8  # lines blame gives a session that only quoted them: not marked
     finally:
         eng.close()
