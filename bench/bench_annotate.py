@@ -8,6 +8,12 @@ server process, startup ingest done and its background reading settled, then
   helps: every line is blamed afresh; an edit to a buffer costs the same, blame is not incremental);
 * ``cached``: the same buffer asked again (cached per buffer version and index generation).
 
+By default the next window is opened as soon as the previous one is closed (a few ms after its
+answers), so each ``first`` request also meets the server's background work for the previous
+buffer (the tree-sitter parse hovers need, 15-150 ms of CPU for these windows, started 50 ms after
+an open); ``--pause S`` waits S seconds after each close, as a person opening one file after
+another would, so that ``first`` measures the request alone.
+
 Also reported: lines marked, sessions and runs of the first window (what the editor draws), and
 ``in_process_cpu``: the CPU time (``time.thread_time``) of what the server computes for each
 window (``Engine.annotate`` with the postings held in memory, as the server holds them), in this
@@ -15,7 +21,7 @@ process after the LSP run — the figure that does not depend on the neighbours'
 Target (issue 23): ≤ 50 ms for a 5,000-line file. The machine is shared: ``uptime``'s load is
 recorded with the figures; compare runs taken close together.
 
-Run: ``python bench/bench_annotate.py [--n 15] [--json out.json]``.
+Run: ``python bench/bench_annotate.py [--n 15] [--pause 0] [--json out.json]``.
 """
 
 from __future__ import annotations
@@ -104,6 +110,8 @@ async def run(args) -> dict:
                          "runs": len(result["runs"]),
                          "marked": sum(r["end"] - r["start"] + 1 for r in result["runs"])}
             client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+            if args.pause:
+                await asyncio.sleep(args.pause)
     finally:
         await client.stop()
     cpu = in_process_cpu(repo, index, texts)
@@ -117,6 +125,7 @@ async def run(args) -> dict:
         "first_window": shape,
         "sessions_indexed": (status.get("counts") or {}).get("sessions"),
         "n": args.n,
+        "pause_s": args.pause,
         "machine": {"cpus": os.cpu_count(), "load": os.getloadavg(), "python": platform.python_version()},
     }
 
@@ -127,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=15)
     ap.add_argument("--work", default=None,
                     help="bench_lsp's working directory (default bench/out/lsp; a copy keeps runs apart)")
+    ap.add_argument("--pause", type=float, default=0.0,
+                    help="seconds to wait after closing one window before opening the next")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     out = asyncio.run(run(args))
