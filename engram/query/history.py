@@ -310,21 +310,14 @@ def _block_roles(conn, uq: np.ndarray, rows: bool = True, after_only: bool = Fal
     # blocks are below 2³²
     by_key = np.sort(((pairs & _LO32) << 32) | (pairs >> 32))
     blocks = _uniq(by_key >> 32)
-    refs = _edit_refs(conn, blocks) if after_only else queries.refs_for_blocks(conn, blocks.tolist())
-    eids = {eid for _b, eid, _r, _l in refs}
-    if rows:
-        erows = queries.events(conn, eids)
-        tapes_of = {e: r.tape for e, r in erows.items()}
+    if after_only:
+        R = _edit_rows(conn, blocks)
+        R, tape, erows = R[:, :4], R[:, 4], {}
+        ok = tape >= 0
     else:
-        erows, tapes_of = {}, _event_tapes(conn, eids)
+        R, tape, ok, erows = _ref_rows(conn, blocks, rows)
     # an edit produced a hash when it is in its after-text but not in its before-text (lines
     # carried over as context were there before the edit: they belong to whoever wrote them)
-    R = np.fromiter(itertools.chain.from_iterable(refs), np.int64, 4 * len(refs)).reshape(-1, 4)
-    known = np.array(sorted(tapes_of), dtype=np.int64)
-    tape_of = np.array([tapes_of[e] for e in known.tolist()], dtype=np.int64)
-    at = np.minimum(np.searchsorted(known, R[:, 1]), max(len(known) - 1, 0))
-    ok = known[at] == R[:, 1] if len(known) else np.zeros(len(R), bool)
-    tape = tape_of[at] if len(known) else np.zeros(len(R), np.int64)
     is_after = ok & (R[:, 2] == schema.ROLE_EDIT_AFTER)
     is_other = ok & ~is_after
     bef = is_other & (R[:, 2] == schema.ROLE_EDIT_BEFORE)
@@ -341,35 +334,58 @@ _LO32 = (1 << 32) - 1
 _EDIT_ROLES = (schema.ROLE_EDIT_AFTER, schema.ROLE_EDIT_BEFORE)
 
 
-class _EditRefs:
-    """The edit refs of the blocks looked up so far (one index version): ``seen`` the blocks
-    looked up (sorted), ``blocks`` those with edit refs (sorted), ``refs`` their refs."""
+def _ref_rows(conn, blocks: np.ndarray, rows: bool):
+    """``(refs (block, event, role, line0), each one's tape, whether its event exists, the
+    event rows or {})`` of ``blocks`` (``queries.refs_for_blocks``' order)."""
+    refs = queries.refs_for_blocks(conn, blocks.tolist())
+    eids = {eid for _b, eid, _r, _l in refs}
+    if rows:
+        erows = queries.events(conn, eids)
+        tapes_of = {e: r.tape for e, r in erows.items()}
+    else:
+        erows, tapes_of = {}, _event_tapes(conn, eids)
+    R = np.fromiter(itertools.chain.from_iterable(refs), np.int64, 4 * len(refs)).reshape(-1, 4)
+    known = np.array(sorted(tapes_of), dtype=np.int64)
+    tape_of = np.array([tapes_of[e] for e in known.tolist()], dtype=np.int64)
+    at = np.minimum(np.searchsorted(known, R[:, 1]), max(len(known) - 1, 0))
+    ok = known[at] == R[:, 1] if len(known) else np.zeros(len(R), bool)
+    tape = tape_of[at] if len(known) else np.zeros(len(R), np.int64)
+    return R, tape, ok, erows
+
+
+class _EditRows:
+    """The edit refs of the blocks looked up so far (one index version), as arrays: ``seen`` the
+    blocks looked up (sorted), ``rows`` their after- and before-text refs ``(block, event, role,
+    line0, the event's tape or -1)`` sorted as the refs table is (block, event, role)."""
 
     def __init__(self):
-        self.seen = self.blocks = np.zeros(0, dtype=np.int64)
-        self.refs: dict[int, list] = {}
+        self.seen = self.blocks = np.zeros(0, dtype=np.int64)   # blocks: ``rows[:, 0]``, contiguous
+        self.rows = np.zeros((0, 5), dtype=np.int64)
 
 
-def _edit_refs(conn, blocks: np.ndarray) -> list[tuple[int, int, int, int]]:
-    """``queries.refs_for_blocks(conn, blocks)`` (sorted distinct ``blocks``), less every ref but
-    an edit's after-text and before-text, of the edits whose after-text is one of ``blocks``.
-    Held per index version: most of a file's blocks (reads, tool outputs, messages) have no
-    edit ref, and the annotation looks at the edits only; which blocks have some is found on
-    arrays, so only those are visited."""
-    held = queries.memo(conn, "history.edit_refs", _EditRefs)
+def _edit_rows(conn, blocks: np.ndarray) -> np.ndarray:
+    """The rows ``(block, event, role, line0, tape or -1)`` of ``_ref_rows(conn, blocks)`` (sorted
+    distinct ``blocks``) that are an edit's after-text or before-text, of the edits whose
+    after-text is one of ``blocks``, in the same order. Held per index version, as arrays: most of
+    a file's blocks (reads, tool outputs, messages) have no edit ref, the annotation looks at the
+    edits only, and a block's rows are found by binary search instead of a loop over blocks."""
+    held = queries.memo(conn, "history.edit_rows", _EditRows)
     if len(held.seen) > queries.ROW_CACHE:
         held.__init__()
     missing = blocks[~member(blocks, held.seen)]
     if len(missing):
-        for r in queries.refs_for_blocks(conn, missing.tolist()):
-            if r[2] in _EDIT_ROLES:
-                held.refs.setdefault(r[0], []).append(r)
+        new = [r for r in queries.refs_for_blocks(conn, missing.tolist()) if r[2] in _EDIT_ROLES]
+        tapes = _event_tapes(conn, {r[1] for r in new})
+        add = np.array([(*r, tapes.get(r[1], -1)) for r in new], dtype=np.int64).reshape(-1, 5)
+        allr = np.concatenate([held.rows, add])
+        held.rows = allr[np.lexsort((allr[:, 2], allr[:, 1], allr[:, 0]))]
+        held.blocks = np.ascontiguousarray(held.rows[:, 0])
         held.seen = np.union1d(held.seen, missing)
-        held.blocks = np.fromiter(sorted(held.refs), np.int64, len(held.refs))
-    here = blocks[member(blocks, held.blocks)].tolist()
-    refs = [r for b in here for r in held.refs[b]]
-    edits = {eid for _b, eid, role, _l in refs if role == schema.ROLE_EDIT_AFTER}
-    return [r for r in refs if r[1] in edits]
+    rows = held.rows
+    lo = np.searchsorted(held.blocks, blocks, "left")
+    n = np.searchsorted(held.blocks, blocks, "right") - lo
+    R = rows[np.repeat(lo - np.cumsum(n) + n, n) + np.arange(int(n.sum()))]
+    return R[member(R[:, 1], _uniq(R[R[:, 2] == schema.ROLE_EDIT_AFTER, 1]))]
 
 
 def _event_tapes(conn, eids: set[int]) -> dict[int, int]:
