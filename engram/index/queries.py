@@ -68,11 +68,12 @@ def postings(conn: apsw.Connection, hashes: np.ndarray) -> list[tuple[int, int, 
 
 
 def block_counts(conn: apsw.Connection, hashes: np.ndarray, keyed=None,
-                 rows=None) -> tuple[dict[int, int], int]:
+                 rows=None, least: float = 0) -> tuple[dict[int, int], int]:
     """``({block: how many of the given hashes it contains (distinct)}, how many of the hashes occur
     at all)`` in one pass over the hashes' postings: one packed row per key leaves SQLite
     (``engram.index.packed``); the distinct ``(hash, block)`` pairs are counted by numpy.
-    ``rows``: the hashes' ``packed.rows``, when the caller read them already."""
+    ``rows``: the hashes' ``packed.rows``, when the caller read them already; ``least``: only
+    the blocks holding at least that many (the others never become Python objects)."""
     if len(hashes) == 0:
         return {}, 0
     keys, _back = keyed or _keyed(hashes)
@@ -81,6 +82,9 @@ def block_counts(conn: apsw.Connection, hashes: np.ndarray, keyed=None,
         return {}, 0
     first = np.r_[True, (K[1:] != K[:-1]) | (B[1:] != B[:-1])]   # distinct (key, block) pairs
     blocks, n = np.unique(B[first], return_counts=True)
+    if least > 0:
+        keep = n >= least
+        blocks, n = blocks[keep], n[keep]
     return dict(zip(blocks.tolist(), n.tolist())), int(np.count_nonzero(np.r_[True, K[1:] != K[:-1]]))
 
 

@@ -194,11 +194,10 @@ def direct_evidence(conn: apsw.Connection, text: str, file: str | None = None,
         keyed = queries._keyed(uq)
     if n_win <= 0 or len(uq) == 0:
         return {}, stats
-    counts, matched, rows = _block_counts(conn, uq, keyed)
-    stats["matched"] = min(matched, n_win)
     need = min(OWNER_MIN_HITS, n_win)
     keep_min = min(max(need, OWNER_MIN_SHARE * n_win), max(1.0, floor * n_win))
-    kept = {b: c for b, c in counts.items() if c >= keep_min}
+    kept, matched, rows = _block_counts(conn, uq, keyed, keep_min)
+    stats["matched"] = min(matched, n_win)
     if not kept:
         return {}, stats
     refs = queries.refs_for_blocks(conn, kept.keys())
@@ -233,16 +232,17 @@ def direct_evidence(conn: apsw.Connection, text: str, file: str | None = None,
     return ev, stats
 
 
-def _block_counts(conn: apsw.Connection, hashes: np.ndarray, keyed):
-    """``({block: how many of the hashes it holds}, how many occur at all, the hashes' postings
-    read)``: from the postings a long-running process holds in memory (the language server; no
-    postings read), else from SQLite, whose rows (``packed.rows``) then also give the after-texts'
-    postings (one read of the span's keys, not two). ``keyed``: ``queries._keyed(hashes)``."""
+def _block_counts(conn: apsw.Connection, hashes: np.ndarray, keyed, least: float):
+    """``({block: how many of the hashes it holds, for the blocks holding at least ``least``},
+    how many occur at all, the hashes' postings read)``: from the postings a long-running process
+    holds in memory (the language server; no postings read), else from SQLite, whose rows
+    (``packed.rows``) then also give the after-texts' postings (one read of the span's keys, not
+    two). ``keyed``: ``queries._keyed(hashes)``."""
     held = postings.held_block_counts(conn, np.frombuffer(keyed[0], dtype=np.int64))
     if held is not None:
-        return (*held, None)
+        return {b: c for b, c in held[0].items() if c >= least}, held[1], None
     rows = packed.rows(conn, np.frombuffer(keyed[0], dtype=np.int64))
-    return (*queries.block_counts(conn, hashes, keyed, rows), rows)
+    return (*queries.block_counts(conn, hashes, keyed, rows, least), rows)
 
 
 ALIGN_SLACK = 3           # lines of drift allowed inside one aligned copy of the span
