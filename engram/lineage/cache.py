@@ -247,6 +247,23 @@ class IngestCache:
             self._put_print(key, hit)
         return hit[0], hit[1]
 
+    def texts_prints(self, texts: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """``[text_prints(t) for t in texts]``, the texts not kept fingerprinted in one batch
+        (one text at a time, the numpy calls of a fingerprint cost more than its arithmetic)."""
+        keys = [text_key(t) for t in texts]
+        todo: dict[bytes, str] = {}
+        for key, t in zip(keys, texts):
+            if key not in self.prints:
+                todo.setdefault(key, t)
+        made: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        if todo:
+            fps = fingerprint.fingerprint_batch(list(todo.values()), keep_kgrams=[True] * len(todo))
+            for key, fp in zip(todo, fps):
+                hit = (uniq(fp.hashes), uniq(fp.kgrams), True) if len(fp.kgrams) else (_EMPTY, _EMPTY, True)
+                self._put_print(key, hit)
+                made[key] = hit[:2]
+        return [made[key] if key in made else self.text_prints(t) for key, t in zip(keys, texts)]
+
     def prefetch(self, texts: list[str]) -> None:
         """Fingerprint the texts not kept yet, in one batch (``text_prints`` then finds them)."""
         todo: dict[bytes, str] = {}

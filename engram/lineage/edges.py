@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 LINK_PASS_HASHES = 2_000_000   # query hashes matched in one pass of ``_link`` (memory bound)
 LINK_PASS_POSTINGS = 2_000_000  # postings one pass holds: more, and its edits are split in two
 LINK_MATCH_ROWS = 1_000_000     # postings gathered by one ``match_all`` (queries x their postings)
+QUERY_BATCH = 256               # edits whose texts are fingerprinted in one batch (``_queried``),
+QUERY_BATCH_CHARS = 1 << 20     # ... and characters of their texts (what the batch holds stays small)
 FETCH_HASHES = 2_500            # hashes whose postings are fetched at once: fewer than
 #   BOILERPLATE_MIN (400) postings each once the boilerplate ones are left out (~1M rows)
 
@@ -401,17 +403,36 @@ class Linker:
         return out
 
     # -- fingerprint linking -------------------------------------------------------------------
-    def _queries(self, n: Node) -> None:
+    def _queries(self, n: Node, prints: tuple | None = None) -> None:
         """``n``'s containment, tombstone flag and queries (distinct k-grams of its before-text,
-        and of its after-text when that is mostly new), with their denominators."""
-        bw, bk = self.cache.text_prints(n.before)
-        aw, ak = self.cache.text_prints(n.after)
+        and of its after-text when that is mostly new), with their denominators. ``prints``:
+        ``text_prints`` of its before- and after-text, when already made (``_queried``)."""
+        if prints is None:
+            prints = (self.cache.text_prints(n.before), self.cache.text_prints(n.after))
+        (bw, bk), (aw, ak) = prints
         if len(bw):
             n.qa = (bk, len(bw))
             n.cont = round(float(member(bw, ak).sum() / len(bw)), ROUND)
             n.tomb = n.cont < LINK_THRESHOLD
         if len(aw) and member(aw, bk).sum() / len(aw) < NEW_TEXT_MAX:
             n.qb = (ak, len(aw))
+
+    def _queried(self, nodes: list[Node]):
+        """Each node after ``_queries``, the texts of up to ``QUERY_BATCH`` nodes (and
+        ``QUERY_BATCH_CHARS`` characters) fingerprinted in one batch."""
+        i = 0
+        while i < len(nodes):
+            j, size = i, 0
+            while j < len(nodes) and j - i < QUERY_BATCH and (size < QUERY_BATCH_CHARS or j == i):
+                size += len(nodes[j].before) + len(nodes[j].after)
+                j += 1
+            part = nodes[i:j]
+            prints = self.cache.texts_prints([t for n in part for t in (n.before, n.after)])
+            for k, n in enumerate(part):
+                self._queries(n, (prints[2 * k], prints[2 * k + 1]))
+                yield n
+            del prints
+            i = j
 
     def _link(self, nodes: list[Node], touched_to: set[int]) -> None:
         """Tombstones of every node first (the location-only rule reads them), then the edges,
@@ -422,8 +443,7 @@ class Linker:
             return
         conn = self.conn
         tomb_rows = []
-        for n in nodes:
-            self._queries(n)
+        for n in self._queried(nodes):
             if n.tomb:
                 blk = conn.execute("SELECT block FROM refs WHERE event=? AND role=?",
                                    (n.eid, schema.ROLE_EDIT_BEFORE)).fetchone()
@@ -437,8 +457,7 @@ class Linker:
         self._loc_cache: dict[tuple, list] = {}
         part: list[Node] = []
         size = 0
-        for n in nodes:
-            self._queries(n)
+        for n in self._queried(nodes):
             part.append(n)
             size += sum(len(q[0]) for q in (n.qa, n.qb) if q is not None)
             if size >= LINK_PASS_HASHES:
