@@ -3,7 +3,7 @@ log of a given size, in a subprocess, in a temporary directory. With ``--corpus`
 whole many-session corpus instead (one ``bench/corpus.py`` output: ``python bench/corpus.py --out
 DIR --sessions 16000 --scenarios all`` gives ~600 MB in ~16,600 sessions).
 
-    python bench/bench_ingest_memory.py [--sizes 200,400] [--keep DIR]
+    python bench/bench_ingest_memory.py [--sizes 200,400] [--keep DIR] [--logs DIR]
     python bench/bench_ingest_memory.py --corpus DIR [--src TREE]
 
 The log is one session (realistic records, as Claude Code writes them: user prompts, assistant
@@ -238,7 +238,9 @@ def measure(root: Path, home: Path, worker: bool = True, src: Path = REPO) -> di
     shutil.rmtree(root / ".engram" / "tapes", ignore_errors=True)
     cmd = [sys.executable, "-c", _WRAPPER, str(root), sys.executable, "-m", "engram.cli",
            "ingest", "--seal"]
+    load0 = _load()
     r = json.loads(subprocess.run(cmd, env=env, capture_output=True, check=True).stdout)
+    load = f"{load0}-{_load()}"
     if r["rc"] != 0:
         raise SystemExit(f"ingest failed: {r['stderr']}")
     summary = json.loads(r["stdout"])
@@ -247,7 +249,16 @@ def measure(root: Path, home: Path, worker: bool = True, src: Path = REPO) -> di
             "cpu_s": round(r["cpu_s"], 1),
             "procs": {k: round(v / 1024) for k, v in r["procs"].items()},
             "events": summary["events"], "errors": summary["error_count"],
-            "sessions": summary["sessions"], "bytes": summary["bytes"]}
+            "sessions": summary["sessions"], "bytes": summary["bytes"], "load": load}
+
+
+def _load() -> str:
+    """The 1-minute load average (the machine's other work: the seconds depend on it)."""
+    try:
+        with open("/proc/loadavg") as f:
+            return f.read().split()[0]
+    except OSError:
+        return "?"
 
 
 def corpus_setup(corpus: Path, tmp: Path) -> tuple[Path, Path]:
@@ -286,6 +297,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-worker", action="store_true",
                     help="also measure with ENGRAM_PARSE_PROCESS=0 (parse in the CLI process)")
     ap.add_argument("--keep", type=Path, help="generate into (and keep) this directory")
+    ap.add_argument("--logs", type=Path,
+                    help="reuse the logs generated in DIR/log<MB>/ (generated there if missing): "
+                         "two trees measured on the same logs without generating them again")
     ap.add_argument("--corpus", type=Path, help="ingest this bench/corpus.py corpus instead")
     ap.add_argument("--src", type=Path, default=REPO, help="the source tree to run engram from")
     a = ap.parse_args(argv)
@@ -295,21 +309,36 @@ def main(argv=None) -> int:
         main_corpus(a.corpus.resolve(), a.src.resolve(), a.keep)
         return 0
     print("| log MB | records | events | peak RSS MB | of it: heap MB / file pages MB "
-          "| CLI heap / worker heap MB | RSS / log | CPU s | seconds | worker |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| CLI heap / worker heap MB | RSS / log | CPU s | seconds | load | worker |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for mb in [int(x) for x in a.sizes.split(",") if x.strip()]:
-        tmp = Path(tempfile.mkdtemp(prefix=f"engram-mem-{mb}-", dir=a.keep))
+        if a.logs is not None:
+            tmp = a.logs / f"log{mb}"
+            if (tmp / "info.json").exists():
+                root, home, info = (tmp / "repo", tmp / "engram-home",
+                                    json.loads((tmp / "info.json").read_text()))
+            else:
+                tmp.mkdir(parents=True)
+                root, home, info = setup(tmp, mb * 1_000_000)
+                (tmp / "info.json").write_text(json.dumps(info))
+        else:
+            tmp = Path(tempfile.mkdtemp(prefix=f"engram-mem-{mb}-", dir=a.keep))
         try:
-            root, home, info = setup(tmp, mb * 1_000_000)
+            if a.logs is None:
+                root, home, info = setup(tmp, mb * 1_000_000)
             for worker in ([True, False] if a.no_worker else [True]):
                 m = measure(root, home, worker, a.src.resolve())
                 print(f"| {info['bytes'] / 1e6:.0f} | {info['records']:,} | {m['events']:,} | "
                       f"{m['peak_rss_mb']:,} | {m['anon_mb']:,} / {m['file_mb']:,} | "
                       f"{m['procs'].get('0.RssAnon', 0):,} / {m['procs'].get('1.RssAnon', 0):,} | "
                       f"{m['peak_rss_mb'] / (info['bytes'] / 2**20):.2f} | {m['cpu_s']} | "
-                      f"{m['seconds']} | {'yes' if worker else 'no'} |", flush=True)
+                      f"{m['seconds']} | {m['load']} | {'yes' if worker else 'no'} |",
+                      flush=True)
         finally:
-            if a.keep is None:
+            if a.logs is not None:
+                shutil.rmtree(home, ignore_errors=True)
+                shutil.rmtree(root / ".engram" / "tapes", ignore_errors=True)
+            elif a.keep is None:
                 shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

@@ -37,6 +37,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import orjson
+import xxhash
+
 from engram.adapters import base
 from engram.adapters.base import MAX_TOOL_OUTPUT  # noqa: F401  (the limit this module applies)
 from engram.adapters.base import (
@@ -58,6 +61,7 @@ from engram.adapters.base import (
     label_of as _label,
 )
 from engram.errors import UnsupportedLog
+from engram.sortedset import KeyMap
 
 #: tool output (``tool.result`` stdout/stderr) kept per event, in characters
 #: unchanged lines that separate two changed regions of one hunk into two code.edit events
@@ -197,6 +201,51 @@ def _replace(content: str, old: str, new: str, replace_all: bool) -> str | None:
     return content.replace(old, new) if replace_all else content.replace(old, new, 1)
 
 
+_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
+               "cache_read_input_tokens")
+_BIG = 1 << 62
+_TOOLS: dict[str, str] = {}   # one string object per tool name
+
+
+def _call(tool: str, args) -> str | tuple:
+    """What ``calls`` keeps of a tool call for its result, small: the tool's name, and the input
+    as its JSON (only a Read's or an edit's result reads it)."""
+    tool = _TOOLS.setdefault(tool, tool) if len(_TOOLS) < 4096 else tool
+    if tool != "Read" and tool not in _EDIT_TOOLS:
+        return tool
+    args = _d(args)
+    try:
+        return (tool, orjson.dumps(args))
+    except (TypeError, orjson.JSONEncodeError):
+        return (tool, args)
+
+
+def _uncall(kept) -> dict:
+    """``{"tool", "input"}`` of what ``_call`` kept (``{}``: no such call)."""
+    if kept is None:
+        return {}
+    if isinstance(kept, str):
+        return {"tool": kept, "input": {}}
+    tool, args = kept
+    return {"tool": tool, "input": orjson.loads(args) if isinstance(args, bytes) else args}
+
+
+def _key(*parts: str) -> bytes:
+    """A 128-bit hash of ``parts`` (unambiguous: each part's length comes before it), as a
+    ``KeyMap`` key: kept instead of the strings in the sets of what was seen."""
+    h = xxhash.xxh3_128()
+    for part in parts:
+        if isinstance(part, str):
+            b = part.encode("utf-8", "surrogatepass")
+            h.update(len(b).to_bytes(8, "little"))
+        else:   # None, or another JSON value (as a tuple of them: one unhashable raises)
+            hash(part)
+            b = repr(part).encode()
+            h.update((len(b) | 1 << 63).to_bytes(8, "little"))
+        h.update(b)
+    return KeyMap.key(h.digest())
+
+
 class _Parser:
     """State of one file's parse. ``record`` consumes one JSON object."""
 
@@ -218,11 +267,16 @@ class _Parser:
         self.versions: list[str] = []
         self.first_version_line: int | None = None
         self.first_t: str | None = None
-        self.usage: dict[str, dict] = {}  # message.id → last usage seen
-        self.calls: dict[str, dict] = {}  # tool_use id → {"tool", "input"}
+        # What is kept for the whole session is kept small (a session's log can be GBs):
+        # record ids, blocks and message ids as 128-bit hashes (``_key``) in sorted arrays
+        # (``KeyMap``), a usage as its four counts, a call's input only for the tools whose
+        # result reads it.
+        self.usage = KeyMap(len(_USAGE_KEYS))  # message.id's key → its last usage's counts
+        self.big_usage: dict[bytes, tuple] = {}  # (the keys whose counts do not fit 62 bits)
+        self.calls: dict[str, str | tuple] = {}  # tool_use id → its tool, or (tool, input)
         self.files: dict[str, str] = {}  # path → last known full content
-        self.seen_uuids: set[str] = set()
-        self.seen_blocks: set[tuple] = set()
+        self.seen_uuids = KeyMap()
+        self.seen_blocks = KeyMap()
         self.compactions = 0
         self.first_record = True
 
@@ -267,12 +321,14 @@ class _Parser:
             cwd=self._cwd(), repo_head=None, label=label, **extra)
 
     def _usage_totals(self) -> dict:
-        keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
-                "cache_read_input_tokens")
+        keys = _USAGE_KEYS
         tot = dict.fromkeys(keys, 0)
-        for u in self.usage.values():
-            for k in keys:
-                tot[k] += _int(u.get(k)) or 0
+        rows = self.usage.rows()
+        for j, k in enumerate(keys):
+            tot[k] = sum(rows[:, j].tolist())   # Python ints: no overflow
+        for u in self.big_usage.values():   # (their rows in ``usage`` are zeros)
+            for k, n in zip(keys, u):
+                tot[k] += n
         tot["messages"] = len(self.usage)
         return tot
 
@@ -309,9 +365,10 @@ class _Parser:
             return
         uuid = _s(rec.get("uuid"))
         if uuid is not None:
-            if uuid in self.seen_uuids:
+            key = _key(uuid)
+            if key in self.seen_uuids:
                 return  # a resumed session re-copied this record
-            self.seen_uuids.add(uuid)
+            self.seen_uuids.add(key)
         self._envelope(rec, line_no)
         t = _ts(rec.get("timestamp"))
         if t and self.first_t is None:
@@ -405,7 +462,14 @@ class _Parser:
             self.model = model  # "<synthetic>" marks harness-made messages
         usage = msg.get("usage")
         if mid and isinstance(usage, dict):
-            self.usage[mid] = usage
+            row = tuple(_int(usage.get(k)) or 0 for k in _USAGE_KEYS)
+            key = _key(mid)
+            if all(-_BIG < n < _BIG for n in row):
+                self.usage[key] = row
+                self.big_usage.pop(key, None)
+            else:
+                self.usage[key] = (0,) * len(row)
+                self.big_usage[key] = row
         content = msg.get("content")
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
@@ -422,9 +486,10 @@ class _Parser:
                 sig = (mid, bt, _s(block.get("id")) or _s(block.get("text"))
                        or _s(block.get("thinking")))
                 if sig[2] is not None:
-                    if sig in self.seen_blocks:
+                    key = _key(*sig)
+                    if key in self.seen_blocks:
                         continue
-                    self.seen_blocks.add(sig)
+                    self.seen_blocks.add(key)
             if bt == "text" and isinstance(block.get("text"), str):
                 out.append(base.ev_msg(t, "msg.out", block["text"], **extra))
             elif bt == "thinking" and isinstance(block.get("thinking"), str):
@@ -434,7 +499,7 @@ class _Parser:
                 tool = _s(block.get("name")) or "unknown"
                 args = block.get("input")
                 if call_id:
-                    self.calls[call_id] = {"tool": tool, "input": _d(args)}
+                    self.calls[call_id] = _call(tool, args)
                 out.append(base.ev_tool_call(t, tool, call_id, args, **extra))
 
     def _system(self, rec: dict, t, common: dict, out: list) -> None:
@@ -459,7 +524,7 @@ class _Parser:
 
     def _tool_result(self, rec: dict, block: dict, t, common: dict, out: list) -> None:
         call_id = _s(block.get("tool_use_id"))
-        call = self.calls.get(call_id or "", {})
+        call = _uncall(self.calls.get(call_id or ""))
         tool = call.get("tool")
         tur = rec.get("toolUseResult")
         text = _block_text(block.get("content"))

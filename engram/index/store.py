@@ -23,7 +23,7 @@ from engram.digest import text_key
 from engram.index import packed as packed_rows
 from engram.index import queries as Q
 from engram.index import schema as S
-from engram.sortedset import uniq
+from engram.sortedset import KeyMap, uniq
 from engram.spill import PickledParts
 
 log = logging.getLogger(__name__)
@@ -378,8 +378,9 @@ class _Seen(_Derived):
     say, a read's text kept as its key (not the text: the session is never held whole)."""
 
     def __init__(self) -> None:
-        self.reads: dict[str, bytes] = {}
-        self.edits: set[str] = set()
+        # one entry per call of the session: in sorted arrays (``KeyMap``), by the call id's hash
+        self.reads = KeyMap(2)    # call → its read's text key (as two int64s)
+        self.edits = KeyMap()     # calls that made edits
 
     def update(self, events: list[dict]) -> None:
         for ev in events:
@@ -387,17 +388,30 @@ class _Seen(_Derived):
             if cid is None:
                 continue
             if ev.get("k") == "code.read" and isinstance(ev.get("text"), str):
-                self.reads[cid] = _text_key(ev["text"])
+                self.reads[_call_key(cid)] = _as_ints(_text_key(ev["text"]))
             elif ev.get("k") == "code.edit":
-                self.edits.add(cid)
+                self.edits.add(_call_key(cid))
 
     def skip(self, ev: dict, role: int, text: str) -> bool:
         if role != S.ROLE_TOOL_OUTPUT:
             return False
-        cid = ev.get("call_id")
+        cid = _call_key(ev.get("call_id"))
         key = self.reads.get(cid)
-        return (key is not None and key == _text_key(text)) or (cid in self.edits
-                                                                and _is_echo(text))
+        return (key is not None and key == _as_ints(_text_key(text))) or (cid in self.edits
+                                                                          and _is_echo(text))
+
+
+def _call_key(cid) -> bytes:
+    """A call id as a ``KeyMap`` key (its 128-bit hash; a value that is not a string: its type
+    and repr)."""
+    b = (cid.encode("utf-8", "surrogatepass") if isinstance(cid, str)
+         else f"\0{type(cid).__name__}\0{cid!r}".encode("utf-8", "surrogatepass"))
+    return KeyMap.key(xxhash.xxh3_128_digest(b))
+
+
+def _as_ints(key: bytes) -> tuple[int, int]:
+    return (int.from_bytes(key[:8], "little", signed=True),
+            int.from_bytes(key[8:], "little", signed=True))
 
 
 class PreparedParts:
@@ -426,7 +440,9 @@ class Preparer:
         self.n = 1         # events so far (the meta: no blocks)
         self.blocks: list[list[tuple[bytes, int, int]]] = [[]]
         self.texts = PreparedParts()
-        self.flags: dict[bytes, tuple[bool, bool]] = {}   # hash → (k-grams, edit lines) made
+        # hash → what was made of it: 1 its k-grams, 2 its edit lines (one per text of the
+        # session: in sorted arrays, ``KeyMap``)
+        self.flags = KeyMap(1)
         self.seen = _Seen()
 
     def add(self, events: list[dict]) -> None:
@@ -440,14 +456,15 @@ class Preparer:
             bl = []
             for text, h, role, line0 in _indexed_blocks(ev, self.seen):
                 edit = role in (S.ROLE_EDIT_AFTER, S.ROLE_EDIT_BEFORE)
-                have = self.flags.get(h)
                 info = todo.get(h)
+                have = self.flags.get(KeyMap.key(h)) if info is None else None
+                have = have[0] if have is not None else None
                 if info is not None:
                     info[1] |= want
                     info[2] |= edit
-                elif have is None or (want and not have[0]) or (edit and not have[1]):
-                    todo[h] = [text, want or (have is not None and have[0]),
-                               edit or (have is not None and have[1])]
+                elif have is None or (want and not have & 1) or (edit and not have & 2):
+                    todo[h] = [text, want or (have is not None and bool(have & 1)),
+                               edit or (have is not None and bool(have & 2))]
                 bl.append((h, role, line0))
             blocks.append(bl)
         part = None
@@ -462,11 +479,12 @@ class Preparer:
         part = PreparedTexts(keys, [todo[h][0].count("\n") + 1 for h in keys], fps,
                              [edit_lines_row(todo[h][0]) if todo[h][2] else None for h in keys])
         n = len(self.texts.parts)
-        if self.sink is None:
+        if self.sink is None:   # (with a sink the parts are not kept, nor where each text is)
             self.texts.parts.append(part)
+            for h in keys:
+                self.texts.where[h] = n
         for h in keys:
-            self.texts.where[h] = n
-            self.flags[h] = (todo[h][1], todo[h][2])
+            self.flags[KeyMap.key(h)] = (int(bool(todo[h][1])) | (2 if todo[h][2] else 0),)
         return part
 
     def result(self) -> Prepared:

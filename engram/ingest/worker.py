@@ -132,6 +132,10 @@ def stream(harness: str, path: str, mode: str, root: str) -> tuple:
             if part:
                 light.write(part)
             chunk.clear()
+            # what the part's texts took goes back to the system now: freed memory left in
+            # glibc's heap between what is kept (the redaction memo's churn of long texts, the
+            # parse's state) would otherwise add up with the session
+            release_freed_memory()
 
         st = ad.stream_source(Path(path), mode=mode)
         for ev in st:
