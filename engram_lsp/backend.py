@@ -598,20 +598,25 @@ class Backend:
             store = self._block_store = BlockStore(index)
         return store
 
+    def kept_block_table(self, path, text: str) -> list[list[int]] | None:
+        """The text's block table kept on disk (``engram_lsp.blocks``), or None."""
+        store = self.block_store() if text else None
+        if store is None:
+            return None
+        from engram_lsp import blocks
+
+        try:
+            return store.get(blocks.key(path, text))
+        except Exception:  # a shortcut: the parse answers
+            log.debug("reading kept block tables failed", exc_info=True)
+            return None
+
     def enclosing_block(self, engine, path, text: str, line: int) -> tuple[int, int]:
         """``Engine.enclosing_block``, from the text's kept block table when there is one (no
         parse: ``engram_lsp.blocks``)."""
-        store = self.block_store() if text else None
-        if store is not None:
-            from engram_lsp import blocks
-
-            try:
-                table = store.get(blocks.key(path, text))
-            except Exception:  # a shortcut: the parse answers
-                log.debug("reading kept block tables failed", exc_info=True)
-                table = None
-            if table is not None:
-                return engine.table_block(table, line)
+        table = self.kept_block_table(path, text)
+        if table is not None:
+            return engine.table_block(table, line)
         return engine.enclosing_block(text, path, line)
 
     def stored_lenses(self, path, text: str) -> list[dict] | None:

@@ -7,7 +7,9 @@ about the document will need, in the background, giving way to requests:
   backend's background thread: it starts a moment after the open (the requests an editor sends
   with the open arrive first), waits while a request runs, and one that arrives mid-parse cancels
   it (it is tried again afterwards). A code lens asked for right after the open therefore never
-  waits for it (for Python the lens does not need the parse at all, see ``engram.query.symbols``);
+  waits for it (for Python the lens does not need the parse at all, see ``engram.query.symbols``).
+  When the text's block table is kept (``engram_lsp.blocks``) hovers read their blocks from it,
+  and the parse (for an incremental one after an edit) waits until the client is quiet;
 * then what ``engram/explain`` reads on the first explain of a file — its edit history,
   re-anchoring, the lineage and transcript windows of the sessions that edited or read it — on
   the query threads between requests (``Backend.warm``, ``Engine.prefetch_steps``). Explain answers
@@ -28,15 +30,20 @@ log = logging.getLogger(__name__)
 
 _GRACE_S = 0.05
 _GIVE_UP_S = 30.0
+_QUIET_S = 0.05
 _POLL_S = 0.01
 
 
 def _warm(backend, doc: documents.Doc, parse: bool, window: tuple[int | None, int | None]) -> None:
     time.sleep(_GRACE_S)
     text = doc.source()
+    # hovers read their blocks from a kept table (``engram_lsp.blocks``): then the parse (kept for
+    # an incremental one after an edit) waits until no request has come or gone for a moment
+    kept = parse and backend.kept_block_table(doc.path, text) is not None
     deadline = time.monotonic() + _GIVE_UP_S
     while parse and time.monotonic() < deadline and not backend.closing:
-        if not backend.busy() and backend.parse(text, doc.path):
+        idle = backend.since_request() >= _QUIET_S if kept else not backend.busy()
+        if idle and backend.parse(text, doc.path):
             break
         time.sleep(_POLL_S)
     if not backend.closing:
