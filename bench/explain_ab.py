@@ -16,6 +16,17 @@ checked out into a temporary worktree, removed at the end. Every version must re
     python bench/accuracy.py                                   # builds the index once
     python bench/explain_ab.py HEAD~1 HEAD                     # JSON
     python bench/explain_ab.py --runs 6 --pretty HEAD~1 .      # a table; "." is the working tree
+
+``--mcp`` times what a fresh ``engram mcp`` meets instead: the MCP part of ``bench_agents.py``
+(its 200-span sample, asked twice, by file path as the tool asks, on the index and repository
+copy that ``bench_agents.py --out OUT`` left: ``--out bench/out/agents``); ``--cpu`` times each
+explain by the thread's CPU (``time.thread_time``) rather than the wall clock, which a machine
+shared with other work inflates by whatever else runs. The report adds each run's p50 and the
+first and second pass's p95 (a fresh process meets every file, tape and lineage row for the
+first time in the first).
+
+    python bench/bench_agents.py --only mcp                   # builds its index once
+    python bench/explain_ab.py --mcp --cpu --out bench/out/agents --runs 6 --pretty HEAD~3 .
 """
 
 from __future__ import annotations
@@ -36,8 +47,10 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
 
-def one_pass(src: Path, corpus: Path) -> list[float]:
-    """Milliseconds of each truth span's explain, in this process (imports engram from ``src``)."""
+def one_pass(src: Path, corpus: Path, mcp: Path | None = None, cpu: bool = False) -> list[float]:
+    """Milliseconds of each truth span's explain, in this process (imports engram from ``src``);
+    with ``mcp`` (``bench_agents.py``'s repository copy), of its MCP sample twice, asked by path;
+    with ``cpu``, the thread's CPU time."""
     sys.path.insert(0, str(src))
     import engram
     from engram.engine import Engine
@@ -45,18 +58,33 @@ def one_pass(src: Path, corpus: Path) -> list[float]:
     if not Path(engram.__file__).resolve().is_relative_to(src.resolve()):
         raise SystemExit(f"explain_ab: engram was imported from {engram.__file__}, not from {src}")
 
-    repo = corpus / "repo"
+    clock = time.thread_time if cpu else time.perf_counter
     truth = json.loads((corpus / "truth.json").read_text())
+    lat = []
+    if mcp is not None:
+        import random
+
+        from bench_agents import spans  # (after engram: it puts this checkout first on sys.path)
+
+        os.chdir(mcp)
+        eng = Engine(root=mcp, semantic=False)
+        eng.conn()
+        sample = spans(truth, 200, random.Random(25), [])
+        for x in sample + sample:
+            t0 = clock()
+            eng.explain(x["file"], x["start"], x["end"], client="bench")
+            lat.append((clock() - t0) * 1000)
+        return lat
+    repo = corpus / "repo"
     eng = Engine(root=repo)
     texts: dict[str, str] = {}
-    lat = []
     for x in truth:
         f = x["file"]
         if f not in texts:
             texts[f] = (repo / f).read_text()
-        t0 = time.perf_counter()
+        t0 = clock()
         eng.explain(str(repo / f), x["start"], x["end"], text=texts[f])
-        lat.append((time.perf_counter() - t0) * 1000)
+        lat.append((clock() - t0) * 1000)
     return lat
 
 
@@ -85,16 +113,21 @@ def main(argv: list[str] | None = None) -> int:
                     help="accuracy.py's --out (the index's HOME is <out>/home-<corpus name>)")
     ap.add_argument("--runs", type=int, default=5, help="passes per version (default 5)")
     ap.add_argument("--pretty", action="store_true", help="a table instead of JSON")
+    ap.add_argument("--mcp", action="store_true",
+                    help="bench_agents.py's MCP sample, twice, on its --out (see above)")
+    ap.add_argument("--cpu", action="store_true", help="thread CPU time instead of the wall clock")
     ap.add_argument("--pass", dest="one", type=Path, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     corpus = a.corpus.resolve()
+    mcp = (a.out / "repo").resolve() if a.mcp else None
     if a.one is not None:  # a child: one pass, latencies as JSON on stdout
-        print(json.dumps(one_pass(a.one, corpus)))
+        print(json.dumps(one_pass(a.one, corpus, mcp, a.cpu)))
         return 0
     home = (a.out / f"home-{corpus.name}").resolve()
     if not (corpus / "truth.json").exists() or not (home / "index" / "index.sqlite").exists() \
-            or not home.exists():
-        print(f"explain_ab: no built index for {corpus} (run: python bench/accuracy.py "
+            or not home.exists() or (mcp is not None and not mcp.is_dir()):
+        print(f"explain_ab: no built index for {corpus} (run: python bench/"
+              f"{'bench_agents.py --only mcp' if a.mcp else 'accuracy.py'} "
               f"--corpus {a.corpus} --out {a.out})", file=sys.stderr)
         return 2
     if len(a.versions) < 2 or a.runs < 1:
@@ -109,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
                 order = list(range(len(trees)))
                 for i in (order if r % 2 == 0 else order[::-1]):
                     p = subprocess.run([sys.executable, __file__, "--corpus", str(corpus),
-                                        "--pass", str(trees[i][0])],
+                                        "--out", str(a.out.resolve()), "--pass", str(trees[i][0]),
+                                        *(["--mcp"] if a.mcp else []), *(["--cpu"] if a.cpu else [])],
                                        env=env, capture_output=True, text=True)
                     if p.returncode != 0:
                         print(f"explain_ab: a pass of {a.versions[i]} failed:\n{p.stderr[-2000:]}",
@@ -130,18 +164,35 @@ def main(argv: list[str] | None = None) -> int:
         per_run = runs[i]
         mins = [min(xs) for xs in zip(*per_run)]
         p95s = [round(pct(xs, 0.95), 3) for xs in per_run]
+        p50s = [round(pct(xs, 0.5), 3) for xs in per_run]
+        half = len(per_run[0]) // 2
         out.append({"version": v, "spans": len(mins), "runs": len(per_run),
                     "p95_per_run": p95s, "p95_median_of_runs": round(statistics.median(p95s), 3),
+                    "p50_per_run": p50s, "p50_median_of_runs": round(statistics.median(p50s), 3),
+                    "mean_median_of_runs": round(statistics.median(statistics.fmean(xs) for xs in per_run), 3),
+                    **({"p95_first_pass_median_of_runs": round(statistics.median(
+                        pct(xs[:half], 0.95) for xs in per_run), 3),
+                        "p95_second_pass_median_of_runs": round(statistics.median(
+                            pct(xs[half:], 0.95) for xs in per_run), 3)} if a.mcp else {}),
                     "p95_of_span_min": round(pct(mins, 0.95), 3),
                     "p50_of_span_min": round(pct(mins, 0.5), 3),
                     "mean_of_span_min": round(statistics.fmean(mins), 3)})
     if a.pretty:
-        print("| version | p95 per run (ms) | median | p95 of span min | p50 of span min | mean of span min |")
-        print("|---|---|---|---|---|---|")
+        print("| version | p95 per run (ms) | median | p50 median | p95 of span min | p50 of span min "
+              "| mean of span min |")
+        print("|---|---|---|---|---|---|---|")
         for o in out:
             print(f"| {o['version']} | {' '.join(f'{x:.2f}' for x in o['p95_per_run'])} | "
-                  f"{o['p95_median_of_runs']:.2f} | **{o['p95_of_span_min']:.2f}** | "
-                  f"{o['p50_of_span_min']:.2f} | {o['mean_of_span_min']:.3f} |")
+                  f"{o['p95_median_of_runs']:.2f} | {o['p50_median_of_runs']:.2f} | "
+                  f"**{o['p95_of_span_min']:.2f}** | {o['p50_of_span_min']:.2f} | "
+                  f"{o['mean_of_span_min']:.3f} |")
+        if a.mcp:
+            print("\n| version | mean, median of runs | p95 first pass | p95 second pass |")
+            print("|---|---|---|---|")
+            for o in out:
+                print(f"| {o['version']} | {o['mean_median_of_runs']:.2f} | "
+                      f"{o['p95_first_pass_median_of_runs']:.2f} | "
+                      f"{o['p95_second_pass_median_of_runs']:.2f} |")
     else:
         print(json.dumps({"corpus": str(corpus), "versions": out}, indent=2))
     return 0
