@@ -27,6 +27,10 @@ first time in the first).
 
     python bench/bench_agents.py --only mcp                   # builds its index once
     python bench/explain_ab.py --mcp --cpu --out bench/out/agents --runs 6 --pretty HEAD~3 .
+
+``--scale DIR --engram-home COPY`` times the scale corpus's (``bench_scale.py --out DIR``) spans
+that its language-server part explains (100 spans of ``click``), twice, with the file's text, on
+``COPY``: a ``cp -a`` of ``DIR/engram-home`` (explain writes its retrieval log there).
 """
 
 from __future__ import annotations
@@ -47,10 +51,12 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
 
-def one_pass(src: Path, corpus: Path, mcp: Path | None = None, cpu: bool = False) -> list[float]:
+def one_pass(src: Path, corpus: Path, mcp: Path | None = None, cpu: bool = False,
+             scale: Path | None = None) -> list[float]:
     """Milliseconds of each truth span's explain, in this process (imports engram from ``src``);
     with ``mcp`` (``bench_agents.py``'s repository copy), of its MCP sample twice, asked by path;
-    with ``cpu``, the thread's CPU time."""
+    with ``scale`` (``bench_scale.py``'s --out), of its language-server spans twice; with ``cpu``,
+    the thread's CPU time."""
     sys.path.insert(0, str(src))
     import engram
     from engram.engine import Engine
@@ -59,8 +65,26 @@ def one_pass(src: Path, corpus: Path, mcp: Path | None = None, cpu: bool = False
         raise SystemExit(f"explain_ab: engram was imported from {engram.__file__}, not from {src}")
 
     clock = time.thread_time if cpu else time.perf_counter
-    truth = json.loads((corpus / "truth.json").read_text())
     lat = []
+    if scale is not None:
+        import random
+
+        repo = scale / "repos" / "click"
+        pool = [x for x in json.loads((scale / "truth" / "spans.json").read_text())
+                if x["repo"] == repo.name and x["end"] - x["start"] >= 2]
+        sample = random.Random(5).sample(pool, min(100, len(pool)))  # bench_scale.py's lsp
+        eng = Engine(root=repo, semantic=False)
+        eng.conn()
+        texts: dict[str, str] = {}
+        for x in sample + sample:
+            f = x["file"]
+            if f not in texts:
+                texts[f] = (repo / f).read_text()
+            t0 = clock()
+            eng.explain(str(repo / f), x["start"], x["end"], text=texts[f])
+            lat.append((clock() - t0) * 1000)
+        return lat
+    truth = json.loads((corpus / "truth.json").read_text())
     if mcp is not None:
         import random
 
@@ -77,7 +101,7 @@ def one_pass(src: Path, corpus: Path, mcp: Path | None = None, cpu: bool = False
         return lat
     repo = corpus / "repo"
     eng = Engine(root=repo)
-    texts: dict[str, str] = {}
+    texts = {}
     for x in truth:
         f = x["file"]
         if f not in texts:
@@ -115,24 +139,36 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pretty", action="store_true", help="a table instead of JSON")
     ap.add_argument("--mcp", action="store_true",
                     help="bench_agents.py's MCP sample, twice, on its --out (see above)")
+    ap.add_argument("--scale", type=Path, help="bench_scale.py's --out (see above)")
+    ap.add_argument("--engram-home", type=Path, help="with --scale: a copy of its engram-home")
     ap.add_argument("--cpu", action="store_true", help="thread CPU time instead of the wall clock")
     ap.add_argument("--pass", dest="one", type=Path, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     corpus = a.corpus.resolve()
     mcp = (a.out / "repo").resolve() if a.mcp else None
+    scale = a.scale.resolve() if a.scale else None
     if a.one is not None:  # a child: one pass, latencies as JSON on stdout
-        print(json.dumps(one_pass(a.one, corpus, mcp, a.cpu)))
+        print(json.dumps(one_pass(a.one, corpus, mcp, a.cpu, scale)))
         return 0
-    home = (a.out / f"home-{corpus.name}").resolve()
-    if not (corpus / "truth.json").exists() or not (home / "index" / "index.sqlite").exists() \
-            or not home.exists() or (mcp is not None and not mcp.is_dir()):
-        print(f"explain_ab: no built index for {corpus} (run: python bench/"
-              f"{'bench_agents.py --only mcp' if a.mcp else 'accuracy.py'} "
-              f"--corpus {a.corpus} --out {a.out})", file=sys.stderr)
-        return 2
+    if scale is not None:
+        home = a.engram_home.resolve() if a.engram_home else None
+        if home is None or not (home / "index" / "index.sqlite").exists() \
+                or not (scale / "truth" / "spans.json").exists():
+            print("explain_ab: --scale needs bench_scale.py's --out and --engram-home, a copy of "
+                  "its engram-home", file=sys.stderr)
+            return 2
+        env = dict(os.environ, HOME=str(scale / "home"), ENGRAM_HOME=str(home))
+    else:
+        home = (a.out / f"home-{corpus.name}").resolve()
+        if not (corpus / "truth.json").exists() or not (home / "index" / "index.sqlite").exists() \
+                or not home.exists() or (mcp is not None and not mcp.is_dir()):
+            print(f"explain_ab: no built index for {corpus} (run: python bench/"
+                  f"{'bench_agents.py --only mcp' if a.mcp else 'accuracy.py'} "
+                  f"--corpus {a.corpus} --out {a.out})", file=sys.stderr)
+            return 2
+        env = dict(os.environ, HOME=str(home), ENGRAM_HOME=str(home))
     if len(a.versions) < 2 or a.runs < 1:
         ap.error("give two or more versions and --runs of at least 1")
-    env = dict(os.environ, HOME=str(home), ENGRAM_HOME=str(home))
     with tempfile.TemporaryDirectory(prefix="engram-ab-") as tmp:
         scratch = Path(tmp)
         trees = [resolve(v, scratch) for v in a.versions]
@@ -143,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
                 for i in (order if r % 2 == 0 else order[::-1]):
                     p = subprocess.run([sys.executable, __file__, "--corpus", str(corpus),
                                         "--out", str(a.out.resolve()), "--pass", str(trees[i][0]),
-                                        *(["--mcp"] if a.mcp else []), *(["--cpu"] if a.cpu else [])],
+                                        *(["--mcp"] if a.mcp else []), *(["--cpu"] if a.cpu else []),
+                                        *(["--scale", str(scale)] if scale else [])],
                                        env=env, capture_output=True, text=True)
                     if p.returncode != 0:
                         print(f"explain_ab: a pass of {a.versions[i]} failed:\n{p.stderr[-2000:]}",
@@ -173,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
                     **({"p95_first_pass_median_of_runs": round(statistics.median(
                         pct(xs[:half], 0.95) for xs in per_run), 3),
                         "p95_second_pass_median_of_runs": round(statistics.median(
-                            pct(xs[half:], 0.95) for xs in per_run), 3)} if a.mcp else {}),
+                            pct(xs[half:], 0.95) for xs in per_run), 3)} if a.mcp or scale else {}),
                     "p95_of_span_min": round(pct(mins, 0.95), 3),
                     "p50_of_span_min": round(pct(mins, 0.5), 3),
                     "mean_of_span_min": round(statistics.fmean(mins), 3)})
@@ -186,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{o['p95_median_of_runs']:.2f} | {o['p50_median_of_runs']:.2f} | "
                   f"**{o['p95_of_span_min']:.2f}** | {o['p50_of_span_min']:.2f} | "
                   f"{o['mean_of_span_min']:.3f} |")
-        if a.mcp:
+        if a.mcp or scale:
             print("\n| version | mean, median of runs | p95 first pass | p95 second pass |")
             print("|---|---|---|---|")
             for o in out:
