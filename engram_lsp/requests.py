@@ -7,9 +7,10 @@ from engram_lsp import documents
 from engram_lsp.params import InvalidParams, get_bool, get_float, get_int, line_range, require_object, text_document_uri
 
 
-async def explain(ls, raw) -> dict:
+async def explain(ls, raw, answer: bool = False) -> dict:
     """``engram/explain`` params (``textDocument``, ``range``, optional ``before``, ``after``,
-    ``minConfidence``, ``all``, ``expandUntil``, ``brief``, ``windows``) → the engine's result."""
+    ``minConfidence``, ``all``, ``expandUntil``, ``brief``, ``windows``) → the engine's result
+    (``answer``: written as the response from the query thread, ``EngramLanguageServer.answering``)."""
     params = require_object(raw)
     uri = text_document_uri(params)
     if "range" not in params:
@@ -26,6 +27,8 @@ async def explain(ls, raw) -> dict:
         "window_sessions": get_int(params, "windows", s.window_sessions, hi=1_000_000),
     }
     doc = documents.resolve(ls, uri)
-    return await ls.run(
-        lambda engine: engine.explain(doc.file, start, end, text=doc.text, **kwargs)
-    )
+
+    def job(engine):
+        return engine.explain(doc.file, start, end, text=doc.text, **kwargs)
+
+    return await ls.run(ls.answering(job) if answer else job)

@@ -24,6 +24,7 @@ import stat
 import sys
 import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,8 @@ class _Invalid:
 
 
 _PENDING_WRITES: set[asyncio.Future] = set()  # websocket writes still in flight
+ANSWERED = object()  # a handler's result when its response went out already (``answering``)
+_CLOSED_IDS = 1024  # request ids answered by the loop, remembered for ``EngramProtocol.answer``
 _HEADER = b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n"
 
 
@@ -143,6 +146,46 @@ class EngramProtocol(LanguageServerProtocol):
     last_message_at = 0.0  # monotonic time of the last message from the client
     client_gone = False  # the client's end of our output is closed: nothing more is sent
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._answered: set = set()  # ids whose response ``answer`` writes or wrote
+        self._closed: OrderedDict = OrderedDict()  # recent ids the loop answered (``answer`` drops)
+        self._answered_lock = threading.Lock()
+
+    def answers_from_threads(self) -> bool:
+        """Whether a response may be written from a query thread (``answer``): only to stdout
+        (``FrameWriter`` writes each frame whole under its lock); an asyncio writer (TCP, a
+        websocket) belongs to the event loop."""
+        return isinstance(self.writer, FrameWriter) and not self.client_gone
+
+    def answer(self, msg_id, result) -> bool:
+        """Write the response to request ``msg_id`` now, from the calling thread; the handler then
+        returns ``ANSWERED`` and nothing more is sent for it. Exactly one response either way: a
+        request the loop answered already (cancelled meanwhile) gets nothing from here (False)."""
+        with self._answered_lock:
+            if msg_id in self._closed:
+                del self._closed[msg_id]
+                return False
+            self._answered.add(msg_id)
+        try:
+            self._send_data({"jsonrpc": self.VERSION, "id": msg_id, "result": result})
+        except BaseException:  # not sent: the handler's error goes out instead
+            with self._answered_lock:
+                self._answered.discard(msg_id)
+            raise
+        return True
+
+    def _send_handler_result(self, future, *, msg_id):
+        with self._answered_lock:
+            if msg_id in self._answered:
+                self._answered.discard(msg_id)
+                self._request_futures.pop(msg_id, None)
+                return
+            self._closed[msg_id] = None
+            while len(self._closed) > _CLOSED_IDS:
+                self._closed.popitem(last=False)
+        super()._send_handler_result(future, msg_id=msg_id)
+
     def handle_message(self, message):
         self.last_message_at = time.monotonic()
         return super().handle_message(message)
@@ -176,6 +219,8 @@ class EngramProtocol(LanguageServerProtocol):
 
     def _send_response(self, msg_id, result=None, error=None):
         self._result_types.pop(msg_id, None)
+        if result is ANSWERED and error is None:
+            return None
         if error is not None:
             code, message, data = _error_parts(error)
             return self.send_error(msg_id, code, message, data)
@@ -452,6 +497,29 @@ class EngramLanguageServer(LanguageServer):
                     return quiet()
                 raise
         raise AssertionError("unreachable")
+
+    def answering(self, fn, finish=None):
+        """``fn`` (a query for ``run``) made to answer the request being handled itself: on the
+        query thread, its result (``finish(result)`` when given: what the response carries) is
+        written as the response at once, and the handler's ``run`` returns ``ANSWERED`` — no hop
+        back to the event loop before the write (on a busy machine, waiting for the loop's thread
+        to get a core again). Where that cannot be done (no request id, not stdio) the result
+        comes back to the handler as ``run`` gives it, finished. An exception is not answered
+        here: ``run`` handles it as before (retry, ``quiet``, an error response)."""
+        protocol = self.protocol
+        msg_id = protocol.msg_id
+        direct = msg_id is not None and protocol.answers_from_threads()
+
+        def job(engine, *args, **kwargs):
+            result = fn(engine, *args, **kwargs)
+            if finish is not None:
+                result = finish(result)
+            if direct and not protocol._shutdown:
+                protocol.answer(msg_id, result)
+                return ANSWERED
+            return result
+
+        return job
 
     # --- thread-safe sending ------------------------------------------------------------------
 

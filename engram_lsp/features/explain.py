@@ -17,4 +17,4 @@ METHOD = "engram/explain"
 def register(server) -> None:
     @server.feature(METHOD)
     async def engram_explain(ls, params) -> dict:
-        return await requests.explain(ls, params)
+        return await requests.explain(ls, params, answer=True)

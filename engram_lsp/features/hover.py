@@ -107,19 +107,23 @@ def register(server) -> None:
             return None
         doc = documents.resolve(ls, params.text_document.uri)
         backend = ls.get_backend()
-        start, end, block = await ls.run(
-            hover_block, backend, doc, params.position.line + 1, quiet=lambda: (0, 0, None)
-        )
-        if not block or not block.get("sessions"):
-            return None
-        # the commits known for the block (never waited for: see ``engram_lsp.commits``)
-        block = {**block, "commits": ls.span_commits.get(backend, doc, start, end)}
-        # a ``Hover`` as JSON (written out as it is, see ``server.EngramProtocol``)
-        return {
-            "contents": {
-                "kind": types.MarkupKind.Markdown.value,
-                "value": render.hover_markdown(block, doc.uri, start, end),
-            },
-            "range": lsp_range(start, end),
-        }
+
+        def card(found) -> dict | None:
+            start, end, block = found
+            if not block or not block.get("sessions"):
+                return None
+            # the commits known for the block (never waited for: see ``engram_lsp.commits``)
+            block = {**block, "commits": ls.span_commits.get(backend, doc, start, end)}
+            # a ``Hover`` as JSON (written out as it is, see ``server.EngramProtocol``)
+            return {
+                "contents": {
+                    "kind": types.MarkupKind.Markdown.value,
+                    "value": render.hover_markdown(block, doc.uri, start, end),
+                },
+                "range": lsp_range(start, end),
+            }
+
+        # the card is made and written on the query thread (``EngramLanguageServer.answering``)
+        return await ls.run(ls.answering(hover_block, card), backend, doc,
+                            params.position.line + 1, quiet=lambda: None)
 
