@@ -247,6 +247,11 @@ class IngestCache:
             self._put_print(key, hit)
         return hit[0], hit[1]
 
+    def drop_prints(self) -> None:
+        """Forget every text's arrays (``MAX_PRINTS_BYTES`` free again for what comes next)."""
+        self.prints = {}
+        self.prints_bytes = 0
+
     def texts_prints(self, texts: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
         """``[text_prints(t) for t in texts]``, the texts not kept fingerprinted in one batch
         (one text at a time, the numpy calls of a fingerprint cost more than its arithmetic)."""
@@ -278,15 +283,19 @@ class IngestCache:
 
     def many_prints(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """The same for the union of ``texts``."""
-        ws, ks = [], []
-        for t in texts:
-            w, k = self.text_prints(t)
-            if len(w):
-                ws.append(w)
-            if len(k):
-                ks.append(k)
-        return (uniq(np.concatenate(ws)) if ws else _EMPTY,
-                uniq(np.concatenate(ks)) if ks else _EMPTY)
+        return union_prints([self.text_prints(t) for t in texts])
+
+
+def union_prints(prints: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The union of some texts' ``text_prints``."""
+    ws, ks = [], []
+    for w, k in prints:
+        if len(w):
+            ws.append(w)
+        if len(k):
+            ks.append(k)
+    return (uniq(np.concatenate(ws)) if ws else _EMPTY,
+            uniq(np.concatenate(ks)) if ks else _EMPTY)
 
 
 class CachedAccess(TapeAccess):

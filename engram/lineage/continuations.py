@@ -22,7 +22,7 @@ import numpy as np
 from engram.errors import CorruptTape, WorkerGone
 from engram.index import queries, schema
 from engram.index.access import TapeAccess
-from engram.lineage.cache import CachedAccess, IngestCache, boilerplate, postings
+from engram.lineage.cache import CachedAccess, IngestCache, boilerplate, postings, union_prints
 from engram.lineage.rules import (
     BOILERPLATE_SHARE,
     BOILERPLATE_TAPES,
@@ -89,14 +89,16 @@ class TapeText:
         todo = [t for t in tapes if t.id not in self.cache]
         for i in range(0, len(todo), PREFETCH_TAPES):
             heads = [(t, *self._head(t)) for t in todo[i:i + PREFETCH_TAPES]]
-            texts = []
-            for _t, head_texts, _markers, task in heads:
-                texts.extend(head_texts)
-                if task:
-                    texts.append(task)
-            self.prints.prefetch(texts)
-            for t, head_texts, markers, task in heads:
-                self._keep(t, head_texts, markers, task)
+            # the heads' arrays from this batch, whether or not the prints cache has room for
+            # them (once it is full, it would not: each text would be fingerprinted alone)
+            made = self.prints.texts_prints([tx for _t, texts, _m, _task in heads for tx in texts])
+            self.prints.prefetch([task for _t, _texts, _m, task in heads if task])
+            k = 0
+            for t, texts, markers, task in heads:
+                head_w, head_k = union_prints(made[k:k + len(texts)])
+                k += len(texts)
+                self.cache[t.id] = {"head": head_w, "head_k": head_k, "markers": markers,
+                                    "task": task}
 
     def _keep(self, t: queries.TapeRow, texts: list[str], markers: set[str], task: str | None
               ) -> dict:
@@ -455,6 +457,10 @@ def compute_share(conn: apsw.Connection, remote: tuple | None, new_tapes: list[q
     yet, from the back): ``(row changes per list, stats)``, or None without a worker."""
     if remote is None:
         return None
+    if prints is not None:
+        # what the ingest and the edges kept is of no use to the heads, and would leave no room
+        # for them: each head text would then be fingerprinted alone, and twice
+        prints.drop_prints()
     stats = {"continuations": 0, "dispatch": 0}
     ops = compute(conn, new_tapes, access, stats, prints, claims=_Claims(remote[2], front=False))
     return ops, stats
