@@ -37,7 +37,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import orjson
 import xxhash
 
 from engram.adapters import base
@@ -208,16 +207,14 @@ _TOOLS: dict[str, str] = {}   # one string object per tool name
 
 
 def _call(tool: str, args) -> str | tuple:
-    """What ``calls`` keeps of a tool call for its result, small: the tool's name, and the input
-    as its JSON (only a Read's or an edit's result reads it)."""
+    """What ``calls`` keeps of a tool call for its result: the tool's name, and its input only
+    for a Read or an edit (the only results that read it). (The input as its JSON bytes was
+    tried: smaller, but thousands of small long-lived buffers that orjson allocates big and
+    shrinks strewed the heap — 60 MB more resident at 800 MB of log.)"""
     tool = _TOOLS.setdefault(tool, tool) if len(_TOOLS) < 4096 else tool
     if tool != "Read" and tool not in _EDIT_TOOLS:
         return tool
-    args = _d(args)
-    try:
-        return (tool, orjson.dumps(args))
-    except (TypeError, orjson.JSONEncodeError):
-        return (tool, args)
+    return (tool, _d(args))
 
 
 def _uncall(kept) -> dict:
@@ -226,8 +223,7 @@ def _uncall(kept) -> dict:
         return {}
     if isinstance(kept, str):
         return {"tool": kept, "input": {}}
-    tool, args = kept
-    return {"tool": tool, "input": orjson.loads(args) if isinstance(args, bytes) else args}
+    return {"tool": kept[0], "input": kept[1]}
 
 
 def _key(*parts: str) -> bytes:

@@ -117,7 +117,9 @@ def stream(harness: str, path: str, mode: str, root: str) -> tuple:
         spill = store.PreparedSpill.create(work, f".{secrets.token_hex(16)}.{tag}.prepared.tmp")
         light = SpilledEvents.create(work, f".{secrets.token_hex(16)}.{tag}.events.tmp")
         prep = store.Preparer(wanted, sink=spill.write)
-        kept: dict[int, bytes] = {}
+        # the lines the lineage pass reads, one after another in one buffer (``_Kept``): a few
+        # thousand long-lived buffers amid the parse's short-lived ones would strew the heap
+        kept = _Kept()
         chunk: list[dict] = []
 
         def flush() -> None:
@@ -127,7 +129,7 @@ def stream(harness: str, path: str, mode: str, root: str) -> tuple:
                 line = enc.add(ev)
                 ofs = len(light) + len(part)   # (the meta is offset 0)
                 if wanted(ofs, ev):
-                    kept[ofs] = line
+                    kept.add(ofs, line)
                 part.append(store.light_event(ev))
             if part:
                 light.write(part)
@@ -154,12 +156,14 @@ def stream(harness: str, path: str, mode: str, root: str) -> tuple:
             return ("ok", out, [], None, None)
         meta = out.sessions[0].events[0]
         enc.finish(meta)
-        if wanted(0, meta):
-            kept[0] = writer.encode_event(meta)
         ref, tmp = writer.write_streamed(enc, tape_dir_for(meta, root))
+        lines = kept.lines()
+        kept.buf = bytearray()
+        if wanted(0, meta):
+            lines[0] = writer.encode_event(meta)
         light.meta = meta
         out.sessions[0].events = light
-        res = ("ok", out, [spill], None, (ref, tmp, kept))
+        res = ("ok", out, [spill], None, (ref, tmp, lines))
         spill = light = None   # the ingest's now (it removes the files)
         return res
     except EngramError as e:
@@ -175,6 +179,25 @@ def stream(harness: str, path: str, mode: str, root: str) -> tuple:
             spill.discard()
         if light is not None:
             light.discard()
+
+
+class _Kept:
+    """``{offset: line}`` gathered as one buffer and an array of offsets; ``lines()`` makes the
+    dict (in the order added)."""
+
+    def __init__(self) -> None:
+        import array
+
+        self.buf = bytearray()
+        self.at = array.array("q")   # offset, start in ``buf``, end: three a line
+
+    def add(self, ofs: int, line: bytes) -> None:
+        self.at.extend((ofs, len(self.buf), len(self.buf) + len(line)))
+        self.buf += line
+
+    def lines(self) -> dict[int, bytes]:
+        at, buf = self.at, self.buf
+        return {at[i]: bytes(buf[at[i + 1]:at[i + 2]]) for i in range(0, len(at), 3)}
 
 
 class SpilledEvents(PickledParts):
