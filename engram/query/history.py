@@ -284,8 +284,7 @@ def _line_owner_arrays(L: int, best, own: np.ndarray, log, log_rows) -> tuple[np
         log_tape = np.full(L, -1, np.int64)
     else:
         strict = ~log[1] & own
-        log_tape = np.fromiter((log_rows[e].tape if e in log_rows else -1 for e in log[0].tolist()),
-                               np.int64, L)
+        log_tape = _log_tapes(log[0], log_rows)
     b_tape = np.where(strict, best["strict"][0], best["context"][0])
     b_conf = np.where(strict, best["strict"][1], best["context"][1])
     b_prod = np.where(strict, best["strict"][2], best["context"][2])
@@ -294,6 +293,17 @@ def _line_owner_arrays(L: int, best, own: np.ndarray, log, log_rows) -> tuple[np
     tape = np.where(by_log, log_tape, np.where(direct, b_tape, -1))
     via = np.where(by_log, 1, np.where(direct & b_prod.astype(bool), 2, 0))
     return tape, via
+
+
+def _log_tapes(owners: np.ndarray, log_rows) -> np.ndarray:
+    """The tape of each line's edit event in ``owners`` (0: none), -1 where it has none or the
+    event is not in ``log_rows``: on arrays, not one dict lookup per line."""
+    known = np.fromiter(sorted(log_rows), np.int64, len(log_rows))
+    if not len(known):
+        return np.full(len(owners), -1, dtype=np.int64)
+    tape_of = np.fromiter((log_rows[e].tape for e in known.tolist()), np.int64, len(known))
+    at = np.minimum(np.searchsorted(known, owners), len(known) - 1)
+    return np.where(known[at] == owners, tape_of[at], -1)
 
 
 def _block_roles(conn, uq: np.ndarray, rows: bool = True, after_only: bool = False):
@@ -496,7 +506,7 @@ def _modes_needed(L: int, log, log_rows, own: np.ndarray) -> dict[str, np.ndarra
     fingerprints can judge it, ``context`` on the others."""
     if log is None:
         return {"context": np.ones(L, bool), "strict": np.zeros(L, bool)}
-    by_log = np.fromiter((int(e) in log_rows for e in log[0].tolist()), bool, L)
+    by_log = _log_tapes(log[0], log_rows) >= 0
     strict = ~by_log & ~log[1] & own
     return {"context": ~by_log & ~strict, "strict": strict}
 
@@ -723,8 +733,8 @@ def _log_owners(conn, rel: str, path: str, text: str, n_lines: int
             where[at[~same]] = 0
         got = location.blame_mapped(conn, r, f, where) or {}
         owners = np.zeros(n_lines, dtype=np.int64)
-        for i, e in got.items():
-            owners[i] = e or 0
+        owners[np.fromiter(got, np.int64, len(got))] = np.fromiter(
+            (e or 0 for e in got.values()), np.int64, len(got))
         found.append((int((owners > 0).sum()), owners, where > 0))
     found.sort(key=lambda x: -x[0])
     if not found or not found[0][0] or (len(found) > 1 and found[0][0] == found[1][0]):
