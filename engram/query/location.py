@@ -454,7 +454,8 @@ def blame_mapped(conn: apsw.Connection, rel: str | None, file: str, mapped: np.n
                        lambda: blame(conn, rel, file, lo, hi, logged[lo - 1:hi]))
     if got is None:
         return None
-    return {int(i): got[int(mapped[i]) - lo] for i in kept if int(mapped[i]) - lo in got}
+    at = mapped.tolist()   # plain ints: one numpy scalar per line was most of this call
+    return {i: got[at[i] - lo] for i in kept.tolist() if at[i] - lo in got}
 
 
 def _by_anchors(a: np.ndarray, logged: np.ndarray, ai: np.ndarray, aj: np.ndarray,
