@@ -247,11 +247,6 @@ class IngestCache:
             self._put_print(key, hit)
         return hit[0], hit[1]
 
-    def drop_prints(self) -> None:
-        """Forget every text's arrays (``MAX_PRINTS_BYTES`` free again for what comes next)."""
-        self.prints = {}
-        self.prints_bytes = 0
-
     def texts_prints(self, texts: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
         """``[text_prints(t) for t in texts]``, the texts not kept fingerprinted in one batch
         (one text at a time, the numpy calls of a fingerprint cost more than its arithmetic)."""

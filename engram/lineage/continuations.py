@@ -7,12 +7,8 @@ and an agent tape's first request against orchestrator-tier text.
 from __future__ import annotations
 
 import bisect
-import fcntl
 import json
 import logging
-import os
-import secrets
-import struct
 from collections import defaultdict
 from pathlib import Path
 
@@ -221,36 +217,13 @@ def _runs_over(sorted_values: np.ndarray, limit: int) -> np.ndarray:
 
 
 def compute(conn: apsw.Connection, new_tapes: list[queries.TapeRow], access: TapeAccess,
-            stats: dict, prints: IngestCache | None = None, write=None,
-            claims: _Claims | None = None) -> list[list[tuple]] | None:
+            stats: dict, prints: IngestCache | None = None, write=None) -> None:
     """Continuation and dispatch rows for ``new_tapes`` (and the tapes they may precede).
     ``write(sql, args)``: where the row changes go (default: executed on ``conn``). Nothing here
     reads ``continuations``, so the changes may be applied later, in order, with the same
-    result (the parse worker computes them beside the edges: ``compute_remote``).
-
-    With ``claims``, only the tapes this process takes (``_Claims``) are computed, and their row
-    changes are returned instead of written: per list (continuations, then dispatch), in list
-    order."""
+    result (the parse worker computes them beside the edges: ``compute_remote``)."""
     text = TapeText(access, prints if prints is not None else IngestCache())
     text.write = write if write is not None else conn.execute
-    todo, agents = _pass_lists(conn, new_tapes, text)
-    if claims is not None:
-        return [_claimed(conn, text, items, fn, claims, phase, stats)
-                for phase, (items, fn) in enumerate(((todo, _continuation_of),
-                                                     (agents, _dispatch_of)))]
-    if text.table is not None:  # many tapes: their heads in one fingerprinting batch
-        text.prefetch(todo)
-    for b in todo:
-        _continuation_of(conn, b, text, stats)
-    for a in agents:
-        _dispatch_of(conn, a, text, stats)
-    return None
-
-
-def _pass_lists(conn: apsw.Connection, new_tapes: list[queries.TapeRow], text: TapeText
-                ) -> tuple[list[queries.TapeRow], list[queries.TapeRow]]:
-    """The tapes whose continuations and the agent tapes whose dispatch a pass computes, each
-    in (first_t, tape_id) order (and ``text.table`` loaded when many tapes are new)."""
     if len(new_tapes) >= TABLE_MIN_TAPES:
         text.table = _TapeTable.load(conn)
     todo: dict[int, queries.TapeRow] = {t.id: t for t in new_tapes}
@@ -265,6 +238,10 @@ def _pass_lists(conn: apsw.Connection, new_tapes: list[queries.TapeRow], text: T
                               " LIMIT ?", (t.harness, t.first_t or "", t.id, t.cwd, t.cwd,
                                            MAX_SUCCESSORS)):
             todo.setdefault(r[0], queries.TapeRow(*r))
+    if text.table is not None:  # many tapes: their heads in one fingerprinting batch
+        text.prefetch(sorted(todo.values(), key=lambda t: (t.first_t or "", t.tape_id)))
+    for b in sorted(todo.values(), key=lambda t: (t.first_t or "", t.tape_id)):
+        _continuation_of(conn, b, text, stats)
     # dispatch: tapes holding an agent tape's first request in what they wrote (orchestrators:
     # also in what they were given); a new tape may have dispatched agents that started after it
     # began, and, unless it is an orchestrator's, before it ended
@@ -280,75 +257,8 @@ def _pass_lists(conn: apsw.Connection, new_tapes: list[queries.TapeRow], text: T
                               " ORDER BY first_t, tape_id LIMIT ?",
                               (o.first_t or "", until, until, DISPATCH_AGENTS)):
             agents.setdefault(r[0], queries.TapeRow(*r))
-    order = lambda t: (t.first_t or "", t.tape_id)  # noqa: E731
-    return sorted(todo.values(), key=order), sorted(agents.values(), key=order)
-
-
-def _claimed(conn: apsw.Connection, text: TapeText, items: list[queries.TapeRow], fn,
-             claims: _Claims, phase: int, stats: dict) -> list[tuple]:
-    """``fn`` for the chunks of ``items`` this process takes; their row changes in list order."""
-    got: list[tuple[int, list[tuple]]] = []
-    while (r := claims.take(phase, len(items))) is not None:
-        part = items[r.start:r.stop]
-        if text.table is not None:
-            text.prefetch(part)
-        ops: list[tuple] = []
-        text.write = lambda sql, args, ops=ops: ops.append((sql, args))
-        for t in part:
-            fn(conn, t, text, stats)
-        got.append((r.start, ops))
-    got.sort(key=lambda c: c[0])
-    return [op for _s, ops in got for op in ops]
-
-
-CLAIM_CHUNK = 64   # tapes one process takes at a time when two share a pass (``_Claims``)
-
-
-class _Claims:
-    """The tapes of one pass shared out between the parse worker and the indexing process (once
-    its edges are done): the worker takes chunks of ``CLAIM_CHUNK`` from the front of each list
-    (continuations, then dispatch), the indexing process from the back, until they meet; each
-    index is taken once (two counters per list in a private file, read and moved under
-    ``flock``). Which process computes a tape changes no row: a tape's rows depend on the index
-    alone (nothing here reads ``continuations``), and the indexing process applies both
-    processes' changes in list order (``apply_remote``)."""
-
-    def __init__(self, path: str, front: bool):
-        self.path, self.front = path, front
-
-    @staticmethod
-    def create(directory: Path) -> str:
-        """A new counters file in ``directory`` (0600, removed by ``release``)."""
-        path = directory / f".claims-{os.getpid()}-{secrets.token_hex(8)}"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.write(fd, struct.pack("<4q", 0, -1, 0, -1))   # (front, back) per list; -1: the end
-        finally:
-            os.close(fd)
-        return str(path)
-
-    def take(self, phase: int, n: int) -> range | None:
-        """The next chunk of list ``phase`` (of ``n`` items) for this side, or None when the two
-        sides have met."""
-        fd = os.open(self.path, os.O_RDWR)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            vals = list(struct.unpack("<4q", os.pread(fd, 32, 0)))
-            f, b = vals[2 * phase], vals[2 * phase + 1]
-            b = n if b < 0 else b
-            if f >= b:
-                return None
-            if self.front:
-                r = range(f, min(f + CLAIM_CHUNK, b))
-                f = r.stop
-            else:
-                r = range(max(f, b - CLAIM_CHUNK), b)
-                b = r.start
-            vals[2 * phase], vals[2 * phase + 1] = f, b
-            os.pwrite(fd, struct.pack("<4q", *vals), 0)
-            return r
-        finally:
-            os.close(fd)   # (and the lock with it)
+    for a in sorted(agents.values(), key=lambda t: (t.first_t or "", t.tape_id)):
+        _dispatch_of(conn, a, text, stats)
 
 
 class _TapeTable:
@@ -440,49 +350,20 @@ class _TapeTable:
 
 def submit_remote(conn: apsw.Connection, tape_rows: list[int], cache) -> tuple | None:
     """Ask the run's parse worker (``cache.worker``, when the run has one and many tapes are
-    new) for ``compute_remote``, the pass shared with this process (``compute_share``);
-    ``(worker, future, claims file)`` or None. ``release`` removes the file."""
+    new) for ``compute_remote``; ``(worker, future)`` or None."""
     worker = getattr(cache, "worker", None)
     path = getattr(conn, "filename", "")
     if worker is None or len(tape_rows) < TABLE_MIN_TAPES or not path:
         return None
-    claims = _Claims.create(Path(path).parent)
-    kept = dict(cache.for_worker(), claims=claims)
-    return worker, worker.submit_continuations(path, list(tape_rows), kept), claims
+    return worker, worker.submit_continuations(path, list(tape_rows), cache.for_worker())
 
 
-def compute_share(conn: apsw.Connection, remote: tuple | None, new_tapes: list[queries.TapeRow],
-                  access: TapeAccess, prints: IngestCache | None) -> tuple | None:
-    """This process's part of a pass shared with the worker (the tapes the worker has not taken
-    yet, from the back): ``(row changes per list, stats)``, or None without a worker."""
-    if remote is None:
-        return None
-    if prints is not None:
-        # what the ingest and the edges kept is of no use to the heads, and would leave no room
-        # for them: each head text would then be fingerprinted alone, and twice
-        prints.drop_prints()
-    stats = {"continuations": 0, "dispatch": 0}
-    ops = compute(conn, new_tapes, access, stats, prints, claims=_Claims(remote[2], front=False))
-    return ops, stats
-
-
-def release(remote: tuple | None) -> None:
-    """Remove a shared pass's claims file."""
-    if remote is not None:
-        try:
-            os.unlink(remote[2])
-        except FileNotFoundError:
-            pass
-
-
-def apply_remote(conn: apsw.Connection, remote: tuple | None, stats: dict,
-                 mine: tuple | None = None) -> bool:
-    """Apply what the worker computed and this process's share of it (``compute_share``), in
-    list order; False (nothing applied) if there is nothing or it failed — the caller then
-    computes here."""
+def apply_remote(conn: apsw.Connection, remote: tuple | None, stats: dict) -> bool:
+    """Apply what the worker computed, in order; False (nothing applied) if there is nothing or
+    it failed — the caller then computes here."""
     if remote is None:
         return False
-    worker, fut = remote[0], remote[1]
+    worker, fut = remote
     try:
         res = worker.result(fut)
     except WorkerGone:
@@ -492,41 +373,29 @@ def apply_remote(conn: apsw.Connection, remote: tuple | None, stats: dict,
         log.warning("lineage: continuations in the parse worker failed (%s); computed here\n%s",
                     res[1], res[2])
         return False
-    theirs = res[1]
-    ours = mine[0] if mine is not None else [[], []]
-    for part in (theirs[0], ours[0], theirs[1], ours[1]):
-        for sql, args in part:
-            conn.execute(sql, args)
-    for got in (res[2], mine[1] if mine is not None else {}):
-        for k, v in got.items():
-            stats[k] += v
+    for sql, args in res[1]:
+        conn.execute(sql, args)
+    for k, v in res[2].items():
+        stats[k] += v
     return True
 
 
 def compute_remote(db_path: str, tape_rows: list[int], kept: dict | None = None) -> tuple:
     """``compute`` on a read-only connection of its own (in the parse worker, while the ingest's
-    connection computes edges): ``("ok", [continuation changes, dispatch changes], stats)`` —
-    the changes to apply, of the tapes this side took (``kept["claims"]``: the front of each
-    list; without it, every tape). ``kept``: what the run's ``IngestCache`` holds that is of use
-    here (``for_worker``): tape heads and this run's postings, so that neither is read again."""
+    connection computes edges): ``("ok", [(sql, args), ...], stats)`` — the changes to apply.
+    ``kept``: what the run's ``IngestCache`` holds that is of use here (``for_worker``): tape
+    heads and this run's postings, so that neither is read again."""
     from engram.index import db
 
     conn = db.connect(Path(db_path), readonly=True, mmap=False)
     try:
+        ops: list[tuple] = []
         stats = {"continuations": 0, "dispatch": 0}
         cache = IngestCache.from_worker_part(kept) if kept is not None else IngestCache()
-        path = (kept or {}).get("claims")
-        claims = _Claims(path, front=True) if path else None
         with conn:  # one snapshot
             trows = queries.tapes(conn, tape_rows)
-            tapes = [trows[t] for t in tape_rows]
-            if claims is not None:
-                ops = compute(conn, tapes, CachedAccess(conn, cache), stats, cache, claims=claims)
-            else:
-                whole: list[tuple] = []
-                compute(conn, tapes, CachedAccess(conn, cache), stats, cache,
-                        write=lambda sql, args: whole.append((sql, args)))
-                ops = [whole, []]
+            compute(conn, [trows[t] for t in tape_rows], CachedAccess(conn, cache), stats, cache,
+                    write=lambda sql, args: ops.append((sql, args)))
         return ("ok", ops, stats)
     finally:
         conn.close()

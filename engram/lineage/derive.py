@@ -36,18 +36,12 @@ def after_ingest(conn: apsw.Connection, cache=None) -> dict:
         trows = queries.tapes(conn, [r[1] for r in new_rows])
         linker = edges.Linker(conn, stats, cache if cache is not None else IngestCache())
         # continuations in the parse worker (a process of its own), if the run has one, while
-        # the edges are computed here, then shared between the two (``continuations._Claims``)
-        # computed here too once the edges are done: the tapes the worker has not taken yet
+        # the edges are computed here
         remote = continuations.submit_remote(conn, [r[1] for r in new_rows], cache)
-        try:
-            linker.run([trows[r[1]] for r in new_rows])
-            mine = continuations.compute_share(conn, remote, [trows[r[1]] for r in new_rows],
-                                               linker.access, linker.cache)
-            if not continuations.apply_remote(conn, remote, stats, mine):
-                continuations.compute(conn, [trows[r[1]] for r in new_rows], linker.access,
-                                      stats, linker.cache)
-        finally:
-            continuations.release(remote)
+        linker.run([trows[r[1]] for r in new_rows])
+        if not continuations.apply_remote(conn, remote, stats):
+            continuations.compute(conn, [trows[r[1]] for r in new_rows], linker.access, stats,
+                                  linker.cache)
         conn.executemany("INSERT OR REPLACE INTO lineage_done VALUES (?,?)",
                          [(tid, sig) for tid, _, sig in new_rows])
         stats["tapes"] = len(new_rows)

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 
 import apsw
@@ -131,47 +130,3 @@ def test_agents_from_cut_at_until_equals_the_rows_before_it():
                 break
             want.append(r.id)
         assert [r.id for r in table.agents_from(first, limit, until)] == want
-
-
-def test_a_pass_shared_by_two_sides_writes_the_rows_of_one(world, monkeypatch, tmp_path):
-    """The worker takes tapes from the front of each list, the indexing process from the back
-    (``_Claims``): together every tape once, and their changes, applied in list order, are those
-    of the pass computed whole."""
-    _world(world, readers=3)
-    eng = Engine(world.root)
-    try:
-        conn = eng.conn()
-        tapes = list(queries.tapes(conn, [r[0] for r in conn.execute("SELECT id FROM tapes")]).values())
-        monkeypatch.setattr(continuations, "TABLE_MIN_TAPES", 1)
-        monkeypatch.setattr(continuations, "CLAIM_CHUNK", 1)
-
-        def run(**kw):
-            stats = {"continuations": 0, "dispatch": 0}
-            return continuations.compute(conn, tapes, CachedAccess(conn, IngestCache()), stats,
-                                         IngestCache(), **kw), stats
-
-        whole: list[tuple] = []
-        _none, want_stats = run(write=lambda sql, args: whole.append((sql, args)))
-        assert any(sql.startswith("INSERT") for sql, _a in whole)   # rows to compare
-
-        class Twice(continuations._Claims):   # the back side stops after two chunks a list
-            taken: dict = {}
-
-            def take(self, phase, n):
-                if self.taken.get(phase, 0) >= 2:
-                    return None
-                r = super().take(phase, n)
-                self.taken[phase] = self.taken.get(phase, 0) + (r is not None)
-                return r
-
-        path = continuations._Claims.create(tmp_path)
-        assert oct(os.stat(path).st_mode & 0o777) == "0o600"
-        back, back_stats = run(claims=Twice(path, front=False))
-        front, front_stats = run(claims=continuations._Claims(path, front=True))
-        assert all(back) and all(front)   # both sides took tapes of both lists
-        merged = front[0] + back[0] + front[1] + back[1]
-        assert merged == whole
-        assert {k: front_stats[k] + back_stats[k] for k in want_stats} == want_stats
-        assert run(claims=continuations._Claims(path, front=True))[0] == [[], []]  # all taken
-    finally:
-        eng.close()

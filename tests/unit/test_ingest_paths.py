@@ -107,8 +107,8 @@ def test_fast_paths_index_the_same(world, capsys, monkeypatch):
     calls = []
     real = continuations.apply_remote
     monkeypatch.setattr(continuations, "apply_remote",
-                        lambda conn, remote, stats, mine=None: calls.append(remote is not None)
-                        or real(conn, remote, stats, mine))
+                        lambda conn, remote, stats: calls.append(remote is not None)
+                        or real(conn, remote, stats))
     fast = _ingest(capsys)
     got = _dump(world)
     assert calls == [True]  # the continuations came from the worker
