@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
+from urllib.parse import unquote
 
 from lsprotocol import types
 
@@ -34,19 +35,25 @@ _QUIET_S = 0.05
 _POLL_S = 0.01
 
 
-def _warm(backend, doc: documents.Doc, parse: bool, window: tuple[int | None, int | None]) -> None:
+def _warm(backend, doc: documents.Doc, parse: bool, window: tuple[int | None, int | None],
+          is_open=lambda: True) -> None:
+    """Parse ``doc`` for hovers, then read ahead for explain; nothing for a document closed
+    meanwhile (``is_open``): an editor that opens and closes files in a row would otherwise
+    have each closed one parsed while it asks about the next."""
     time.sleep(_GRACE_S)
+    if not is_open():
+        return
     text = doc.source()
     # hovers read their blocks from a kept table (``engram_lsp.blocks``): then the parse (kept for
     # an incremental one after an edit) waits until no request has come or gone for a moment
     kept = parse and backend.kept_block_table(doc.path, text) is not None
     deadline = time.monotonic() + _GIVE_UP_S
-    while parse and time.monotonic() < deadline and not backend.closing:
+    while parse and time.monotonic() < deadline and not backend.closing and is_open():
         idle = backend.since_request() >= _QUIET_S if kept else not backend.busy()
         if idle and backend.parse(text, doc.path):
             break
         time.sleep(_POLL_S)
-    if not backend.closing:
+    if not backend.closing and is_open():
         backend.warm(doc.file, text, *window)
 
 
@@ -60,7 +67,9 @@ def register(server) -> None:
         s = ls.settings
         try:
             doc = documents.resolve(ls, uri)
-            backend.background(_warm, backend, doc, s.hover_enabled, (s.before, s.after))
+            docs, key = ls.workspace.text_documents, unquote(uri)  # (pygls keys them unquoted)
+            backend.background(_warm, backend, doc, s.hover_enabled, (s.before, s.after),
+                               lambda: key in docs)
         except Exception:  # warming is best effort
             log.debug("warm-up failed for %s", uri, exc_info=True)
 

@@ -99,3 +99,33 @@ def test_a_request_during_the_warm_up_is_answered_at_once(ws, monkeypatch):
         assert sorted(done) == ["engram-query_0", "engram-query_1"]
     finally:
         backend.close()
+
+
+def test_a_document_closed_before_its_warm_up_is_neither_parsed_nor_read_ahead(ws, monkeypatch):
+    """``_warm`` of a document the editor closed meanwhile parses nothing and reads nothing ahead
+    (an editor opening and closing files in a row would otherwise have each closed one parsed
+    while it asks about the next); one still open gets both."""
+    from engram_lsp import documents
+    from engram_lsp.features import warm
+
+    for k, v in ws.env().items():
+        monkeypatch.setenv(k, v)
+    backend = Backend(ws.root, Settings())
+    calls: list[str] = []
+    parse, read_ahead = backend.parse, backend.warm
+    monkeypatch.setattr(backend, "parse", lambda *a: calls.append("parse") or parse(*a))
+    monkeypatch.setattr(backend, "warm", lambda *a: calls.append("warm") or read_ahead(*a))
+    path = ws.root / "hello.py"
+    doc = documents.Doc(uri=path.as_uri(), path=path, file=str(path), text=ws.files["hello.py"],
+                        version=1)
+    try:
+        warm._warm(backend, doc, True, (None, None), is_open=lambda: False)
+        assert calls == []
+        still_open = iter([True, True, False])  # closed while the parse waits or runs
+        warm._warm(backend, doc, True, (None, None), is_open=lambda: next(still_open, False))
+        assert "warm" not in calls
+        calls.clear()
+        warm._warm(backend, doc, True, (None, None))
+        assert calls == ["parse", "warm"]
+    finally:
+        backend.close()
