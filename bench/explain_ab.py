@@ -65,7 +65,6 @@ def one_pass(src: Path, corpus: Path, mcp: Path | None = None, cpu: bool = False
         raise SystemExit(f"explain_ab: engram was imported from {engram.__file__}, not from {src}")
 
     clock = time.thread_time if cpu else time.perf_counter
-    lat = []
     if scale is not None:
         import random
 
@@ -75,15 +74,7 @@ def one_pass(src: Path, corpus: Path, mcp: Path | None = None, cpu: bool = False
         sample = random.Random(5).sample(pool, min(100, len(pool)))  # bench_scale.py's lsp
         eng = Engine(root=repo, semantic=False)
         eng.conn()
-        texts: dict[str, str] = {}
-        for x in sample + sample:
-            f = x["file"]
-            if f not in texts:
-                texts[f] = (repo / f).read_text()
-            t0 = clock()
-            eng.explain(str(repo / f), x["start"], x["end"], text=texts[f])
-            lat.append((clock() - t0) * 1000)
-        return lat
+        return with_texts(eng, repo, sample + sample, clock)
     truth = json.loads((corpus / "truth.json").read_text())
     if mcp is not None:
         import random
@@ -94,15 +85,21 @@ def one_pass(src: Path, corpus: Path, mcp: Path | None = None, cpu: bool = False
         eng = Engine(root=mcp, semantic=False)
         eng.conn()
         sample = spans(truth, 200, random.Random(25), [])
+        lat = []
         for x in sample + sample:
             t0 = clock()
             eng.explain(x["file"], x["start"], x["end"], client="bench")
             lat.append((clock() - t0) * 1000)
         return lat
     repo = corpus / "repo"
-    eng = Engine(root=repo)
-    texts = {}
-    for x in truth:
+    return with_texts(Engine(root=repo), repo, truth, clock)
+
+
+def with_texts(eng, repo: Path, spans: list[dict], clock) -> list[float]:
+    """Milliseconds of each span's explain by ``clock``, the file's text given (read once)."""
+    texts: dict[str, str] = {}
+    lat = []
+    for x in spans:
         f = x["file"]
         if f not in texts:
             texts[f] = (repo / f).read_text()

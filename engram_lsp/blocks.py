@@ -20,16 +20,11 @@ most recently written kept.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import logging
 import os
-import threading
 from pathlib import Path, PurePath
 
-import orjson
-
-log = logging.getLogger(__name__)
+from engram_lsp.kept import KeptFile
 
 MAX_ENTRIES = 1024
 SUFFIX = ".blocks"
@@ -62,76 +57,35 @@ def valid(table) -> bool:
     return all(run[3] < expect for run in table)
 
 
-class BlockStore:
+class BlockStore(KeptFile):
     """The block tables of one index's machine, on disk (see the module docstring)."""
 
     def __init__(self, index: Path):
-        self.path = Path(str(index) + SUFFIX)
-        self._lock = threading.Lock()
-        self._stamp: tuple[int, int] | None = None  # (mtime_ns, size) of the file last read
-        self._entries: dict = {}
-        self._checked: dict[str, list] = {}  # entries found valid, of the file last read
-
-    def _load(self) -> dict:
-        """The file's entries (read again only when it changed on disk); {} when unreadable."""
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return {}
-        stamp = (st.st_mtime_ns, st.st_size)
-        with self._lock:
-            if stamp == self._stamp:
-                return self._entries
-        try:
-            with open(self.path, "rb") as f:
-                data = orjson.loads(f.read())
-            entries = data.get("entries") if isinstance(data, dict) \
-                and data.get("version") == VERSION else None
-            if not isinstance(entries, dict):
-                entries = {}
-        except (OSError, ValueError):
-            entries = {}
-        with self._lock:
-            self._stamp, self._entries, self._checked = stamp, entries, {}
-        return entries
+        super().__init__(index, SUFFIX, VERSION, MAX_ENTRIES, "block tables")
+        self._checked: dict[str, list] = {}  # entries found valid, of the content last read
+        self._checked_of: dict | None = None  # that content
 
     def get(self, doc_key: str) -> list[list[int]] | None:
         """The kept table of the text, or None."""
-        entries = self._load()
+        data = self._load()
         with self._lock:
+            if self._checked_of is not data:
+                self._checked, self._checked_of = {}, data
             hit = self._checked.get(doc_key)
         if hit is not None:
             return hit
-        table = entries.get(doc_key)
+        table = data.get("entries", {}).get(doc_key)
         if table is None or not valid(table):
             return None
         with self._lock:
-            if self._entries is entries:
+            if self._checked_of is data:
                 self._checked[doc_key] = table
         return table
 
     def has(self, doc_key: str) -> bool:
-        return doc_key in self._load()
+        return doc_key in self._load().get("entries", {})
 
     def put_many(self, new: dict[str, list[list[int]]]) -> None:
         """Keep these tables (the last the most recent) in one rewrite of the file; best effort,
         a failure is logged."""
-        entries = dict(self._load())
-        if not new or all(entries.get(k) == v for k, v in new.items()):
-            return
-        for doc_key, table in new.items():
-            entries.pop(doc_key, None)
-            entries[doc_key] = table
-        while len(entries) > MAX_ENTRIES:
-            entries.pop(next(iter(entries)))
-        body = orjson.dumps({"version": VERSION, "entries": entries})
-        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "wb") as f:
-                f.write(body)
-            os.replace(tmp, self.path)
-        except OSError as exc:
-            log.info("keeping block tables failed: %s", exc)
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+        self._write(self._load().get("entries", {}), new)

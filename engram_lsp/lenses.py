@@ -35,10 +35,9 @@ import contextlib
 import hashlib
 import logging
 import os
-import threading
 from pathlib import Path
 
-import orjson
+from engram_lsp.kept import KeptFile
 
 log = logging.getLogger(__name__)
 
@@ -78,37 +77,12 @@ def index_generation(index: Path | None) -> str | None:
             conn.close()
 
 
-class LensStore:
+class LensStore(KeptFile):
     """The lens counts of one index, on disk (see the module docstring)."""
 
     def __init__(self, index: Path):
-        self.path = Path(str(index) + SUFFIX)
+        super().__init__(index, SUFFIX, VERSION, MAX_ENTRIES, "code lens counts")
         self.index = Path(index)
-        self._lock = threading.Lock()
-        self._stamp: tuple[int, int] | None = None  # (mtime_ns, size) of the file last read
-        self._data: dict = {}
-
-    def _load(self) -> dict:
-        """The file's content (read again only when it changed on disk); {} when unreadable."""
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return {}
-        stamp = (st.st_mtime_ns, st.st_size)
-        with self._lock:
-            if stamp == self._stamp:
-                return self._data
-        try:
-            with open(self.path, "rb") as f:
-                data = orjson.loads(f.read())
-            if not (isinstance(data, dict) and data.get("version") == VERSION
-                    and isinstance(data.get("entries"), dict)):
-                data = {}
-        except (OSError, ValueError):
-            data = {}
-        with self._lock:
-            self._stamp, self._data = stamp, data
-        return data
 
     def get(self, doc_key: str) -> list[list[int]] | None:
         """``[[start, end, sessions], ...]`` of the document when its entry belongs to the index's
@@ -135,25 +109,8 @@ class LensStore:
         """Write several documents' entries for ``generation`` in one rewrite of the file, in
         the order given (the last the most recent); best effort, a failure is logged."""
         data = self._load()
-        entries = dict(data.get("entries", {})) if data.get("generation") == generation else {}
-        if all(entries.get(k) == v for k, v in new.items()):
-            return
-        for doc_key, blocks in new.items():
-            entries.pop(doc_key, None)
-            entries[doc_key] = blocks
-        while len(entries) > MAX_ENTRIES:
-            entries.pop(next(iter(entries)))
-        body = orjson.dumps({"version": VERSION, "generation": generation, "entries": entries})
-        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "wb") as f:
-                f.write(body)
-            os.replace(tmp, self.path)
-        except OSError as exc:
-            log.info("keeping code lens counts failed: %s", exc)
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+        entries = data.get("entries", {}) if data.get("generation") == generation else {}
+        self._write(entries, new, generation=generation)
 
 
 def counts(results: list[dict]) -> list[list[int]]:

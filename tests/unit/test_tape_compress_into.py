@@ -11,6 +11,7 @@ import os
 import random
 
 import pytest
+from test_tape_streamed import _streamed
 
 from engram.tape import reader, writer
 
@@ -55,14 +56,6 @@ def test_compress_into_is_the_in_memory_frame(tmp_path, monkeypatch):
             pytest.skip("no cffi backend of zstandard here: tapes are compressed in memory")
         assert got == writer._compress(raw) == enc.compressed()
         enc.close()
-
-
-def _streamed(tmp_path, events):
-    enc = writer.Streamed(tmp_path)
-    for ev in events[1:]:
-        enc.add(ev)
-    enc.finish(events[0])
-    return enc
 
 
 def test_compress_into_pads_as_compress_does(tmp_path, monkeypatch):
