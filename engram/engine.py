@@ -35,7 +35,6 @@ _held_postings: dict[str, str] = {}
 
 
 @functools.lru_cache(maxsize=8)
-@functools.lru_cache(maxsize=8)
 def _lines(text: str) -> tuple[str, ...]:
     """The lines of a document (memoised: an editor or an agent explains many spans of the same
     file, and splitting a 5,000-line file costs ~0.3 ms)."""

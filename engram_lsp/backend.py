@@ -192,6 +192,7 @@ class Backend:
         self.index_lost = False
         self._lens_store = None  # ``lens_store``
         self._block_store = None  # ``block_store``
+        self._block_key = None  # (path, text, its block-table key): the last text asked about
         self._ahead = None  # ``engram_lsp.ahead.LensesAhead``, made by the first ingest's end
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -606,7 +607,12 @@ class Backend:
         from engram_lsp import blocks
 
         try:
-            return store.get(blocks.key(path, text))
+            # the text's key (a hash of the whole text) once per buffer state: the same str object
+            # comes back for every hover until the buffer changes
+            last = self._block_key
+            if last is None or last[0] != path or last[1] is not text:
+                last = self._block_key = (path, text, blocks.key(path, text))
+            return store.get(last[2])
         except Exception:  # a shortcut: the parse answers
             log.debug("reading kept block tables failed", exc_info=True)
             return None
