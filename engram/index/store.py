@@ -20,6 +20,7 @@ import xxhash
 
 from engram import fingerprint
 from engram.digest import text_key
+from engram.fingerprint.tokenize import PAD, encode, hash_spans
 from engram.index import packed as packed_rows
 from engram.index import queries as Q
 from engram.index import schema as S
@@ -144,7 +145,9 @@ def line_hashes(text: str) -> np.ndarray:
     """One int32 per line: xxh3_64 (top 32 bits) of the whitespace-stripped line; 0 for trivial
     lines (fewer than 3 ASCII letters or digits: blank, ``)``, ``else:``) which identify nothing.
     The letters are counted on the UTF-8 bytes at once (other characters' bytes are never ASCII);
-    only the other lines are hashed one by one."""
+    only the other lines are hashed one by one, or, from ``AT_ONCE_LINES`` lines, all at once."""
+    if text.count("\n") >= AT_ONCE_LINES:
+        return _line_hashes_at_once(text)
     lines = text.split("\n")
     raw = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
     nl = np.flatnonzero(raw == 10)
@@ -156,6 +159,50 @@ def line_hashes(text: str) -> np.ndarray:
         h = xxhash.xxh3_64_intdigest(lines[i].strip().encode("utf-8", "surrogatepass")) >> 32
         h = (h - (1 << 32)) if h >= (1 << 31) else h
         out[i] = h or 1
+    return out
+
+
+AT_ONCE_LINES = 2000      # texts of this many lines are hashed by ``_line_hashes_at_once``
+
+
+def _line_hashes_at_once(text: str) -> np.ndarray:
+    """``line_hashes(text)``, the same values, with the lines' xxh3 hashes computed for
+    the whole text at once (``hash_spans``: xxh3_64 over byte ranges, vectorised) instead
+    of one Python call per line (a 5,000-line file: 3 ms one by one).
+    A line is hashed stripped: its bytes from the first to the last that ``str.strip`` keeps. Where
+    either end is a non-ASCII byte (which may belong to a Unicode space that ``strip`` drops),
+    that line is hashed as ``line_hashes`` hashes a short text."""
+    buf, _ = encode([text])
+    n = len(buf) - PAD - 1  # (encode adds a "\n" after the text)
+    raw = np.frombuffer(buf, dtype=np.uint8, count=n)
+    nl = np.flatnonzero(raw == 10)
+    starts = np.r_[0, nl + 1]
+    ends = np.r_[nl, n]
+    # ASCII letters and digits per line (fewer than 3: a trivial line)
+    alnum = (raw | np.uint8(0x20)) - np.uint8(97) < 26
+    alnum |= raw - np.uint8(48) < 10
+    cum = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(alnum, out=cum[1:])
+    want = np.flatnonzero(cum[ends] - cum[starts] >= 3)  # the lines that are not trivial
+    out = np.zeros(len(starts), dtype=np.int32)
+    if not len(want):
+        return out
+    # the ASCII bytes ``str.strip`` drops (``str.isspace``): \t \n \v \f \r, \x1c-\x1f, space
+    space = raw == 32
+    space |= raw - np.uint8(9) < 5
+    space |= raw - np.uint8(28) < 4
+    keep = np.flatnonzero(~space)
+    lo = keep[np.searchsorted(keep, starts[want])]             # first kept byte of each line
+    hi = keep[np.searchsorted(keep, ends[want]) - 1] + 1       # past its last kept byte
+    odd = (raw[lo] >= 0x80) | (raw[hi - 1] >= 0x80)
+    h = hash_spans(buf, lo, hi) >> np.uint64(32)
+    h = h.astype(np.uint32).view(np.int32)
+    h[h == 0] = 1
+    out[want] = h
+    if odd.any():
+        lines = text.split("\n")
+        for i in want[odd].tolist():
+            out[i] = line_hashes(lines[i])[0]
     return out
 
 

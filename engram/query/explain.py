@@ -23,7 +23,6 @@ import apsw
 import numpy as np
 
 from engram import fingerprint
-from engram.fingerprint.tokenize import PAD, encode, hash_spans
 from engram.index import packed, postings, queries, schema, store
 from engram.index.access import TapeAccess
 from engram.query import location, walk, window
@@ -583,54 +582,10 @@ def _file_line_hashes(text: str) -> np.ndarray:
     file again and again (a string caches its own hash, so the lookup is cheap)."""
     hit = _LINE_HASHES.peek(text)
     if hit is None:
-        hit = _line_hashes_at_once(text) if text.count("\n") >= AT_ONCE_LINES else store.line_hashes(text)
+        hit = store.line_hashes(text)
         hit.flags.writeable = False
         _LINE_HASHES.put(text, hit, hit.nbytes)
     return hit
-
-
-AT_ONCE_LINES = 2000      # files of this many lines are hashed by ``_line_hashes_at_once``
-
-
-def _line_hashes_at_once(text: str) -> np.ndarray:
-    """``store.line_hashes(text)``, the same values, with the lines' xxh3 hashes computed for
-    the whole text at once (``hash_spans``: xxh3_64 over byte ranges, vectorised) instead
-    of one Python call per line: a file's first explain hashed its ~5,000 lines one by one (3 ms).
-    A line is hashed stripped: its bytes from the first to the last that ``str.strip`` keeps. Where
-    either end is a non-ASCII byte (which may belong to a Unicode space that ``strip`` drops),
-    that line is hashed as ``store.line_hashes`` does it."""
-    buf, _ = encode([text])
-    n = len(buf) - PAD - 1  # (encode adds a "\n" after the text)
-    raw = np.frombuffer(buf, dtype=np.uint8, count=n)
-    nl = np.flatnonzero(raw == 10)
-    starts = np.r_[0, nl + 1]
-    ends = np.r_[nl, n]
-    # ASCII letters and digits per line (``store.line_hashes``: fewer than 3 = a trivial line)
-    alnum = (raw | np.uint8(0x20)) - np.uint8(97) < 26
-    alnum |= raw - np.uint8(48) < 10
-    cum = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(alnum, out=cum[1:])
-    want = np.flatnonzero(cum[ends] - cum[starts] >= 3)  # the lines that are not trivial
-    out = np.zeros(len(starts), dtype=np.int32)
-    if not len(want):
-        return out
-    # the ASCII bytes ``str.strip`` drops (``str.isspace``): \t \n \v \f \r, \x1c-\x1f, space
-    space = raw == 32
-    space |= raw - np.uint8(9) < 5
-    space |= raw - np.uint8(28) < 4
-    keep = np.flatnonzero(~space)
-    lo = keep[np.searchsorted(keep, starts[want])]             # first kept byte of each line
-    hi = keep[np.searchsorted(keep, ends[want]) - 1] + 1       # past its last kept byte
-    odd = (raw[lo] >= 0x80) | (raw[hi - 1] >= 0x80)
-    h = hash_spans(buf, lo, hi) >> np.uint64(32)
-    h = h.astype(np.uint32).view(np.int32)
-    h[h == 0] = 1
-    out[want] = h
-    if odd.any():
-        lines = text.split("\n")
-        for i in want[odd].tolist():
-            out[i] = store.line_hashes(lines[i])[0]
-    return out
 
 
 def _with_track(conn, cands: list[int], rows, ev: dict[int, Evidence], after, span_lines,

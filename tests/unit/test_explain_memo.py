@@ -31,12 +31,12 @@ def _texts() -> list[str]:
 def test_line_hashes_at_once_equal_store_line_hashes():
     for text in _texts():
         want = store.line_hashes(text)
-        got = explain._line_hashes_at_once(text)
+        got = store._line_hashes_at_once(text)
         assert got.dtype == want.dtype and got.tolist() == want.tolist(), repr(text[:80])
 
 
 def test_file_line_hashes_memoised_read_only_and_equal():
-    text = "\n".join(f"    value_{i} = compute({i}, 'x')" for i in range(explain.AT_ONCE_LINES + 5))
+    text = "\n".join(f"    value_{i} = compute({i}, 'x')" for i in range(store.AT_ONCE_LINES + 5))
     small = "def f(x):\n    return x + 1\n"
     for t in (text, small):
         a = explain._file_line_hashes(t)
