@@ -251,6 +251,17 @@ class IngestCache:
         """``[text_prints(t) for t in texts]``, the texts not kept fingerprinted in one batch
         (one text at a time, the numpy calls of a fingerprint cost more than its arithmetic)."""
         keys = [text_key(t) for t in texts]
+        made = self._fingerprint_missing(keys, texts, final=True)
+        return [made[key] if key in made else self.text_prints(t) for key, t in zip(keys, texts)]
+
+    def prefetch(self, texts: list[str]) -> None:
+        """Fingerprint the texts not kept yet, in one batch (``text_prints`` then finds them)."""
+        self._fingerprint_missing([text_key(t) for t in texts], texts, final=False)
+
+    def _fingerprint_missing(self, keys: list[bytes], texts: list[str], final: bool) -> dict:
+        """``{key: (hashes, k-grams)}`` of the texts (``keys``: their ``text_key``) not kept yet,
+        fingerprinted in one batch and kept: as ``text_prints`` gives them (``final``), else as
+        the fingerprint made them (``text_prints`` makes them distinct when first asked)."""
         todo: dict[bytes, str] = {}
         for key, t in zip(keys, texts):
             if key not in self.prints:
@@ -259,25 +270,18 @@ class IngestCache:
         if todo:
             fps = fingerprint.fingerprint_batch(list(todo.values()), keep_kgrams=[True] * len(todo))
             for key, fp in zip(todo, fps):
-                hit = (uniq(fp.hashes), uniq(fp.kgrams), True) if len(fp.kgrams) else (_EMPTY, _EMPTY, True)
+                if not final:
+                    hit = (_own(fp.hashes), _own(fp.kgrams), False)
+                elif len(fp.kgrams):
+                    hit = (uniq(fp.hashes), uniq(fp.kgrams), True)
+                else:
+                    hit = (_EMPTY, _EMPTY, True)
                 self._put_print(key, hit)
                 made[key] = hit[:2]
-        return [made[key] if key in made else self.text_prints(t) for key, t in zip(keys, texts)]
-
-    def prefetch(self, texts: list[str]) -> None:
-        """Fingerprint the texts not kept yet, in one batch (``text_prints`` then finds them)."""
-        todo: dict[bytes, str] = {}
-        for t in texts:
-            key = text_key(t)
-            if key not in self.prints:
-                todo.setdefault(key, t)
-        if todo:
-            fps = fingerprint.fingerprint_batch(list(todo.values()), keep_kgrams=[True] * len(todo))
-            for key, fp in zip(todo, fps):
-                self._put_print(key, (_own(fp.hashes), _own(fp.kgrams), False))
+        return made
 
     def many_prints(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """The same for the union of ``texts``."""
+        """``text_prints`` of the union of ``texts``."""
         return union_prints([self.text_prints(t) for t in texts])
 
 
