@@ -4,6 +4,8 @@
   matches them against the head's blocks, instead of asking the index for every ref of those
   blocks among the predecessors (a preamble block is held by thousands of tapes): the same hits.
 * ``TapeText.prefetch`` reads each tape's head once (it used to be read again by ``get``).
+* ``TapeText.decide_boilerplate`` takes the head-boilerplate decisions of a batch of heads at
+  once: the same decisions as one call per head.
 """
 
 from __future__ import annotations
@@ -101,6 +103,38 @@ def test_prefetch_reads_each_head_once(world, monkeypatch):
             assert c["markers"] == got[tid]["markers"] and c["task"] == got[tid]["task"]
             assert np.array_equal(c["head"], got[tid]["head"])
             assert np.array_equal(c["head_k"], got[tid]["head_k"])
+    finally:
+        eng.close()
+
+
+def test_boilerplate_decided_per_batch_equals_per_head(world, monkeypatch):
+    _world(world, readers=5)  # five tapes given the same first request: boilerplate
+    eng = Engine(world.root)
+    try:
+        conn = eng.conn()
+        trows = list(queries.tapes(conn, [r[0] for r in conn.execute("SELECT id FROM tapes")]).values())
+        plain = continuations.TapeText(CachedAccess(conn, IngestCache()), IngestCache())
+        want = {t.id: continuations._head_boilerplate(conn, t.harness, plain.get(t)["head_k"])
+                for t in trows}
+        text = continuations.TapeText(CachedAccess(conn, IngestCache()), IngestCache())
+        monkeypatch.setattr(continuations, "PREFETCH_TAPES", 3)  # more than one batch
+        calls: list[int] = []
+        real = continuations._head_boilerplate
+        monkeypatch.setattr(continuations, "_head_boilerplate",
+                            lambda *a, **k: calls.append(1) or real(*a, **k))
+        text.prefetch(trows, conn)
+        n_batch = len(calls)
+        assert 0 < n_batch <= 2 * (-(-len(trows) // 3))  # a call (and its inner one) per batch
+        for t in trows:
+            head_k = text.get(t)["head_k"]
+            known = text.bp.get(t.harness, {})
+            assert all(h in known for h in head_k.tolist())  # decided ahead, every hash
+            got = continuations._head_boilerplate(conn, t.harness, head_k, text.bp,
+                                                  text.n_tapes, text.prints)
+            assert got == want[t.id], t.session
+        assert len(calls) == n_batch + len(trows)  # answered from the decisions: no inner call
+        assert any(want.values()) and any(  # boilerplate found, and head hashes that are not
+            len(text.get(t)["head_k"]) > len(want[t.id]) for t in trows)
     finally:
         eng.close()
 
