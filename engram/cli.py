@@ -434,7 +434,12 @@ def cmd_serve(args) -> int:
         raise KeyboardInterrupt  # a kill ends it as ^C does: its socket is removed
 
     signal.signal(signal.SIGTERM, stop)
-    server = Server(run)
+    if args.lock_fd is not None:  # started by a CLI (engram.warm.start): no terminal's ^C, and
+        signal.signal(signal.SIGINT, stop)  # its working directory is its own
+        from engram import warm
+
+        os.chdir(warm.run_dir())
+    server = Server(run, lock_fd=args.lock_fd)
     server.warm()
     sys.stderr.write(f"engram serve: answering `engram explain` at {server.path}\n")
     sys.stderr.flush()
@@ -591,6 +596,7 @@ def _register_core(sub, common) -> None:
                                    "no server runs). Runs until interrupted.")
     s.add_argument("--idle-exit", type=float, metavar="SECONDS",
                    help="stop after this long without a request")
+    s.add_argument("--lock-fd", type=int, help=argparse.SUPPRESS)  # (engram.warm.start)
     s.set_defaults(fn=cmd_serve)
 
 
@@ -660,7 +666,30 @@ def main(argv: list[str] | None = None) -> int:
         code = warm.ask(argv)
         if code is not None:
             return code
+        code = run(argv)
+        if warm.absent:  # no server: start one for the next call (engram.warm.start)
+            _start_server(warm)
+        return code
     return run(argv)
+
+
+#: the arguments ``run`` parsed last (``main`` reads the repository root of an in-process
+#: ``explain`` / ``log`` from them)
+_parsed = None
+
+
+def _start_server(warm) -> None:
+    """Start ``engram serve`` when this repository's config allows it (``serve.auto``), quietly:
+    the answer is printed already, and a config error was reported by the command itself."""
+    from engram import config
+
+    try:
+        root = getattr(_parsed, "root", None)
+        auto, idle_exit = config.serve_options(Path(root) if root else None)
+    except (OSError, EngramError, ValueError):
+        return
+    if auto:
+        warm.start(idle_exit)
 
 
 def run(argv: list[str]) -> int:
@@ -672,7 +701,8 @@ def run(argv: list[str]) -> int:
         parser = build_parser(only=argv[0])
     if parser is None:  # no command, an option first, or no such command: the whole parser
         parser = build_parser()
-    args = parser.parse_args(argv)
+    global _parsed
+    args = _parsed = parser.parse_args(argv)
     if not getattr(args, "fn", None):
         parser.print_help(sys.stderr)
         return 2

@@ -76,6 +76,12 @@ CONFIG_TEMPLATE = """\
 #   autoPull: false
 #   pullInterval: 600      # seconds
 #   maxTapeBytes: 536870912
+
+# `engram explain` / `engram log` start a warm `engram serve` for the next call when none runs
+# (docs/agents.md); auto: false never starts one. idleExit: seconds it waits for a request.
+# serve:
+#   auto: true
+#   idleExit: 600
 """
 
 
@@ -107,6 +113,8 @@ class Config:
     sharing_auto_pull: bool = False
     sharing_pull_interval: float = 600.0
     sharing_max_tape_bytes: int = 512 << 20
+    serve_auto: bool = True
+    serve_idle_exit: float = 600.0
 
     def harness_paths(self, name: str, default: list[Path]) -> list[Path]:
         """Configured paths for a harness (``~`` expanded, relative to the repo root), else defaults."""
@@ -150,6 +158,7 @@ class Config:
                 "sharing": {"remote": self.sharing_remote, "autoPull": self.sharing_auto_pull,
                             "pullInterval": self.sharing_pull_interval,
                             "maxTapeBytes": self.sharing_max_tape_bytes},
+                "serve": {"auto": self.serve_auto, "idleExit": self.serve_idle_exit},
                 "warnings": self.warnings}
 
 
@@ -342,6 +351,11 @@ SCHEMA: tuple[Setting, ...] = (
     Setting("sharing.maxTapeBytes", _integer(1 << 20, 1 << 30), 512 << 20,
             where=frozenset({FILE}), attr="sharing_max_tape_bytes",
             doc="the most bytes a pulled tape may decompress to"),
+    Setting("serve.auto", _boolean, True, where=frozenset({FILE}), attr="serve_auto",
+            doc="`engram explain` / `log` start a warm `engram serve` when none runs"),
+    Setting("serve.idleExit", _number(1), 600.0, where=frozenset({FILE}),
+            aliases=("idle_exit",), attr="serve_idle_exit",
+            doc="seconds a started `engram serve` waits for a request before it exits"),
     Setting("index.path", _path, None, aliases=("indexPath",), attr="index_path",
             doc="a private index file, relative to the root (default: the machine's one index, "
                 "$ENGRAM_HOME/index/index.sqlite)"),
@@ -493,6 +507,17 @@ def load(root: Path | None = None) -> Config:
     for msg in cfg.warnings:
         log.warning("%s", msg)
     return cfg
+
+
+def serve_options(root: Path | None = None) -> tuple[bool, float]:
+    """``(serve.auto, serve.idleExit)`` for ``root``'s configuration, read quietly: the CLI asks
+    after a command that loaded (and warned about) the same files already."""
+    root = paths.find_root(root)
+    cfg = Config(root=root)
+    for path in (paths.user_dir() / "config.yml", root / ".engram" / "config.yml"):
+        values, _ = validate(_read_yaml(path, []), FILE, str(path))
+        apply_values(cfg, {k: v for k, v in values.items() if k.startswith("serve.")})
+    return cfg.serve_auto, cfg.serve_idle_exit
 
 
 GIT_IGNORED = (".engram/tapes/", ".engram-cache/")

@@ -15,6 +15,16 @@ environment (``ENGRAM_*``, ``GIT_*``, ``HOME``, ``XDG_*``, ``*_HOME``, ``TZ``, t
 ``PATH``), a command it does not serve
 (``--stdin``, ``-v``, ``--help``), or an answer cut short. ``ENGRAM_NO_SERVE=1`` never asks.
 
+When no server listens for this ``ENGRAM_HOME`` (no socket, or one nobody listens on), the CLI
+answers in-process and then starts one itself (``start``), as ``dmypy`` or ``eslint_d`` do, so the
+next call of an agent's loop is served: ``engram serve --idle-exit N`` in its own session
+(``setsid``), stdin and stdout on ``/dev/null``, stderr on ``$ENGRAM_HOME/run/serve.log`` (0600,
+ids and timings only). ``$ENGRAM_HOME/run/serve.lock`` (0600) makes it one: the starter takes
+its ``flock`` and hands the locked descriptor to the server, which holds it as long as it lives;
+a CLI that cannot take the lock starts nothing. ``ENGRAM_NO_SERVE=1`` or the config key
+``serve.auto: false`` start none; ``serve.idleExit`` (seconds, default 600) is how long it waits
+for the next request before it exits.
+
 The wire: the client sends one dict (``request``) as a Python literal (``repr``; the server reads
 it with ``ast.literal_eval``, which evaluates literals only) and shuts its side; the server answers
 ``ENGRAM-ANSWER <protocol> <exit status> <stdout bytes> <stderr bytes>\\n`` then the two texts
@@ -32,7 +42,11 @@ import sys
 PROTOCOL = 1
 SOCKET_NAME = "serve.sock"
 ENV_WAIT = "ENGRAM_SERVE_WAIT"
-ENV_OFF = "ENGRAM_NO_SERVE"  # set (to anything): never ask a server
+ENV_OFF = "ENGRAM_NO_SERVE"  # set (to anything): never ask a server, never start one
+LOCK_NAME = "serve.lock"
+LOG_NAME = "serve.log"
+#: the option a started server gets: the descriptor of the lock its starter took for it
+LOCK_FD_OPTION = "--lock-fd"
 #: the commands a server answers (the rest always run in-process)
 SERVED = ("explain", "log")
 #: options after which the command runs in-process: it reads stdin, logs, or prints help
@@ -46,8 +60,21 @@ def user_dir() -> str:
     return os.path.abspath(os.path.expanduser(home)) if home else os.path.expanduser("~/.engram")
 
 
+def run_dir() -> str:
+    return os.path.join(user_dir(), "run")
+
+
 def socket_path() -> str:
-    return os.path.join(user_dir(), "run", SOCKET_NAME)
+    return os.path.join(run_dir(), SOCKET_NAME)
+
+
+def lock_path() -> str:
+    return os.path.join(run_dir(), LOCK_NAME)
+
+
+#: set by ``ask``: no server listens for this ``ENGRAM_HOME`` (no socket, or a socket nobody
+#: listens on), so the CLI may start one (``start``) once it has answered in-process
+absent = False
 
 
 def package_dir() -> str:
@@ -130,12 +157,15 @@ def _wait_s() -> float:
 
 def ask(argv: list[str]) -> int | None:
     """Print a warm server's answer to ``engram <argv>`` and return its exit status, or ``None``
-    (nothing printed) when it cannot answer it."""
+    (nothing printed) when it cannot answer it (``absent`` then says whether none listens)."""
+    global absent
+    absent = False
     if not served(argv) or os.environ.get(ENV_OFF):
         return None
     try:
         path = socket_path()
         if not _safe_socket(path):
+            absent = not os.path.lexists(path)
             return None
         req = request(argv)
     except (OSError, ValueError, RuntimeError):  # no working directory, no home, ...: in-process
@@ -161,10 +191,15 @@ def encode_request(req: dict) -> bytes:
 
 
 def _exchange(path: str, req: dict) -> tuple[int, str, str] | None:
+    global absent
     s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         s.settimeout(_wait_s())
-        s.connect(path)
+        try:
+            s.connect(path)
+        except (ConnectionRefusedError, FileNotFoundError):  # a server that died left it
+            absent = True
+            raise
         s.sendall(encode_request(req))
         s.shutdown(_socket.SHUT_WR)
         data = bytearray()
@@ -209,3 +244,53 @@ def format_answer(code: int, out: str, err: str) -> bytes:
 
 def format_decline(reason: str) -> bytes:
     return b"ENGRAM-DECLINE %d %s\n" % (PROTOCOL, reason.encode("ascii", "replace"))
+
+
+#: what a started server runs: ``python -P -c START <dir holding the engram package> serve ...``
+#: (``-P`` and the explicit directory: the package the client runs, never a module that happens
+#: to lie in the client's working directory)
+START = ("import sys; sys.path.insert(0, sys.argv.pop(1)); from engram.cli import main; "
+         "sys.exit(main(sys.argv[1:]))")
+
+
+def start(idle_exit: float) -> int | None:
+    """Start ``engram serve --idle-exit <idle_exit>`` for this ``ENGRAM_HOME``, detached (its own
+    session; stdin and stdout ``/dev/null``, stderr the private ``run/serve.log``), unless a
+    server lives or is starting (it holds ``run/serve.lock``). Returns its process id, or None
+    when none was started. Never raises for the environment (a read-only home, no ``fcntl``):
+    the answer was given in-process already; starting is a bonus."""
+    import fcntl
+
+    from engram import paths
+
+    try:
+        d = paths.private_dir(run_dir())
+        st = os.stat(d)
+        if st.st_uid != os.getuid() or st.st_mode & 0o077:
+            return None
+        fd = os.open(lock_path(), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # a server holds it (or its starter does): never two
+            return None
+        log = os.open(os.path.join(d, LOG_NAME),
+                      os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            os.fchmod(log, 0o600)
+            os.set_inheritable(fd, True)  # the server keeps the lock: the same open file
+            argv = [sys.executable, "-P", "-c", START, os.path.dirname(package_dir()), "serve",
+                    "-v", "--idle-exit", repr(float(idle_exit)), LOCK_FD_OPTION, str(fd)]
+            return os.posix_spawn(sys.executable, argv, os.environ, setsid=True, file_actions=[
+                (os.POSIX_SPAWN_DUP2, null, 0), (os.POSIX_SPAWN_DUP2, null, 1),
+                (os.POSIX_SPAWN_DUP2, log, 2)])
+        finally:
+            os.close(log)
+            os.close(null)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

@@ -30,6 +30,9 @@ def engram_home(tmp_path_factory, monkeypatch) -> Path:
     monkeypatch.setenv("HOME", str(fake_home))
     for var in ("CODEX_HOME", "CLAUDE_CONFIG_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME"):
         monkeypatch.delenv(var, raising=False)
+    # `engram explain` / `log` neither ask nor start a warm `engram serve` (engram.warm): no test
+    # leaves a daemon behind; the tests of it (tests/cli/test_serve*.py) take this out themselves
+    monkeypatch.setenv("ENGRAM_NO_SERVE", "1")
     return home
 
 

@@ -11,6 +11,11 @@ engine is opened again when the repository's or the user's config file, or the i
 (``ingest --rebuild``), changed. A request from another Engram or another environment is
 declined (the client then answers in-process); so is a request once a module of Engram that the
 server has loaded changed on disk, and the server then stops.
+
+One server per ``ENGRAM_HOME``: it holds the ``flock`` of ``run/serve.lock`` (0600, its process
+id inside) from before it binds the socket until after it removed it. A server the CLI started
+(``engram.warm.start``) got the lock from its starter (``--lock-fd``); one started by hand takes
+it, and is refused while another holds it.
 """
 
 from __future__ import annotations
@@ -33,14 +38,17 @@ MAX_REQUEST = 1 << 20
 
 
 class Server:
-    def __init__(self, run, path: str | None = None):
+    def __init__(self, run, path: str | None = None, lock_fd: int | None = None):
         from engram import commands, paths
         from engram.errors import EngramError
 
         self.run_cli = run
         self.path = path or warm.socket_path()
         paths.private_dir(os.path.dirname(self.path))
-        if _answering(self.path):
+        self.lock_fd = _lock(os.path.join(os.path.dirname(self.path), warm.LOCK_NAME), lock_fd)
+        if self.lock_fd is None or _answering(self.path):
+            if self.lock_fd is not None:
+                os.close(self.lock_fd)
             raise EngramError(f"{self.path}: another engram serve answers there already")
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)  # a socket left by a server that died
@@ -73,6 +81,9 @@ class Server:
             with contextlib.suppress(Exception):
                 eng.close()
         commands.kept_engines = None
+        if self.lock_fd is not None:  # (after the socket is gone: a CLI may start the next one)
+            os.close(self.lock_fd)
+            self.lock_fd = None
 
     def run(self, idle_exit: float | None = None) -> None:
         self.sock.settimeout(idle_exit)
@@ -201,6 +212,27 @@ def _logs_to(stream):
         for h, s in handlers:
             h.setStream(s)
         root.setLevel(level)
+
+
+def _lock(path: str, fd: int | None) -> int | None:
+    """The descriptor of ``path`` (the start lock) with its ``flock`` held by this process, its
+    process id written in it; None when another process holds it. ``fd``: a descriptor the
+    starter locked and handed over (locking it again is a no-op: the same open file)."""
+    import fcntl
+
+    if fd is None:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    else:
+        os.set_inheritable(fd, False)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    os.fchmod(fd, 0o600)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, b"%d\n" % os.getpid(), 0)
+    return fd
 
 
 def _peer_uid(conn: socket.socket) -> int | None:

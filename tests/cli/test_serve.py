@@ -6,6 +6,7 @@ unsafe permissions, changed code) must give the in-process answer, never a wrong
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -28,6 +29,49 @@ def _interruptible() -> None:
     was started in the background by a shell, whose children inherit SIGINT ignored."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
+
+
+def servers() -> list[int]:
+    """The process ids of every ``engram serve`` of this test's ``ENGRAM_HOME`` (started by hand
+    or by a CLI), from ``/proc``: their command line and environment."""
+    want = b"ENGRAM_HOME=" + os.fsencode(os.environ["ENGRAM_HOME"])
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            with open(f"/proc/{d}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:  # gone, or not ours
+            continue
+        if b"serve" in argv and any(b"engram" in a for a in argv) and want in env:
+            out.append(int(d))
+    return sorted(out)
+
+
+def stop_servers() -> list[int]:
+    """Stop (SIGTERM, then SIGKILL) every server of this ``ENGRAM_HOME``; returns their ids."""
+    found = servers()
+    for pid in found:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 20
+    while servers() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in servers():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_server_left():
+    """No test here leaves a server running, nor starts one it did not mean to (the ``engram``
+    helper runs the CLI with ``ENGRAM_NO_SERVE`` unset: a first call would start one)."""
+    yield
+    assert stop_servers() == []
 
 
 def _env(**extra) -> dict:
@@ -186,6 +230,8 @@ def test_a_stopped_server_is_not_waited_for(server, indexed):
 
 
 def test_a_stale_socket_is_ignored_and_replaced(indexed, tmp_path):
+    # (the user's config: the CLI starts no server of its own, tests/cli/test_serve_auto.py)
+    (Path(os.environ["ENGRAM_HOME"]) / "config.yml").write_text("serve:\n  auto: false\n")
     path = warm.socket_path()
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
