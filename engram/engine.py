@@ -333,6 +333,14 @@ class Engine:
         return explain_blocks(self.conn(), text, list(blocks),
                                 windows=len(blocks) == 1 if windows is None else windows)
 
+    def block_window(self, top: dict) -> dict | None:
+        """The window ``explain_blocks(windows=True)`` gives a block's best session (``top``), for
+        an entry computed without windows (a code lens's) that a hover shows: None when ``top``
+        names no event the index holds (``engram/query/blocks.top_window``)."""
+        from engram.query.blocks import top_window
+
+        return top_window(self.conn(), top)
+
     # -- for a long-running process (the language server) -------------------------------------
     # What a server does between requests so that the next ones answer sooner; the answers are the
     # same with or without it.

@@ -128,19 +128,51 @@ def _explain_blocks(cache: _RowCache, conn: apsw.Connection, text: str,
             continue
         top_conf = float(conf[f])
         res = out[int(d[f])]
+        eid = int(e[f])
         res.update({
             "sessions": n, "best": round(top_conf, 4), "latest": times[lr] or None,
             "top": {"tape_id": top.tape_id, "harness": top.harness, "session": top.session,
                     "model": top.model, "label": top.label, "tier": top.tier or "agent",
-                    "last_t": top.last_t, "confidence": round(top_conf, 4)}})
+                    "last_t": top.last_t, "confidence": round(top_conf, 4),
+                    "event": eid}})
         if access is not None:
-            eid = int(e[f])
-            r = queries.events(conn, [eid])[eid]
-            w = {"anchor": r.ofs, "kind": schema.kind_name(r.kind), "confidence": round(top_conf, 4),
-                 "file": r.file}
-            w.update(window.window(access, top, r.ofs, 1, 1))
-            res["top"]["windows"] = [w]
+            res["top"]["windows"] = [_window(conn, access, top, eid, top_conf)]
     return out
+
+
+def top_window(conn: apsw.Connection, top: dict) -> dict | None:
+    """The first transcript window of a block's best session (``top`` of an ``explain_blocks``
+    entry, which names its anchor event), as ``explain_blocks(windows=True)`` gives it: for an
+    entry computed without windows (a code lens's) that a hover then shows. None when ``top``
+    names no event or the index no longer holds it."""
+    eid = top.get("event")
+    if type(eid) is not int:
+        return None
+    cache = _cache(conn)
+    snapshot = not conn.in_transaction
+    with cache.lock:
+        if snapshot:
+            conn.execute("BEGIN")
+        try:
+            cache.check(conn)
+            event = queries.events(conn, [eid]).get(eid)
+            row = cache.tape_rows(conn, [event.tape]).get(event.tape) if event else None
+            if row is None or row.tape_id != top.get("tape_id"):
+                return None
+            return _window(conn, TapeAccess(conn), row, eid, top.get("confidence") or 0.0)
+        finally:
+            if snapshot:
+                conn.execute("COMMIT")
+
+
+def _window(conn: apsw.Connection, access: TapeAccess, tape: queries.TapeRow, eid: int,
+            conf: float) -> dict:
+    """The window around event ``eid`` of ``tape`` (one event either side)."""
+    r = queries.events(conn, [eid])[eid]
+    w = {"anchor": r.ofs, "kind": schema.kind_name(r.kind), "confidence": round(conf, 4),
+         "file": r.file}
+    w.update(window.window(access, tape, r.ofs, 1, 1))
+    return w
 
 
 # -- fingerprints of the blocks ---------------------------------------------------------------

@@ -34,6 +34,11 @@ def hover_block(engine, backend, doc: documents.Doc, line: int):
         block = {**result[0], "range": [start, end]} if result else None
         top = (block or {}).get("top")
         if block and block.get("sessions") and isinstance(top, dict):
+            if not top.get("windows"):
+                # an entry a code lens computed (no windows): the window the hover's own
+                # ``explain_blocks`` gives, read for its anchor alone (not a whole explain)
+                w = engine.block_window(top)
+                top = {**top, "windows": [w]} if w is not None else top
             block = {**block, "top": _with_window(engine, doc, text, start, end, top)}
             # a note among several sessions (or the best one): its kind and text, warnings first
             # (the extra explain only where the index holds notes at all)
