@@ -323,20 +323,22 @@ class Engine:
         return hit
 
     def explain_blocks(self, file: str, text: str, blocks: list[tuple[int, int]],
-                       windows: bool | None = None) -> list[dict]:
+                       windows: bool | None = None, events: bool = False) -> list[dict]:
         """Session counts for many blocks of one document: one fingerprint pass, one lookup
         (``engram/query/blocks.py``). ``top`` is each block's best session; with ``windows``
         (default: when a single block is asked for, as a hover does) it carries its first
-        transcript window, read from the tape."""
+        transcript window, read from the tape; with ``events`` the event that window is read
+        around (for ``block_window``)."""
         from engram.query.blocks import explain_blocks
 
         return explain_blocks(self.conn(), text, list(blocks),
-                                windows=len(blocks) == 1 if windows is None else windows)
+                                windows=len(blocks) == 1 if windows is None else windows,
+                                events=events)
 
     def block_window(self, top: dict) -> dict | None:
         """The window ``explain_blocks(windows=True)`` gives a block's best session (``top``), for
-        an entry computed without windows (a code lens's) that a hover shows: None when ``top``
-        names no event the index holds (``engram/query/blocks.top_window``)."""
+        an entry computed with ``events`` and without windows (a code lens's) that a hover shows:
+        None when ``top`` names no event the index holds (``engram/query/blocks.top_window``)."""
         from engram.query.blocks import top_window
 
         return top_window(self.conn(), top)

@@ -754,7 +754,7 @@ class Backend:
         missing = [i for i, r in known.items() if r is None]
         if missing:
             if len(missing) == len(blocks):
-                computed = engine.explain_blocks(file, text, list(blocks))
+                computed = engine.explain_blocks(file, text, list(blocks), events=True)
             else:
                 sub, ranges, line = [], [], 1
                 for i in missing:
@@ -762,7 +762,8 @@ class Backend:
                     sub.append(texts[i])
                     ranges.append((line, line + n - 1))
                     line += n + 1  # a blank line between blocks
-                computed = engine.explain_blocks(file, "\n\n".join(sub) + "\n", ranges)
+                computed = engine.explain_blocks(file, "\n\n".join(sub) + "\n", ranges,
+                                                 events=True)
             with self._lock:
                 for i, result in zip(missing, computed, strict=True):
                     known[i] = result

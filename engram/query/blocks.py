@@ -59,7 +59,9 @@ log = logging.getLogger(__name__)
 
 
 def explain_blocks(conn: apsw.Connection, text: str, blocks: list[tuple[int, int]],
-                   windows: bool = False) -> list[dict]:
+                   windows: bool = False, events: bool = False) -> list[dict]:
+    """See the module docstring; with ``events``, each ``top`` also names the event its window is
+    read around (``event``: for ``top_window`` later)."""
     out = [{"range": [s, e], "sessions": 0, "best": 0.0, "latest": None, "top": None}
            for s, e in blocks]
     if not blocks:
@@ -70,14 +72,15 @@ def explain_blocks(conn: apsw.Connection, text: str, blocks: list[tuple[int, int
         if snapshot:
             conn.execute("BEGIN")
         try:
-            return _explain_blocks(cache, conn, text, blocks, windows, out)
+            return _explain_blocks(cache, conn, text, blocks, windows, events, out)
         finally:
             if snapshot:
                 conn.execute("COMMIT")
 
 
 def _explain_blocks(cache: _RowCache, conn: apsw.Connection, text: str,
-                    blocks: list[tuple[int, int]], windows: bool, out: list[dict]) -> list[dict]:
+                    blocks: list[tuple[int, int]], windows: bool, events: bool,
+                    out: list[dict]) -> list[dict]:
     cache.check(conn)
     q_block, q_key, denom = _block_queries(cache, conn, text, blocks)
     if not len(q_key):
@@ -133,8 +136,9 @@ def _explain_blocks(cache: _RowCache, conn: apsw.Connection, text: str,
             "sessions": n, "best": round(top_conf, 4), "latest": times[lr] or None,
             "top": {"tape_id": top.tape_id, "harness": top.harness, "session": top.session,
                     "model": top.model, "label": top.label, "tier": top.tier or "agent",
-                    "last_t": top.last_t, "confidence": round(top_conf, 4),
-                    "event": eid}})
+                    "last_t": top.last_t, "confidence": round(top_conf, 4)}})
+        if events:
+            res["top"]["event"] = eid
         if access is not None:
             res["top"]["windows"] = [_window(conn, access, top, eid, top_conf)]
     return out
@@ -142,7 +146,7 @@ def _explain_blocks(cache: _RowCache, conn: apsw.Connection, text: str,
 
 def top_window(conn: apsw.Connection, top: dict) -> dict | None:
     """The first transcript window of a block's best session (``top`` of an ``explain_blocks``
-    entry, which names its anchor event), as ``explain_blocks(windows=True)`` gives it: for an
+    entry asked for with ``events``: it names its anchor event), as ``explain_blocks(windows=True)`` gives it: for an
     entry computed without windows (a code lens's) that a hover then shows. None when ``top``
     names no event or the index no longer holds it."""
     eid = top.get("event")

@@ -49,7 +49,10 @@ async def test_the_window_read_for_a_lens_entry_is_the_hovers_own(lsp, ws, monke
     eng = Engine(ws.root)
     try:
         blocks = [(s, e) for s, e, _name in eng.top_level_blocks(text, path)]
-        lens = eng.explain_blocks(str(path), text, blocks)  # several blocks: no windows
+        # several blocks: no windows; ``events`` as the server asks (each top names its anchor)
+        lens = eng.explain_blocks(str(path), text, blocks, events=True)
+        assert [r["top"] and {k: v for k, v in r["top"].items() if k != "event"} for r in lens] \
+            == [r["top"] for r in eng.explain_blocks(str(path), text, blocks)]
         assert len(blocks) > 1 and any(r["top"] for r in lens)
         for (s, e), entry in zip(blocks, lens):
             if entry["top"] is None:
