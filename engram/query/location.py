@@ -363,8 +363,16 @@ def _log_text(conn: apsw.Connection, rel: str | None, file: str, exact: bool) ->
         return None
     ordered, _rows, _bounds = hist
     texts = queries.edit_lines(conn, [r[4] for _ids, regions in ordered for r in regions])
-    unknown = np.full(1, -1, dtype=np.int64)
-    text = np.zeros(0, dtype=np.int64)
+    return _replay(ordered, texts, exact)
+
+
+def _replay(ordered, texts: dict, exact: bool) -> np.ndarray:
+    """``_log_text``'s replay of a file's calls (``history``'s, latest first) over their edits'
+    line hashes ``texts``, as one read-only int64 array. A list spliced in place: one splice per
+    edit moves the lines below it once, where slicing and concatenating arrays copied the whole
+    text per edit (a file of ~75 logged edits: 0.6 ms of numpy calls on arrays of a few hundred
+    lines)."""
+    text: list[int] = []
     for _ids, regions in reversed(ordered):                 # oldest call first
         for b_s, b_e, a_s, a_e, eid in reversed(regions):    # bottom-up: ranges stay valid
             n = max(a_e - a_s + 1, 0)                        # (a text's hashes end with the
@@ -372,16 +380,17 @@ def _log_text(conn: apsw.Connection, rel: str | None, file: str, exact: bool) ->
             side = None if el is None else el.after_x if exact else el.after
             if side is not None and exact and len(side) != len(el.after):
                 side = None
-            after = side[:n].astype(np.int64) if side is not None else unknown[:0]
+            after = side[:n].tolist() if side is not None else []
             if len(after) < n:
-                after = np.concatenate([after, unknown.repeat(n - len(after))])
+                after += [-1] * (n - len(after))
             lo = max(b_s - 1, 0)
             hi = max(b_e, lo)                                # an empty before-range inserts
             if lo > len(text):
-                text = np.concatenate([text, unknown.repeat(lo - len(text))])
-            text = np.concatenate([text[:lo], after, text[hi:]])
-    text.flags.writeable = False
-    return text
+                text += [-1] * (lo - len(text))
+            text[lo:hi] = after
+    out = np.array(text, dtype=np.int64)
+    out.flags.writeable = False
+    return out
 
 
 def reanchor(conn: apsw.Connection, rel: str | None, file: str, now: np.ndarray) -> np.ndarray | None:
