@@ -440,6 +440,8 @@ def cmd_serve(args) -> int:
 
         os.chdir(warm.run_dir())
     server = Server(run, lock_fd=args.lock_fd)
+    global parsers
+    parsers = {}
     server.warm()
     sys.stderr.write(f"engram serve: answering `engram explain` at {server.path}\n")
     sys.stderr.flush()
@@ -673,6 +675,10 @@ def main(argv: list[str] | None = None) -> int:
     return run(argv)
 
 
+#: ``engram serve`` keeps the parsers ``run`` built, by command (argparse's ``parse_args`` leaves
+#: a parser as it was); None in any other process
+parsers: dict | None = None
+
 #: the arguments ``run`` parsed last (``main`` reads the repository root of an in-process
 #: ``explain`` / ``log`` from them)
 _parsed = None
@@ -696,11 +702,15 @@ def run(argv: list[str]) -> int:
     """``engram <argv>`` in this process."""
     import logging
 
-    parser = None
-    if argv and not argv[0].startswith("-"):
-        parser = build_parser(only=argv[0])
-    if parser is None:  # no command, an option first, or no such command: the whole parser
-        parser = build_parser()
+    key = argv[0] if argv and not argv[0].startswith("-") else None
+    parser = parsers.get(key) if parsers is not None else None
+    if parser is None:
+        if key is not None:
+            parser = build_parser(only=key)
+        if parser is None:  # no command, an option first, or no such command: the whole parser
+            parser = build_parser()
+        if parsers is not None:
+            parsers[key] = parser
     global _parsed
     args = _parsed = parser.parse_args(argv)
     if not getattr(args, "fn", None):

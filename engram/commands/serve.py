@@ -132,11 +132,7 @@ class Server:
         """Whether a module of Engram this process has loaded changed on disk since (a fresh
         ``engram`` would run other code). Modules not loaded yet load from the disk as they are,
         as in a fresh process; this records them."""
-        pkg = warm.package_dir() + os.sep
-        for m in list(sys.modules.values()):
-            f = getattr(m, "__file__", None)
-            if not f or not f.startswith(pkg):
-                continue
+        for f in self._module_files():
             try:
                 st = os.stat(f)
             except OSError:
@@ -144,6 +140,23 @@ class Server:
             if self.seen.setdefault(f, (st.st_size, st.st_mtime_ns)) != (st.st_size, st.st_mtime_ns):
                 return True
         return False
+
+    def _module_files(self) -> list[str]:
+        """The source files of Engram's loaded modules (memoised while no module is added)."""
+        if len(sys.modules) != getattr(self, "_n_modules", -1):
+            pkg = warm.package_dir() + os.sep
+            files = (getattr(m, "__file__", None) for m in list(sys.modules.values()))
+            self._files = [f for f in files if f and f.startswith(pkg)]
+            self._n_modules = len(sys.modules)
+        return self._files
+
+    def record_new(self) -> None:
+        """Record the modules the last command loaded (as ``code_changed``, for those alone)."""
+        for f in self._module_files():
+            if f not in self.seen:
+                with contextlib.suppress(OSError):
+                    st = os.stat(f)
+                    self.seen[f] = (st.st_size, st.st_mtime_ns)
 
     def answer(self, data: bytes) -> bytes:
         import ast
@@ -172,7 +185,7 @@ class Server:
             return self._run(req["argv"])
         finally:
             os.chdir(self.home)
-            self.code_changed()  # (records what the command loaded)
+            self.record_new()  # (what the command loaded)
 
     def _run(self, argv: list[str]) -> bytes:
         out, err = io.StringIO(), io.StringIO()
