@@ -13,6 +13,14 @@ truth spans, alternating call by call:
 Reports wall p50/p95 and the CPU time of each process (user + system, ``RUSAGE_CHILDREN``: the
 figure a loaded machine does not distort as much), the load average, and checks that every
 served answer is the in-process one (stdout, stderr, exit status; ``stats.elapsed_ms`` aside).
+
+``--mode default`` measures what a new user's agent gets with no action of theirs: no server at
+first (any server of this ``ENGRAM_HOME`` is stopped), then the loop of calls back to back with
+the user's environment (no ``ENGRAM_NO_SERVE``): the first call answers in-process and starts
+``engram serve`` itself (``engram.warm.start``), the next are served once it is up. It reports
+the first call, the loop after it (each call marked served or not by the server's log), the
+started server's CPU time (``/proc``), and then, in the same run, the in-process calls
+(``ENGRAM_NO_SERVE=1``) and ``python -c pass`` as references. The server is stopped at the end.
 """
 
 from __future__ import annotations
@@ -52,12 +60,112 @@ def _untimed(out: str) -> str:
     return json.dumps(obj, sort_keys=True)
 
 
+def _server_pid(home: Path) -> int | None:
+    """The process id of the server of this ``ENGRAM_HOME`` (written in its start lock), if it
+    lives."""
+    try:
+        pid = int((home / "run" / "serve.lock").read_text().split()[0])
+        os.kill(pid, 0)
+        return pid
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _proc_cpu_ms(pid: int | None) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, TypeError):
+        return 0.0
+
+
+def _stop_server(home: Path) -> None:
+    import signal
+
+    pid = _server_pid(home)
+    if pid is None:
+        return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while _server_pid(home) == pid and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _answered(home: Path) -> int:
+    try:
+        return (home / "run" / "serve.log").read_text().count("serve: answered")
+    except OSError:
+        return 0
+
+
+def _call(exe: str, x: dict, repos: Path, env: dict) -> tuple[float, float, tuple]:
+    t0, c0 = time.perf_counter(), _cpu_ms()
+    p = subprocess.run([exe, "explain", f"{x['file']}:{x['start']}-{x['end']}"],
+                       cwd=repos / x["repo"], env=env, capture_output=True, text=True)
+    return ((time.perf_counter() - t0) * 1000, _cpu_ms() - c0,
+            (p.returncode, _untimed(p.stdout), p.stderr))
+
+
+def default_mode(a, exe: str, env: dict, spans: list[dict], repos: Path) -> dict:
+    """What a new user gets: no server, then an agent's loop (see the module's docstring)."""
+    home = a.home.resolve()
+    _stop_server(home)
+    load = [round(os.getloadavg()[0], 2)]
+    loop = [x for _ in range(a.rounds) for x in spans]
+    calls = []  # (wall, cpu, served, answer)
+    for i, x in enumerate(loop):
+        before = _answered(home)
+        wall, cpu, answer = _call(exe, x, repos, env)
+        time.sleep(0.002)  # (the server logs its answer just after sending it)
+        calls.append((wall, cpu, _answered(home) > before if i else False, answer))
+    pid = _server_pid(home)
+    server_cpu = _proc_cpu_ms(pid)
+    load.append(round(os.getloadavg()[0], 2))
+    local = dict(env, ENGRAM_NO_SERVE="1")
+    ref = {"in-process": ([], []), "python": ([], [])}
+    differ, errors = [], []
+    for i, x in enumerate(spans):
+        wall, cpu, answer = _call(exe, x, repos, local)
+        ref["in-process"][0].append(wall)
+        ref["in-process"][1].append(cpu)
+        if answer != calls[i][3]:
+            differ.append(f"{x['file']}:{x['start']}-{x['end']}")
+        if answer[0]:
+            errors.append(answer[2][-300:])
+        t0, c0 = time.perf_counter(), _cpu_ms()
+        subprocess.run([sys.executable, "-c", "pass"], env=env)
+        ref["python"][0].append((time.perf_counter() - t0) * 1000)
+        ref["python"][1].append(_cpu_ms() - c0)
+    load.append(round(os.getloadavg()[0], 2))
+    _stop_server(home)
+    rest = calls[1:]
+    served = [c for c in rest if c[2]]
+    return {
+        "mode": "default", "load_1m": load, "spans": len(spans), "rounds": a.rounds,
+        "first_call": {"wall_ms": round(calls[0][0], 1), "cpu_ms": round(calls[0][1], 1)},
+        "loop_after_first": {"wall_ms": _summ([c[0] for c in rest]),
+                             "cpu_ms": _summ([c[1] for c in rest]),
+                             "served": len(served), "in_process": len(rest) - len(served),
+                             "first_served_call": next((i + 1 for i, c in enumerate(calls) if c[2]), None)},
+        "whole_loop": {"wall_ms": _summ([c[0] for c in calls]), "cpu_ms": _summ([c[1] for c in calls])},
+        "served_calls": {"wall_ms": _summ([c[0] for c in served]),
+                         "cpu_ms": _summ([c[1] for c in served])} if served else None,
+        "server": {"pid_alive_after_loop": pid is not None,
+                   "cpu_ms_warmup_and_answers": round(server_cpu, 1)},
+        **{m: {"wall_ms": _summ(w), "cpu_ms": _summ(c)} for m, (w, c) in ref.items()},
+        "answers_differ_from_in_process": differ, "errors": errors[:3]}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True, help="a bench_scale.py --out directory")
     ap.add_argument("--home", type=Path, required=True, help="ENGRAM_HOME (a copy of <out>/engram-home)")
     ap.add_argument("-n", type=int, default=20, help="spans")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--mode", choices=("served", "default"), default="served",
+                    help="served: in-process vs a server started by hand, alternating; default: "
+                         "what a new user gets (no server at first; the CLI starts one)")
     a = ap.parse_args(argv)
 
     exe = str(Path(sys.executable).parent / "engram")
@@ -67,6 +175,12 @@ def main(argv=None) -> int:
              if x["end"] - x["start"] >= 2]
     spans = random.Random(11).sample(spans, min(a.n, len(spans)))
     repos = a.out / "repos"
+    machine = {"platform": platform.platform(), "python": platform.python_version(),
+               "cpus": os.cpu_count()}
+    if a.mode == "default":
+        res = {"machine": machine, **default_mode(a, exe, env, spans, repos)}
+        print(json.dumps(res, indent=2))
+        return 0 if not res["answers_differ_from_in_process"] else 1
 
     log = a.home / "bench-serve.log"
     server = subprocess.Popen([exe, "serve", "-v"], env=env, stdout=subprocess.DEVNULL,
