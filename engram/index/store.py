@@ -211,6 +211,38 @@ def edit_lines_row(text: str) -> tuple:
     return (line_hashes(text).tobytes(), exact_hashes(text).tobytes())
 
 
+EDIT_LINES_CHUNK_CHARS = 1 << 20   # edit texts whose line hashes are computed in one call
+
+
+def edit_lines_rows(texts: list[str]) -> list[tuple]:
+    """``[edit_lines_row(t) for t in texts]``, the line hashes of about
+    ``EDIT_LINES_CHUNK_CHARS`` of texts computed at once (``_line_hashes_at_once`` of the texts
+    joined by line breaks: a line's hash is its own, whatever the lines around it). One text at
+    a time, the fixed cost of the numpy calls was most of it (edits are a few lines each)."""
+    out: list[tuple] = []
+    i = 0
+    while i < len(texts):
+        j, size = i, 0
+        while j < len(texts) and (j == i or size + len(texts[j]) <= EDIT_LINES_CHUNK_CHARS):
+            size += len(texts[j])
+            j += 1
+        hashes = _line_hashes_at_once("\n".join(texts[i:j]))
+        at = 0
+        for t in texts[i:j]:
+            n = t.count("\n") + 1
+            out.append((hashes[at:at + n].tobytes(), exact_hashes(t).tobytes()))
+            at += n
+        i = j
+    return out
+
+
+def _edit_lines_of(infos: list[list]) -> list[tuple | None]:
+    """``edit_lines_row`` of each ``[text, k-grams wanted, an edit's text]`` that is an edit's
+    text, None for the others (``prepare``'s and ``Preparer``'s ``PreparedTexts``)."""
+    rows = iter(edit_lines_rows([info[0] for info in infos if info[2]]))
+    return [next(rows) if info[2] else None for info in infos]
+
+
 BLOCK_LINES_SQL = "INSERT OR IGNORE INTO block_lines(block, hashes, exact) VALUES (?,?,?)"
 
 
@@ -416,7 +448,7 @@ def prepare(sessions: list[list[dict]], wanted=None) -> list[Prepared]:
     keys = list(texts)
     fps = _fingerprint_chunked([texts[h][0] for h in keys], [texts[h][1] for h in keys])
     done = PreparedTexts(keys, [texts[h][0].count("\n") + 1 for h in keys], fps,
-                         [edit_lines_row(texts[h][0]) if texts[h][2] else None for h in keys])
+                         _edit_lines_of([texts[h] for h in keys]))
     return [Prepared(per, done) for per in out]
 
 
@@ -524,7 +556,7 @@ class Preparer:
         keys = list(todo)
         fps = _fingerprint_chunked([todo[h][0] for h in keys], [todo[h][1] for h in keys])
         part = PreparedTexts(keys, [todo[h][0].count("\n") + 1 for h in keys], fps,
-                             [edit_lines_row(todo[h][0]) if todo[h][2] else None for h in keys])
+                             _edit_lines_of([todo[h] for h in keys]))
         n = len(self.texts.parts)
         if self.sink is None:   # (with a sink the parts are not kept, nor where each text is)
             self.texts.parts.append(part)

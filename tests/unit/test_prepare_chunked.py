@@ -54,3 +54,19 @@ def test_chunks_give_the_values_of_one_call(monkeypatch):
     chunked = _flat(store.prepare(sessions, wanted))
     assert len(calls) > 10 and chunked == whole
     assert any(isinstance(x, tuple) and x[4] is not None for x in whole)  # k-grams kept too
+
+
+def test_edit_lines_of_many_texts_at_once_equal_one_at_a_time(monkeypatch):
+    """``edit_lines_rows`` (the texts joined, hashed at once, a chunk at a time) gives each
+    text's ``edit_lines_row``: blank, trivial and Unicode-edged lines, lone surrogates, texts
+    ending in a line break, empty texts, one text bigger than a chunk."""
+    rng = random.Random(11)
+    alpha = "ab c\t\n\xa0é\u3000\x1c_1()\r\x0b\udc80\x00@[`{Z9\x7f\x1f\x1b\x85\u2028"
+    texts = ["", "\n", "abc", "  abc  \n", "\xa0abc\xa0", "abc\u3000\n\n x y z", "\udc80abc\nab"]
+    texts += ["".join(rng.choice(alpha) for _ in range(rng.randint(0, 120))) for _ in range(2000)]
+    texts += ["\n".join(f"    value_{i} = f({i})" for i in range(3000))]
+    want = [store.edit_lines_row(t) for t in texts]
+    assert store.edit_lines_rows(texts) == want
+    monkeypatch.setattr(store, "EDIT_LINES_CHUNK_CHARS", 500)  # many chunks, one text alone
+    assert store.edit_lines_rows(texts) == want
+    assert store.edit_lines_rows([]) == []
