@@ -80,16 +80,42 @@ def _proc_cpu_ms(pid: int | None) -> float:
         return 0.0
 
 
+def _rss_mb(pid: int | None) -> float | None:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            kb = next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS:"))
+        return round(kb / 1024, 1)
+    except (OSError, ValueError, StopIteration):
+        return None
+
+
 def _stop_server(home: Path) -> None:
+    """Stop the server of this ``ENGRAM_HOME``, one still starting included: until its start
+    lock is free, kill the process id written in it (a starting server writes its own there
+    before it binds its socket)."""
+    import fcntl
     import signal
 
-    pid = _server_pid(home)
-    if pid is None:
+    lock = home / "run" / "serve.lock"
+    if not lock.exists():
         return
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 30
-    while _server_pid(home) == pid and time.monotonic() < deadline:
-        time.sleep(0.05)
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                return
+            except OSError:  # held: a server lives or starts
+                pass
+            pid = _server_pid(home)
+            if pid is not None:
+                os.kill(pid, signal.SIGTERM)
+            time.sleep(0.05)
+        raise SystemExit(f"{lock}: the server did not stop")
+    finally:
+        os.close(fd)
 
 
 def _answered(home: Path) -> int:
@@ -110,8 +136,14 @@ def _call(exe: str, x: dict, repos: Path, env: dict) -> tuple[float, float, tupl
 def default_mode(a, exe: str, env: dict, spans: list[dict], repos: Path) -> dict:
     """What a new user gets: no server, then an agent's loop (see the module's docstring)."""
     home = a.home.resolve()
-    _stop_server(home)
     load = [round(os.getloadavg()[0], 2)]
+    firsts = ([], [])  # first calls with no server, the started one stopped after each
+    for x in spans[:a.first]:
+        _stop_server(home)
+        wall, cpu, _answer = _call(exe, x, repos, env)
+        firsts[0].append(wall)
+        firsts[1].append(cpu)
+    _stop_server(home)
     loop = [x for _ in range(a.rounds) for x in spans]
     calls = []  # (wall, cpu, served, answer)
     for i, x in enumerate(loop):
@@ -121,6 +153,7 @@ def default_mode(a, exe: str, env: dict, spans: list[dict], repos: Path) -> dict
         calls.append((wall, cpu, _answered(home) > before if i else False, answer))
     pid = _server_pid(home)
     server_cpu = _proc_cpu_ms(pid)
+    server_rss = _rss_mb(pid)
     load.append(round(os.getloadavg()[0], 2))
     local = dict(env, ENGRAM_NO_SERVE="1")
     ref = {"in-process": ([], []), "python": ([], [])}
@@ -144,6 +177,7 @@ def default_mode(a, exe: str, env: dict, spans: list[dict], repos: Path) -> dict
     return {
         "mode": "default", "load_1m": load, "spans": len(spans), "rounds": a.rounds,
         "first_call": {"wall_ms": round(calls[0][0], 1), "cpu_ms": round(calls[0][1], 1)},
+        "first_calls": {"wall_ms": _summ(firsts[0]), "cpu_ms": _summ(firsts[1])} if firsts[0] else None,
         "loop_after_first": {"wall_ms": _summ([c[0] for c in rest]),
                              "cpu_ms": _summ([c[1] for c in rest]),
                              "served": len(served), "in_process": len(rest) - len(served),
@@ -152,7 +186,7 @@ def default_mode(a, exe: str, env: dict, spans: list[dict], repos: Path) -> dict
         "served_calls": {"wall_ms": _summ([c[0] for c in served]),
                          "cpu_ms": _summ([c[1] for c in served])} if served else None,
         "server": {"pid_alive_after_loop": pid is not None,
-                   "cpu_ms_warmup_and_answers": round(server_cpu, 1)},
+                   "cpu_ms_warmup_and_answers": round(server_cpu, 1), "rss_mb": server_rss},
         **{m: {"wall_ms": _summ(w), "cpu_ms": _summ(c)} for m, (w, c) in ref.items()},
         "answers_differ_from_in_process": differ, "errors": errors[:3]}
 
@@ -163,6 +197,8 @@ def main(argv=None) -> int:
     ap.add_argument("--home", type=Path, required=True, help="ENGRAM_HOME (a copy of <out>/engram-home)")
     ap.add_argument("-n", type=int, default=20, help="spans")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--first", type=int, default=5,
+                    help="default mode: first calls measured on their own first (no server)")
     ap.add_argument("--mode", choices=("served", "default"), default="served",
                     help="served: in-process vs a server started by hand, alternating; default: "
                          "what a new user gets (no server at first; the CLI starts one)")
