@@ -263,6 +263,9 @@ def start(idle_exit: float) -> int | None:
 
     from engram import paths
 
+    home = os.environ.get("ENGRAM_HOME")
+    if home and not os.path.isabs(os.path.expanduser(home)):
+        return None  # relative to this working directory: a server elsewhere would see another
     try:
         d = paths.private_dir(run_dir())
         st = os.stat(d)

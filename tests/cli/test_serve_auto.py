@@ -133,6 +133,17 @@ def test_the_opt_outs_start_none(indexed, how):  # noqa: F811
     assert servers() == [] and not os.path.exists(warm.lock_path())
 
 
+def test_a_relative_engram_home_starts_none(indexed):  # noqa: F811
+    """``ENGRAM_HOME`` relative to the working directory: a server, in its own directory, would
+    read another home; none is started (the command answers in-process)."""
+    rel = os.path.relpath(home(), indexed)  # (the tests run in the repository)
+    assert os.getcwd() == str(indexed)
+    for _ in range(2):
+        assert engram(*SPAN, ENGRAM_HOME=rel)[0] == 0
+    time.sleep(1.0)
+    assert servers() == [] and not os.path.exists(warm.lock_path())
+
+
 @pytest.mark.usefixtures("indexed")
 def test_the_started_server_exits_after_its_idle_time():
     (home() / "config.yml").write_text("serve:\n  idleExit: 1.5\n")
