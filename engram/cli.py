@@ -117,6 +117,9 @@ def cmd_init(args) -> int:
 
 
 def cmd_ingest(args) -> int:
+    from engram.ingest.worker import bound_heap
+
+    bound_heap()  # a one-shot process: its big arrays go back to the system once freed
     eng = _engine(args)
     bar = ProgressBar("ingest")
     try:
@@ -442,10 +445,10 @@ def cmd_serve(args) -> int:
     server = Server(run, lock_fd=args.lock_fd)
     global parsers
     parsers = {}
-    server.warm()
-    sys.stderr.write(f"engram serve: answering `engram explain` at {server.path}\n")
-    sys.stderr.flush()
     try:
+        server.warm()  # (inside: a kill while it loads still removes its socket)
+        sys.stderr.write(f"engram serve: answering `engram explain` at {server.path}\n")
+        sys.stderr.flush()
         server.run(idle_exit=args.idle_exit)
     except KeyboardInterrupt:
         pass
