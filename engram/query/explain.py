@@ -818,16 +818,20 @@ def _history_tapes(producer_tapes: set[str], lineage_part: list[dict]) -> set[st
     """The producing tapes and the tapes that continue into a producer, or dispatched it
     (transitively): their reasoning is the history of the edit, however small a share of the
     span that session produced and however the walk reached them first (even when they also read
-    the code themselves)."""
+    the code themselves). One pass over the lineage, then a walk over its continuation and
+    dispatch links from the producers."""
+    links: dict[str, list[str]] = defaultdict(list)
+    for e in lineage_part:
+        if e.get("kind") in ("continuation", "dispatch"):
+            links[e["from"]["tape_id"]].append(e["to"]["tape_id"])
     history_tapes = set(producer_tapes)
-    grew = True
-    while grew:
-        grew = False
-        for e in lineage_part:
-            if (e.get("kind") in ("continuation", "dispatch") and e["from"]["tape_id"] in history_tapes
-                    and e["to"]["tape_id"] not in history_tapes):
-                history_tapes.add(e["to"]["tape_id"])
-                grew = True
+    todo = [t for t in history_tapes if t in links]
+    while todo:
+        for to in links[todo.pop()]:
+            if to not in history_tapes:
+                history_tapes.add(to)
+                if to in links:
+                    todo.append(to)
     return history_tapes
 
 
@@ -855,6 +859,7 @@ def _rank(sessions: list[Candidate], evidence: dict[int, Evidence], walked: _Wal
     recency = {t: i for i, t in enumerate(sorted({trows[s.tape].last_t or "" for s in sessions},
                                                   reverse=True))}
     history_paths, paths_by_event = walked.history_paths, walked.paths_by_event
+    after_role = schema.ROLE_EDIT_AFTER
 
     def is_history(path: list[dict]) -> bool:
         """A walk path from a producing session through history edges only."""
@@ -869,12 +874,15 @@ def _rank(sessions: list[Candidate], evidence: dict[int, Evidence], walked: _Wal
         if v == "direct":
             if produced > 0:
                 return 0
-            wrote = any(schema.ROLE_EDIT_AFTER in evidence[e].roles and (
-                evidence[e].quoted >= WROTE_MIN or is_history(history_paths.get(e, [])))
-                for e, _p, _c in items if e in evidence)
             # wrote this text (in another file, or before: an edit the walk reaches from a
-            # producer through edit/move edges), or led to the edit, vs quoted it
-            return 1 if wrote or trows[tid].tape_id in history_tapes else 2
+            # producer through edit/move edges), or led to the edit, vs quoted it (a plain loop:
+            # a reader's items are every event of its tape that quoted the span)
+            for e, _p, _c in items:
+                ev = evidence.get(e)
+                if ev is not None and after_role in ev.roles and (
+                        ev.quoted >= WROTE_MIN or is_history(history_paths.get(e, []))):
+                    return 1
+            return 1 if trows[tid].tape_id in history_tapes else 2
         path = paths_by_event.get(items[0][0], [])
         history = not any(e.get("kind") not in HISTORY_EDGE_KINDS and not e.get("agent_link")
                           for e in path)
@@ -883,16 +891,17 @@ def _rank(sessions: list[Candidate], evidence: dict[int, Evidence], walked: _Wal
             return 1
         return 3
 
-    groups = {id(s): group(s) for s in sessions}
-
-    def key(s: Candidate):
-        """Group; then the share of the span the session produced; then overall confidence;
-        then the most recent; then stable, path-independent fields."""
+    # the key: group; then the share of the span the session produced; then overall confidence;
+    # then the most recent; then stable, path-independent fields (one per candidate, built in
+    # one pass with its group)
+    groups: dict[int, int] = {}
+    keys = []
+    for s in sessions:
+        g = groups[id(s)] = group(s)
         t = trows[s.tape]
-        return (groups[id(s)], -round(s.produced, 2) if s.produced else 0, -round(s.confidence, 2),
-                recency[t.last_t or ""], t.first_t or "", t.session or "", t.tape_id)
-
-    sessions.sort(key=key)
+        keys.append((g, -round(s.produced, 2) if s.produced else 0, -round(s.confidence, 2),
+                     recency[t.last_t or ""], t.first_t or "", t.session or "", t.tape_id))
+    sessions[:] = [sessions[i] for i in sorted(range(len(sessions)), key=keys.__getitem__)]
     return sessions, groups
 
 
