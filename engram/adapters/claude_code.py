@@ -270,7 +270,9 @@ class _Parser:
         self.usage = KeyMap(len(_USAGE_KEYS))  # message.id's key → its last usage's counts
         self.big_usage: dict[bytes, tuple] = {}  # (the keys whose counts do not fit 62 bits)
         self.calls: dict[str, str | tuple] = {}  # tool_use id → its tool, or (tool, input)
-        self.files: dict[str, str] = {}  # path → last known full content
+        # path → last known full content, or (content before, hunks): applied when first asked
+        # for (``_file``; most are never asked for, and applying splits the whole file)
+        self.files: dict[str, str | tuple] = {}
         self.seen_uuids = KeyMap()
         self.seen_blocks = KeyMap()
         self.compactions = 0
@@ -580,6 +582,17 @@ class _Parser:
         if start == 1 and total is not None and len(base.lines_of(body)) >= total:
             self.files[path] = body
 
+    def _file(self, path: str) -> str | None:
+        """The last known full content of ``path`` (None: unknown, or hunks that did not apply)."""
+        v = self.files.get(path)
+        if isinstance(v, tuple):
+            v = base.apply_hunks(*v)
+            if v is None:
+                del self.files[path]
+            else:
+                self.files[path] = v
+        return v
+
     def _edit(self, tool: str, args: dict, tur, t, extra: dict, out: list) -> None:
         r = _d(tur)
         path = _s(r.get("filePath")) or _s(args.get("file_path")) or _s(args.get("notebook_path"))
@@ -612,14 +625,10 @@ class _Parser:
                 for sub in _split_hunk(h):
                     out.extend(base.edits_from_hunks(t, path, [sub], cwd=cwd, **extra))
             if original is not None:
-                after = base.apply_hunks(original, hunks)
-                if after is not None:
-                    self.files[path] = after
-                else:
-                    self.files.pop(path, None)
+                self.files[path] = (original, hunks)
             return
         # no structured patch: rebuild the change from the tool input
-        before = original if original is not None else self.files.get(path)
+        before = original if original is not None else self._file(path)
         after = self._apply_input(tool, args, r, before)
         if before is not None and after is not None:
             edits = base.edits_from_texts(t, path, before, after, cwd=cwd, **extra)
