@@ -139,7 +139,11 @@ def query_fingerprints(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, b
     sampled = len(wh) > MAX_QUERY_FPS
     if sampled:
         wh = wh[:MAX_QUERY_FPS]  # np.unique sorts: the smallest hash values
-    m = np.isin(qh, wh)
+    # the k-grams among them: ``wh`` is sorted, so a binary search (``np.isin``'s set-up cost
+    # more than the lookups on a span's few hundred k-grams)
+    at = np.searchsorted(wh, qh)
+    at[at == len(wh)] = 0
+    m = wh[at] == qh
     return qh[m], qlines[m], wh, sampled
 
 
@@ -184,11 +188,10 @@ def direct_evidence(conn: apsw.Connection, text: str, file: str | None = None,
     uq = np.unique(qh)
     keyed = queries._keyed(uq)  # the span's index keys: computed once for every lookup below
     bp = queries.boilerplate(conn, uq, keyed)
-    if bp:
-        bparr = np.fromiter(bp, dtype=np.int64, count=len(bp))
-        uq = uq[~np.isin(uq, bparr)]
+    if bp:  # (set lookups: a span's few hundred hashes cost less than ``np.isin``'s set-up)
+        uq = uq[np.array([h not in bp for h in uq.tolist()], dtype=bool)]
         # boilerplate fingerprints are removed from the denominator too
-        n_win = int(n_win - np.isin(wh, bparr).sum())
+        n_win = int(n_win - sum(h in bp for h in wh.tolist()))
         stats["boilerplate"] = len(bp)
         keyed = queries._keyed(uq)
     if n_win <= 0 or len(uq) == 0:
