@@ -25,6 +25,7 @@ language server imports only ``engram.engine``, ``engram.errors`` and ``engram.c
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import threading
@@ -40,7 +41,7 @@ from engram_lsp.settings import Settings
 
 log = logging.getLogger(__name__)
 
-_CACHE_SIZE = 256
+_CACHE_SIZE = 4096  # per-document results (lens, hover: the hovers of opened files computed ahead)
 _PREFILL_TRIES = 50  # a prefill stopped by requests is tried again, this often at most
 _REBUILD_WAIT_S = 60.0  # a query waits this long at most for a rebuild to finish
 _BLOCK_CACHE_SIZE = 20_000
@@ -52,8 +53,10 @@ class _WarmTask:
     """One file to warm for explain (``Backend.warm``): the query threads still to do, and the
     steps under way on the first of them."""
 
-    def __init__(self, file: str, text: str, before, after, generation: int, threads: int):
+    def __init__(self, file: str, text: str, before, after, generation: int, threads: int,
+                 ahead=None):
         self.file, self.text, self.before, self.after = file, text, before, after
+        self.ahead = ahead  # ``ahead(engine)``: steps run first, on the first thread only
         self.size = threads
         self.restart(generation)
 
@@ -172,6 +175,7 @@ class Backend:
         self._ingest_pool = ThreadPoolExecutor(1, thread_name_prefix="engram-ingest")
         self._background_pool = ThreadPoolExecutor(1, thread_name_prefix="engram-background")
         self._queries = 0  # queued or running on the query threads
+        self._opening = 0  # opened files whose warm-up is not queued yet (``opening``)
         self._requests = 0  # of which requests (not background jobs)
         self._active = 0  # running on the engine
         self._ingest_guard = threading.Lock()  # held while an ingest runs: no prefill then
@@ -252,10 +256,17 @@ class Backend:
         """Run ``fn(engine, *args, **kwargs)`` on a query thread."""
         return self._submit(lambda engine: fn(engine, *args, **kwargs))
 
-    def _submit(self, fn: Callable[[Any], Any], thread: int | None = None) -> Future:
+    def query_passive(self, fn: Callable[..., Any], *args) -> Future:
+        """``query``, for a request that is not the user at work (``engram/status``, which a
+        client may poll): taken as a request, but it neither makes background work give way
+        (``busy``) nor starts the quiet that the warm-up waits for (``since_request``)."""
+        return self._submit(lambda engine: fn(engine, *args), counts=False)
+
+    def _submit(self, fn: Callable[[Any], Any], thread: int | None = None,
+                counts: bool = True) -> Future:
         """Queue ``fn(engine)``: a request, or (``thread``) a background job for that thread."""
 
-        request = thread is None
+        request = thread is None and counts
 
         def run():
             active = False
@@ -383,15 +394,18 @@ class Backend:
 
     # --- explain warm-up -------------------------------------------------------------------------
 
-    def warm(self, file: str, text: str, before: int | None = None, after: int | None = None):
+    def warm(self, file: str, text: str, before: int | None = None, after: int | None = None,
+             ahead=None):
         """Read ahead what explaining spans of ``file`` (buffer ``text``) needs, as explain would
         read it on first use (``Engine.prefetch_steps``): on each query thread's connection in turn
         (each keeps its own rows; one thread warms at a time, so the other is free for a request),
         in steps of a few milliseconds, once no request has come or gone for ``_QUIET_S``. A
         request that arrives meanwhile is taken by the free thread at once, and the warm-up stops
         after its current step until it is quiet again. Files are warmed in the order they were
-        opened; the most recent ones again after an ingest (which drops what was read)."""
-        task = _WarmTask(file, text, before, after, self.generation, self._query_pool.size)
+        opened; the most recent ones again after an ingest (which drops what was read).
+        ``ahead(engine)``: more steps (a generator), taken first and once (on the first thread),
+        as the hovers of the file computed ahead (``engram_lsp.features.hover.ahead_steps``)."""
+        task = _WarmTask(file, text, before, after, self.generation, self._query_pool.size, ahead)
         with self._lock:
             if any(t.file == file and t.text == text for t in self._warm_tasks):
                 return
@@ -409,8 +423,14 @@ class Backend:
             self._warm_tasks = deque(t for t in self._warm_tasks if t.file != file or t.gen)
 
     def warming(self) -> int:
-        """Files whose warm-up is queued or under way."""
-        return len(self._warm_tasks)
+        """Files whose warm-up is queued or under way, or still to be queued (``opening``)."""
+        return len(self._warm_tasks) + self._opening
+
+    def opening(self, n: int) -> None:
+        """Count an opened file whose warm-up is on its way to ``warm`` (+1), or got there or
+        was given up (-1): ``warming`` counts it meanwhile."""
+        with self._lock:
+            self._opening += n
 
     def _rewarm(self) -> None:
         with self._lock:
@@ -477,6 +497,8 @@ class Backend:
                         return  # back to the first thread
                 if task.gen is None:
                     task.gen = engine.prefetch_steps(task.file, task.text, task.before, task.after)
+                    if task.ahead is not None and len(task.threads) == task.size:
+                        task.gen = itertools.chain(task.ahead(engine), task.gen)
                     task.steps, task.spent = 0, 0.0
                 started = time.perf_counter()
                 try:

@@ -463,8 +463,9 @@ class EngramLanguageServer(LanguageServer):
             self.backend = Backend(self.root, self.settings)
         return self.backend
 
-    async def run(self, fn, *args, quiet=None, **kwargs):
+    async def run(self, fn, *args, quiet=None, passive=False, **kwargs):
         """Await ``fn(engine, *args)`` on the query thread; engine errors become JSON-RPC errors.
+        ``passive``: a request that is not the user at work (``Backend.query_passive``).
 
         ``quiet``: what to answer instead of an error when the index is missing or broken (hover
         and code lens answer "nothing" while the user is offered a rebuild). A SQLite error (the
@@ -474,7 +475,9 @@ class EngramLanguageServer(LanguageServer):
         backend = self.get_backend()
         for attempt in (1, 2):
             try:
-                return await asyncio.wrap_future(backend.query(fn, *args, **kwargs))
+                future = (backend.query_passive(fn, *args) if passive
+                          else backend.query(fn, *args, **kwargs))
+                return await asyncio.wrap_future(future)
             except EngramError as exc:
                 self.offer_rebuild_for(exc)
                 if quiet is not None and self.looks_corrupt(exc):

@@ -2,7 +2,8 @@
 
 The block is the innermost function/class around the hovered line (``Engine.enclosing_block``),
 else the surrounding chunk. One ``explain_blocks`` call answers from the index (plus one transcript window);
-the result is cached per buffer version and index generation. No sessions → ``null``, never an
+the result is cached per buffer version and index generation, and computed ahead for every block
+of an opened file while the client is quiet (``ahead_steps``). No sessions → ``null``, never an
 error. The card's format is in ``engram_lsp.render``.
 """
 
@@ -20,6 +21,7 @@ log = logging.getLogger(__name__)
 
 HOVER_BEFORE, HOVER_AFTER = 8, 6  # events read around the anchor to find the assistant's words
 NOTE_HARNESS = "engram"  # the harness of note tapes (``engram note``)
+AHEAD_BLOCKS = 32  # blocks per ``explain_blocks`` call when a document's hovers are computed ahead
 
 
 def hover_block(engine, backend, doc: documents.Doc, line: int):
@@ -49,6 +51,33 @@ def hover_block(engine, backend, doc: documents.Doc, line: int):
 
     key = ("hover", doc.uri, doc.version if doc.text is not None else hash(text), start, end)
     return start, end, backend.cached(key, compute)
+
+
+def ahead_steps(engine, backend, doc: documents.Doc):
+    """The hover of every block of an opened document computed ahead, as its hovers compute it
+    (``hover_block``: the same entries, cached per index generation and buffer version), in steps
+    (a generator: ``Backend.warm`` runs them between requests, while the client is quiet). First
+    the blocks' sessions, ``AHEAD_BLOCKS`` blocks per ``explain_blocks`` call, then each block's
+    card data (its best session's window), one block per step."""
+    text = doc.source()
+    if not text:
+        return
+    table = backend.kept_block_table(doc.path, text)
+    if table is None:  # not kept: from the parse (the open's, cached by text)
+        table = engine.block_table(text, doc.path)
+        yield
+    if not table:
+        return
+    first_line: dict[tuple[int, int], int] = {}
+    for first, _last, start, end in table:
+        first_line.setdefault((start, end), first)
+    blocks = sorted(first_line)
+    for i in range(0, len(blocks), AHEAD_BLOCKS):
+        backend.block_results(engine, doc.file, text, blocks[i : i + AHEAD_BLOCKS])
+        yield
+    for block in blocks:
+        hover_block(engine, backend, doc, first_line[block])
+        yield
 
 
 def _has_notes(engine) -> bool:

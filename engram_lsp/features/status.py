@@ -2,7 +2,8 @@
 embedding state — the engine's status — plus a ``server`` object (version, workspace root,
 index path, whether an ingest is running, the last ingest summary or error, watched paths, and
 ``memory``: how many postings the server holds in memory, see ``engram.query.blocks``;
-``warming``: how many opened files are still being read ahead for explain, see ``Backend.warm``;
+``warming``: how many opened files are still being prepared (parsed, their hovers computed and
+read ahead for explain), see ``Backend.warm``;
 ``heap_kept``: whether glibc keeps the memory the server freed, see ``engram_lsp.heap``;
 ``lenses_ahead``: how many workspace files' lens counts are still to be computed ahead, see
 ``engram_lsp.ahead``).
@@ -53,10 +54,11 @@ def server_status(ls) -> dict:
 def register(server) -> None:
     @server.feature(METHOD)
     async def engram_status(ls, params=None) -> dict:
+        # (a client may poll it: not the user at work, see ``Backend.query_passive``)
         try:
-            status = await ls.run(lambda engine: engine.status())
+            status = await ls.run(lambda engine: engine.status(), passive=True)
         except FileNotFoundError:  # an index file went away between two looks (a rebuild)
-            status = await ls.run(lambda engine: engine.status())
+            status = await ls.run(lambda engine: engine.status(), passive=True)
         out = dict(status) if isinstance(status, dict) else {"engine": status}
         out["server"] = server_status(ls)
         return out

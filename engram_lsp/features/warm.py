@@ -10,6 +10,9 @@ about the document will need, in the background, giving way to requests:
   waits for it (for Python the lens does not need the parse at all, see ``engram.query.symbols``).
   When the text's block table is kept (``engram_lsp.blocks``) hovers read their blocks from it,
   and the parse (for an incremental one after an edit) waits until the client is quiet;
+* then, on the query threads between requests (``Backend.warm``), the hover of every block of
+  the file (``hover.ahead_steps``: the hover's own computation, cached per index generation and
+  buffer version, so a later hover of the unchanged buffer is a cache hit);
 * then what ``engram/explain`` reads on the first explain of a file — its edit history,
   re-anchoring, the lineage and transcript windows of the sessions that edited or read it — on
   the query threads between requests (``Backend.warm``, ``Engine.prefetch_steps``). Explain answers
@@ -25,6 +28,7 @@ from urllib.parse import unquote
 from lsprotocol import types
 
 from engram_lsp import documents
+from engram_lsp.features import hover
 from engram_lsp.params import InvalidParams, uri_to_path
 
 log = logging.getLogger(__name__)
@@ -54,7 +58,17 @@ def _warm(backend, doc: documents.Doc, parse: bool, window: tuple[int | None, in
             break
         time.sleep(_POLL_S)
     if not backend.closing and is_open():
-        backend.warm(doc.file, text, *window)
+        # the file's hovers first (one pass, ``hover.ahead_steps``), then explain's read-ahead
+        ahead = (lambda engine: hover.ahead_steps(engine, backend, doc)) if parse else None
+        backend.warm(doc.file, text, *window, ahead=ahead)
+
+
+def _opening(backend, *args) -> None:
+    """``_warm`` of a file counted by ``Backend.opening`` until its warm-up is queued."""
+    try:
+        _warm(backend, *args)
+    finally:
+        backend.opening(-1)
 
 
 def register(server) -> None:
@@ -68,8 +82,13 @@ def register(server) -> None:
         try:
             doc = documents.resolve(ls, uri)
             docs, key = ls.workspace.text_documents, unquote(uri)  # (pygls keys them unquoted)
-            backend.background(_warm, backend, doc, s.hover_enabled, (s.before, s.after),
-                               lambda: key in docs)
+            backend.opening(1)
+            try:
+                backend.background(_opening, backend, doc, s.hover_enabled, (s.before, s.after),
+                                   lambda: key in docs)
+            except BaseException:
+                backend.opening(-1)
+                raise
         except Exception:  # warming is best effort
             log.debug("warm-up failed for %s", uri, exc_info=True)
 

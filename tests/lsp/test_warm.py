@@ -114,7 +114,7 @@ def test_a_document_closed_before_its_warm_up_is_neither_parsed_nor_read_ahead(w
     calls: list[str] = []
     parse, read_ahead = backend.parse, backend.warm
     monkeypatch.setattr(backend, "parse", lambda *a: calls.append("parse") or parse(*a))
-    monkeypatch.setattr(backend, "warm", lambda *a: calls.append("warm") or read_ahead(*a))
+    monkeypatch.setattr(backend, "warm", lambda *a, **k: calls.append("warm") or read_ahead(*a, **k))
     path = ws.root / "hello.py"
     doc = documents.Doc(uri=path.as_uri(), path=path, file=str(path), text=ws.files["hello.py"],
                         version=1)
