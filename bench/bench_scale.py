@@ -18,7 +18,10 @@ then, with an isolated ``HOME`` (the corpus's fake home: only its ``~/.claude`` 
 * the language server over stdio (``bench/bench_lsp.py``'s client): the first code lens after
   the server starts (``initialize`` → ``didOpen`` → ``codeLens`` answered; fresh servers), then,
   its startup ingest done, hover, code lens and ``engram/explain`` p50/p95 on distinct spans, and
-  the server's resident memory.
+  the server's resident memory. The hovers are also given by where their file was opened
+  (``hover_ms_by_open``): with the code lenses, before the hovers (the server computes an opened
+  file's hovers ahead while the client is quiet, and the bench waits for that as for explain's
+  read-ahead), right before the hover (a file's first), or earlier among the hovers.
 
 The logs are read once before the timed ingests (both tools then find them in the page cache).
 
@@ -274,12 +277,18 @@ async def lsp(repo: Path, out: Path, env: dict, n: int, fresh: int) -> dict:
         res["code_lens_ms"] = summ(lens)
         await B.settle(client)
         hover, explain = [], []
+        before_loop = set(opened)  # files opened before the hovers (their hovers computed ahead)
+        hovered: set[str] = set()
+        split: dict[str, list[float]] = {"opened_before": [], "first_of_file": [], "later": []}
         pid = client.proc.pid
         c0 = proc_cpu_ms(pid)
         for x in spans:
             uri = open_file(repo / x["file"])
             hover.append(await timed("textDocument/hover",
                                      B._pos_params(uri, (x["start"] + x["end"]) // 2 - 1)))
+            split["opened_before" if uri in before_loop else
+                  "later" if uri in hovered else "first_of_file"].append(hover[-1])
+            hovered.add(uri)
         c1 = proc_cpu_ms(pid)
         for x in spans:
             uri = open_file(repo / x["file"])
@@ -289,6 +298,10 @@ async def lsp(repo: Path, out: Path, env: dict, n: int, fresh: int) -> dict:
                           "end": {"line": x["end"], "character": 0}}}))
         c2 = proc_cpu_ms(pid)
         res["hover_ms"] = summ(hover)
+        # the same hovers by where their file was opened: before the loop (the code lenses'
+        # files, settled: the server computed their hovers ahead), right before this hover (the
+        # file's first), earlier in the loop (no quiet moment since: nothing ahead)
+        res["hover_ms_by_open"] = {k: summ(v) for k, v in split.items()}
         res["explain_ms"] = summ(explain)
         # the server's CPU time over each loop, per request (10 ms ticks summed over the loop)
         res["hover_server_cpu_ms_mean"] = round((c1 - c0) / max(1, len(hover)), 2)
