@@ -253,11 +253,15 @@ START = ("import sys; sys.path.insert(0, sys.argv.pop(1)); from engram.cli impor
          "sys.exit(main(sys.argv[1:]))")
 
 
+SHELL = "/bin/sh"
+
+
 def start(idle_exit: float) -> int | None:
     """Start ``engram serve --idle-exit <idle_exit>`` for this ``ENGRAM_HOME``, detached (its own
     session; stdin and stdout ``/dev/null``, stderr the private ``run/serve.log``), unless a
-    server lives or is starting (it holds ``run/serve.lock``). Returns its process id, or None
-    when none was started. Never raises for the environment (a read-only home, no ``fcntl``):
+    server lives or is starting (it holds ``run/serve.lock``). Returns the process id of the
+    shell that started it (gone by then; the server writes its own in the lock), or None when
+    none was started. Never raises for the environment (a read-only home, no ``fcntl``):
     the answer was given in-process already; starting is a bonus."""
     import fcntl
 
@@ -287,9 +291,15 @@ def start(idle_exit: float) -> int | None:
             os.set_inheritable(fd, True)  # the server keeps the lock: the same open file
             argv = [sys.executable, "-P", "-c", START, os.path.dirname(package_dir()), "serve",
                     "-v", "--idle-exit", repr(float(idle_exit)), LOCK_FD_OPTION, str(fd)]
-            return os.posix_spawn(sys.executable, argv, os.environ, setsid=True, file_actions=[
-                (os.POSIX_SPAWN_DUP2, null, 0), (os.POSIX_SPAWN_DUP2, null, 1),
-                (os.POSIX_SPAWN_DUP2, log, 2)])
+            # through a shell that starts it in the background and exits at once: the server is
+            # never this process's child (a long-lived caller of ``main`` would keep it a zombie
+            # once it exits); init, or the nearest subreaper, reaps it
+            pid = os.posix_spawn(SHELL, [SHELL, "-c", '"$@" &', "sh", *argv], os.environ,
+                                 setsid=True, file_actions=[
+                                     (os.POSIX_SPAWN_DUP2, null, 0), (os.POSIX_SPAWN_DUP2, null, 1),
+                                     (os.POSIX_SPAWN_DUP2, log, 2)])
+            os.waitpid(pid, 0)
+            return pid
         finally:
             os.close(log)
             os.close(null)

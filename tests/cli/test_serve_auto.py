@@ -71,9 +71,10 @@ def test_the_first_call_starts_one_server_and_the_next_is_served():
     assert first[0] == 0 and first[2] == "", first
     pid = started()
     state, ppid, pgrp, session = proc_stat(pid)[:4]
-    # detached: its own session and process group, no longer the CLI's child (which exited),
-    # not a zombie
-    assert int(session) == int(pgrp) == pid and int(ppid) != os.getpid() and state != "Z"
+    # detached: another session and process group than its caller's (a signal to the agent's
+    # shell or process group does not reach it), nobody's child here, not a zombie
+    assert int(session) != os.getsid(0) and int(pgrp) != os.getpgrp()
+    assert int(ppid) != os.getpid() and state != "Z"
     run = home() / "run"
     assert stat.S_IMODE(os.stat(run).st_mode) == 0o700
     for name in (warm.SOCKET_NAME, warm.LOCK_NAME, warm.LOG_NAME):
@@ -168,3 +169,19 @@ def test_a_server_started_by_hand_meanwhile_is_refused_then_allowed():
     os.kill(pid, signal.SIGTERM)
     wait_for(lambda: servers() == [])
     assert not os.path.exists(warm.socket_path())
+
+
+def test_a_long_lived_caller_is_never_left_a_zombie(indexed, capsys, monkeypatch):  # noqa: F811
+    """``main`` called in a process that lives on (here: pytest itself): the server it starts is
+    not its child, so when the server exits nothing is left for this process to reap."""
+    from engram.cli import main
+
+    monkeypatch.delenv(warm.ENV_OFF)
+    (home() / "config.yml").write_text("serve:\n  idleExit: 1\n")
+    assert main(list(SPAN)) == 0
+    assert capsys.readouterr().out
+    pid = started()
+    assert int(proc_stat(pid)[1]) != os.getpid()  # its parent is not this process
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # no child of this process at all
+    wait_for(lambda: not os.path.exists(f"/proc/{pid}"), timeout=30)  # exited, and reaped
