@@ -7,6 +7,7 @@ index; every server is stopped at the end (``no_server_left``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import stat
@@ -17,7 +18,16 @@ from pathlib import Path
 
 import pytest
 from test_cli import repo  # noqa: F401  (the fixture: a repository over the real fixtures)
-from test_serve import _env, engram, indexed, local, servers, stop_servers, untimed  # noqa: F401
+from test_serve import (  # noqa: F401  (indexed, history: fixtures)
+    _env,
+    engram,
+    history,
+    indexed,
+    local,
+    servers,
+    stop_servers,
+    untimed,
+)
 
 from engram import warm
 
@@ -185,3 +195,11 @@ def test_a_long_lived_caller_is_never_left_a_zombie(indexed, capsys, monkeypatch
     with pytest.raises(ChildProcessError):
         os.waitpid(-1, os.WNOHANG)  # no child of this process at all
     wait_for(lambda: not os.path.exists(f"/proc/{pid}"), timeout=30)  # exited, and reaped
+
+
+def test_engram_log_starts_one_too(history):  # noqa: F811
+    first = engram("log")  # in-process; starts a server
+    assert first[0] == 0 and json.loads(first[1])["commits"]
+    started()
+    assert engram("log") == first == local("log")
+    assert answered() == 1
