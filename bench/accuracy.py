@@ -387,7 +387,8 @@ def main(argv=None) -> int:
         for x in spans[::step][: a.cli_sample]:
             t0 = time.perf_counter()
             p = subprocess.run([exe, "explain", f"{x['file']}:{x['start']}-{x['end']}", "--root", str(repo)],
-                               cwd=repo, capture_output=True)
+                               cwd=repo, capture_output=True,  # in-process: no server started
+                               env={**os.environ, "ENGRAM_NO_SERVE": "1"})
             cli.append((time.perf_counter() - t0) * 1000)
             if p.returncode != 0:
                 result.setdefault("cli_errors", []).append(p.stderr.decode()[-500:])

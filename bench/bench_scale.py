@@ -221,8 +221,11 @@ def cli_explain(repos: dict[str, Path], out: Path, env: dict, n: int) -> dict:
     ms, cpu_ms, errors = [], [], []
     for x in spans:
         t0, c0 = time.perf_counter(), cpu()
+        # in-process, as before the CLI started its own server (no daemon left behind);
+        # bench/bench_cli.py --mode default measures the default path
         p = subprocess.run([exe, "explain", f"{x['file']}:{x['start']}-{x['end']}"],
-                           cwd=repos[x["repo"]], env=env, capture_output=True)
+                           cwd=repos[x["repo"]], env=dict(env, ENGRAM_NO_SERVE="1"),
+                           capture_output=True)
         ms.append((time.perf_counter() - t0) * 1000)
         cpu_ms.append(cpu() - c0)  # user + system: what a loaded machine's wall time hides
         if p.returncode:
