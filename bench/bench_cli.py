@@ -182,6 +182,8 @@ def default_mode(a, exe: str, env: dict, spans: list[dict], repos: Path) -> dict
                              "cpu_ms": _summ([c[1] for c in rest]),
                              "served": len(served), "in_process": len(rest) - len(served),
                              "first_served_call": next((i + 1 for i, c in enumerate(calls) if c[2]), None)},
+        "loop_head": [{"wall_ms": round(c[0], 1), "cpu_ms": round(c[1], 1), "served": c[2]}
+                      for c in calls[:5]],
         "whole_loop": {"wall_ms": _summ([c[0] for c in calls]), "cpu_ms": _summ([c[1] for c in calls])},
         "served_calls": {"wall_ms": _summ([c[0] for c in served]),
                          "cpu_ms": _summ([c[1] for c in served])} if served else None,
