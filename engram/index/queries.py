@@ -11,6 +11,7 @@ import apsw
 import numpy as np
 
 from engram.index import packed
+from engram.sortedset import member
 
 
 def _i64(values) -> array.array:
@@ -109,10 +110,7 @@ def postings_in_blocks(conn: apsw.Connection, hashes: np.ndarray,
     keys, back = keyed or _keyed(hashes)
     if rows is not None:
         K, B, L = rows
-        b = np.asarray(bl, np.int64)  # sorted: a binary search (np.isin's set-up costs more)
-        at = np.searchsorted(b, B)
-        at[at == len(b)] = 0
-        sel = b[at] == B
+        sel = member(B, np.asarray(bl, np.int64))  # (sorted: np.isin's set-up costs more)
         K, B, L = K[sel], B[sel], L[sel]
     else:
         K, B, L = packed.rows(conn, np.frombuffer(keys, dtype=np.int64), blocks=np.asarray(bl, np.int64))

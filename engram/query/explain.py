@@ -27,6 +27,7 @@ from engram.index import packed, postings, queries, schema, store
 from engram.index.access import TapeAccess
 from engram.query import location, walk, window
 from engram.retrieval import feedback
+from engram.sortedset import member, uniq
 
 DIRECT_FLOOR = 0.25       # direct evidence below this is noise unless --all
 PRODUCED_FLOOR = 0.0      # a session that wrote any line of the span (line blame) produced it
@@ -139,11 +140,7 @@ def query_fingerprints(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, b
     sampled = len(wh) > MAX_QUERY_FPS
     if sampled:
         wh = wh[:MAX_QUERY_FPS]  # np.unique sorts: the smallest hash values
-    # the k-grams among them: ``wh`` is sorted, so a binary search (``np.isin``'s set-up cost
-    # more than the lookups on a span's few hundred k-grams)
-    at = np.searchsorted(wh, qh)
-    at[at == len(wh)] = 0
-    m = wh[at] == qh
+    m = member(qh, wh)  # ``wh`` is sorted: a binary search (np.isin's set-up costs more)
     return qh[m], qlines[m], wh, sampled
 
 
@@ -185,13 +182,14 @@ def direct_evidence(conn: apsw.Connection, text: str, file: str | None = None,
         stats["sampled"] = n_win
     if len(qh) == 0 or n_win == 0:
         return {}, stats
-    uq = np.unique(qh)
+    uq = uniq(qh)
     keyed = queries._keyed(uq)  # the span's index keys: computed once for every lookup below
     bp = queries.boilerplate(conn, uq, keyed)
-    if bp:  # (set lookups: a span's few hundred hashes cost less than ``np.isin``'s set-up)
-        uq = uq[np.array([h not in bp for h in uq.tolist()], dtype=bool)]
+    if bp:
+        bparr = np.sort(np.fromiter(bp, dtype=np.int64, count=len(bp)))
+        uq = uq[~member(uq, bparr)]
         # boilerplate fingerprints are removed from the denominator too
-        n_win = int(n_win - sum(h in bp for h in wh.tolist()))
+        n_win = int(n_win - member(wh, bparr).sum())
         stats["boilerplate"] = len(bp)
         keyed = queries._keyed(uq)
     if n_win <= 0 or len(uq) == 0:
