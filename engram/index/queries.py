@@ -11,7 +11,7 @@ import apsw
 import numpy as np
 
 from engram.index import packed
-from engram.sortedset import member
+from engram.sortedset import member, uniq
 
 
 def _i64(values) -> array.array:
@@ -41,10 +41,10 @@ def _keyed(hashes) -> tuple[array.array, dict[int, int]]:
     """``(the distinct index keys of the hashes, sorted; {key: the hash it stands for})`` — the
     largest such hash when two share a key. Callers that look one set of hashes up several times
     compute it once and pass it on (``keyed=``)."""
-    full = np.unique(np.asarray(hashes, dtype=np.int64))
+    full = uniq(np.asarray(hashes, dtype=np.int64))
     keys = index_keys(full)
     back = dict(zip(keys.tolist(), full.tolist()))
-    return _i64(np.unique(keys)), back
+    return _i64(uniq(keys)), back
 
 
 def boilerplate(conn: apsw.Connection, hashes: np.ndarray, keyed=None) -> set[int]:
