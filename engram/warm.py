@@ -14,6 +14,7 @@ died, one owned by another user or reachable by others, a server that is busy pa
 environment (``ENGRAM_*``, ``GIT_*``, ``HOME``, ``XDG_*``, ``*_HOME``, ``TZ``, the ``git`` found on
 ``PATH``), a command it does not serve
 (``--stdin``, ``-v``, ``--help``), or an answer cut short. ``ENGRAM_NO_SERVE=1`` never asks.
+A server that is starting (its start lock held, its socket not bound yet) is waited for, as long.
 
 When no server listens for this ``ENGRAM_HOME`` (no socket, or one nobody listens on), the CLI
 answers in-process and then starts one itself (``start``), as ``dmypy`` or ``eslint_d`` do, so the
@@ -88,8 +89,9 @@ def relevant_env(environ=None) -> dict[str, str]:
     values are its own."""
     environ = os.environ if environ is None else environ
     return {k: v for k, v in sorted(environ.items())
-            if k.startswith(("ENGRAM_", "XDG_", "GIT_")) or k.endswith("_HOME") or
-            k in ("HOME", "TZ", "OPENCLAW_STATE_DIR", "PYTHONHASHSEED")}
+            if (k.startswith(("ENGRAM_", "XDG_", "GIT_")) or k.endswith("_HOME") or
+                k in ("HOME", "TZ", "OPENCLAW_STATE_DIR", "PYTHONHASHSEED"))
+            and k not in (ENV_WAIT, ENV_OFF)}  # (the client's own: no answer depends on them)
 
 
 def which_git(environ=None) -> str | None:
@@ -148,6 +150,33 @@ def _safe_socket(path: str) -> bool:
             and s.st_uid == uid and stat.S_ISSOCK(s.st_mode))
 
 
+def _started(path: str) -> bool:
+    """Whether the server a CLI just started (it holds the start lock; its socket is not bound
+    yet) bound ``path`` within ``ENGRAM_SERVE_WAIT`` seconds: the call after the one that
+    started it is then served instead of answering in-process beside the server's warm-up."""
+    try:
+        fd = os.open(os.path.join(os.path.dirname(path), LOCK_NAME), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:  # none was ever started here
+        return False
+    import fcntl
+    import time
+
+    try:
+        deadline = time.monotonic() + _wait_s()
+        while time.monotonic() < deadline:
+            if _safe_socket(path):
+                return True
+            try:  # (shared and at once let go: a starter's exclusive try fails only meanwhile)
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                return False  # free: no server lives or starts
+            except OSError:
+                time.sleep(0.01)
+        return False
+    finally:
+        os.close(fd)
+
+
 def _wait_s() -> float:
     try:
         return max(0.05, float(os.environ.get(ENV_WAIT, "2")))
@@ -164,7 +193,7 @@ def ask(argv: list[str]) -> int | None:
         return None
     try:
         path = socket_path()
-        if not _safe_socket(path):
+        if not _safe_socket(path) and (os.path.lexists(path) or not _started(path)):
             absent = not os.path.lexists(path)
             return None
         req = request(argv)
