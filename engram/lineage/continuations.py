@@ -630,6 +630,21 @@ def _block_sizes(conn: apsw.Connection, blocks) -> dict[int, int]:
     return out
 
 
+def _hashes_per_block(rows: np.ndarray) -> dict[int, int]:
+    """``{block: distinct hashes}`` of postings ``rows`` (hash, block, line), the blocks in the
+    order they first occur in ``rows`` (one sort, not a set per block)."""
+    if not len(rows):
+        return {}
+    o = np.lexsort((rows[:, 0], rows[:, 1]))   # by block, then hash
+    h, b = rows[o, 0], rows[o, 1]
+    new_pair = np.r_[True, (b[1:] != b[:-1]) | (h[1:] != h[:-1])]
+    starts = np.flatnonzero(np.r_[True, b[1:] != b[:-1]])
+    counts = np.add.reduceat(new_pair.astype(np.int64), starts)
+    first = np.minimum.reduceat(o, starts)       # where each block first occurs in ``rows``
+    order = np.argsort(first, kind="stable")
+    return dict(zip(b[starts][order].tolist(), counts[order].tolist()))
+
+
 def _dispatch_of(conn: apsw.Connection, a: queries.TapeRow, text: TapeText, stats: dict) -> None:
     text.write("DELETE FROM continuations WHERE to_tape=? AND markers LIKE '%dispatch%'", (a.id,))
     task = text.get(a)["task"]
@@ -644,10 +659,8 @@ def _dispatch_of(conn: apsw.Connection, a: queries.TapeRow, text: TapeText, stat
     nq = len(win)
     if nq < 2:
         return
-    by_block: dict[int, set] = defaultdict(set)
-    for h, b, _ln in postings(conn, q, text.prints).tolist():
-        by_block[b].add(h)
-    blocks = [b for b, hs in by_block.items() if len(hs) / nq >= DISPATCH_THRESHOLD]
+    n_of = _hashes_per_block(postings(conn, q, text.prints))
+    blocks = [b for b, n in n_of.items() if n / nq >= DISPATCH_THRESHOLD]
     if not blocks:
         return
     refs = queries.refs_for_blocks(conn, blocks)
@@ -664,7 +677,7 @@ def _dispatch_of(conn: apsw.Connection, a: queries.TapeRow, text: TapeText, stat
             continue
         if a.first_t and e.t and (e.t > a.first_t or _hours(e.t, a.first_t) > DISPATCH_MAX_HOURS):
             continue
-        sim = round(min(1.0, len(by_block[b]) / nq), ROUND)
+        sim = round(min(1.0, n_of[b] / nq), ROUND)
         orch = o.tier == "orchestrator"
         if not orch:
             # any session dispatches by handing the whole task over (a Claude Code session that

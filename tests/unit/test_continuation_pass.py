@@ -164,3 +164,20 @@ def test_agents_from_cut_at_until_equals_the_rows_before_it():
                 break
             want.append(r.id)
         assert [r.id for r in table.agents_from(first, limit, until)] == want
+
+
+def test_hashes_per_block_equal_a_set_per_block():
+    """``_hashes_per_block``: each block's distinct hashes counted, blocks in the order they first
+    occur — what ``_dispatch_of`` built as a set per block."""
+    import random
+
+    rng = random.Random(3)
+    for trial in range(300):
+        n = rng.randint(0, 60)
+        rows = np.array([(rng.randint(-3, 8), rng.randint(0, 9), rng.randint(1, 5)) for _ in range(n)],
+                        dtype=np.int64).reshape(-1, 3)
+        want: dict = defaultdict(set)
+        for h, b, _ln in rows.tolist():
+            want[b].add(h)
+        got = continuations._hashes_per_block(rows)
+        assert list(got.items()) == [(b, len(hs)) for b, hs in want.items()], trial
