@@ -333,6 +333,33 @@ def release_freed_memory() -> None:
 
 _trim = None
 
+M_MMAP_THRESHOLD = -3              # glibc's ``mallopt`` parameter
+HEAP_MMAP_THRESHOLD = 256 << 10    # allocations from here up are mapped apart (``bound_heap``)
+
+
+def bound_heap() -> bool:
+    """For a one-shot ingest process (``engram ingest``): allocations of ``HEAP_MMAP_THRESHOLD``
+    bytes or more (numpy arrays, SQLite's blobs) are mapped apart and unmapped when freed, which
+    glibc otherwise stops doing once it has freed a mapped one (its threshold then rises to that
+    size, up to 32 MB): the big arrays of one phase then come from the heap, whose free space
+    between long-lived allocations stays in the process, and the next phase's arrays are taken on
+    top of it — the peak of one huge session's ingest grew with its log. Not for a long-running
+    process that tunes its heap itself (the language server). Only on glibc, and not when the user
+    set any ``MALLOC_*`` variable (glibc's own way to tune it). True when it was applied."""
+    if not sys.platform.startswith("linux") or any(k.startswith("MALLOC_") for k in os.environ):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        libc.gnu_get_libc_version  # noqa: B018 — glibc, not musl or another libc
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return mallopt(M_MMAP_THRESHOLD, HEAP_MMAP_THRESHOLD) == 1
+
 PIPE_BYTES = 1 << 20
 
 
