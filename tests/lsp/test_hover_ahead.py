@@ -4,6 +4,9 @@ ahead, on every line. Real server for the index, real engine in process."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 from lsp_helpers import hover, open_doc, request, wait_indexed
 from waiting import async_wait_until
 
@@ -60,3 +63,30 @@ async def test_an_opened_file_is_settled_with_its_hovers_and_answers_them(lsp, w
     card = await hover(client, uri, 4)
     assert card is not None and "**Engram** · 1 session" in card.contents.value
     assert await hover(client, uri, ws.files["hello.py"].count("\n") + 3) is None  # mine()
+
+
+async def test_a_status_poll_is_not_the_user_at_work(lsp, ws, monkeypatch):
+    """``engram/status`` runs as a passive request: a client polling it every 50 ms neither makes
+    the warm-up give way nor keeps the quiet it waits for from coming."""
+    client = await lsp(ws)
+    await wait_indexed(client)
+    monkeypatch.setenv("HOME", str(ws.home))
+    monkeypatch.setenv("ENGRAM_HOME", str(ws.engram_home))
+    backend = Backend(ws.root, Settings())
+    try:
+        backend.query(lambda engine: None).result(timeout=60)  # a request: the quiet starts
+        gate = threading.Event()
+        polled = backend.query_passive(lambda engine: gate.wait(10) and engine.status())
+        time.sleep(0.1)
+        assert not backend.busy() and backend.since_request() >= 0.1
+        gate.set()
+        assert polled.result(timeout=60)["counts"]
+        assert backend.since_request() >= 0.1
+        gate.clear()
+        asked = backend.query(lambda engine: gate.wait(10))
+        time.sleep(0.05)
+        assert backend.busy() and backend.since_request() == 0.0
+        gate.set()
+        asked.result(timeout=60)
+    finally:
+        backend.close()
