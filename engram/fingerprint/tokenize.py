@@ -140,8 +140,16 @@ def _load64(buf: bytes) -> np.ndarray:
     return np.ndarray(shape=(len(buf) - 7,), dtype="<u8", buffer=buf, strides=(1,))
 
 
+_FEW = 256  # spans hashed one by one by the library: below this, cheaper than ~40 numpy calls
+
+
 def hash_spans(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """``xxh3_64(buf[s:e], seed=0)`` for every non-empty span, vectorised (uint64 array)."""
+    """``xxh3_64(buf[s:e], seed=0)`` for every non-empty span, vectorised (uint64 array); a few
+    spans (a hover's block: ~90 tokens, 0.07 ms instead of 0.3) by the library itself."""
+    if len(starts) <= _FEW:
+        h = xxhash.xxh3_64_intdigest
+        return np.array([h(buf[s:e]) for s, e in zip(starts.tolist(), ends.tolist())],
+                        dtype=np.uint64)
     b = np.frombuffer(buf, dtype=np.uint8)
     out = _ONE_BYTE[b[starts]]  # right for 1-byte tokens (most of them: punctuation)
     length = ends - starts
