@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 from engram import __version__
 from engram.errors import EngramError
 
+TYPE_CHECKING = False  # (``typing`` itself costs a served call several ms)
+if TYPE_CHECKING:
+    from pathlib import Path
+
 # Loading this module stays cheap (``engram explain`` answered by ``engram serve`` imports nothing
-# else): the parser, the commands' helpers and the renderers load when a command runs.
+# else, not even ``pathlib``: ~10-20 ms of a served call's start where ``site`` has not loaded it):
+# the parser, the commands' helpers, ``Path`` and the renderers load when a command runs.
 
 
 def _engine(args):
@@ -98,6 +102,8 @@ def _read_stdin() -> str:
 
 
 def cmd_init(args) -> int:
+    from pathlib import Path
+
     from engram import config, paths
 
     root = Path(args.root) if args.root else paths.find_root()
@@ -277,6 +283,8 @@ def cmd_adapters(args) -> int:
 
 
 def cmd_record(args) -> int:
+    from pathlib import Path
+
     from engram import paths
     from engram.engine import Engine
     from engram.ingest import record
@@ -690,6 +698,8 @@ _parsed = None
 def _start_server(warm) -> None:
     """Start ``engram serve`` when this repository's config allows it (``serve.auto``), quietly:
     the answer is printed already, and a config error was reported by the command itself."""
+    from pathlib import Path
+
     from engram import config
 
     try:
@@ -854,6 +864,8 @@ def _sqlite_message(e: Exception, args) -> str:
 
 
 def _index_path(args) -> Path:
+    from pathlib import Path
+
     from engram import paths
 
     if getattr(args, "index", None):
