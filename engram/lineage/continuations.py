@@ -101,8 +101,18 @@ class TapeText:
             if c is not None and len(c["head_k"]):
                 by_harness.setdefault(t.harness, []).append(c["head_k"])
         for harness in sorted(by_harness, key=lambda h: (h is not None, h or "")):
+            known = self.bp.setdefault(harness, {})
             hashes = uniq(np.concatenate(by_harness[harness]))
-            _head_boilerplate(conn, harness, hashes, self.bp, self.n_tapes, self.prints)
+            todo = np.asarray([h for h in hashes.tolist() if h not in known], dtype=np.int64)
+            if not len(todo):
+                continue
+            _head_boilerplate(conn, harness, todo, self.bp, self.n_tapes, self.prints)
+            # ``postings`` gives a key's rows to the largest of the hashes asked for with that
+            # (32-bit) key: a hash sharing its key with a larger one of the batch is decided as
+            # that one (the same rows), as it would be asked for alone
+            same = np.flatnonzero(queries.index_keys(todo[1:]) == queries.index_keys(todo[:-1]))
+            for i in same[::-1].tolist():   # from the largest down (a run of three or more)
+                known[int(todo[i])] = known[int(todo[i + 1])]
 
     def _prefetch_heads(self, batch: list[queries.TapeRow]) -> None:
         if batch:

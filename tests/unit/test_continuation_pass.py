@@ -139,6 +139,34 @@ def test_boilerplate_decided_per_batch_equals_per_head(world, monkeypatch):
         eng.close()
 
 
+def test_boilerplate_of_a_hash_sharing_its_index_key_decided_as_alone(world):
+    """Two hashes of a batch with one 32-bit index key: the smaller is decided from the key's rows
+    as when asked for alone (``postings`` gives the rows to the larger of the two asked for)."""
+    _world(world, readers=5)
+    eng = Engine(world.root)
+    try:
+        conn = eng.conn()
+        trows = list(queries.tapes(conn, [r[0] for r in conn.execute("SELECT id FROM tapes")]).values())
+        text = continuations.TapeText(CachedAccess(conn, IngestCache()), IngestCache())
+        text.prefetch(trows)   # heads only: no decisions yet
+        t0 = trows[0]
+        bp = {h for t in trows
+              for h in continuations._head_boilerplate(conn, t.harness, text.get(t)["head_k"])}
+        big = max(h for h in bp if h & 0xFFFFFFFF)   # boilerplate, low bits to spare
+        twin = big - 1                                # its key, a smaller hash
+        assert queries.index_keys(np.array([twin]))[0] == queries.index_keys(np.array([big]))[0]
+        alone = continuations._head_boilerplate(conn, t0.harness, np.array([twin], np.int64))
+        assert alone == {twin}   # alone, the key's rows are its own: boilerplate
+        text.cache[-1] = {"head": np.array([twin]), "head_k": np.array([twin]), "markers": set(),
+                          "task": None}
+        fake = t0._replace(id=-1)
+        text.decide_boilerplate(conn, [*trows, fake])
+        known = text.bp[t0.harness]
+        assert known[big] and known[twin]
+    finally:
+        eng.close()
+
+
 def test_agents_from_cut_at_until_equals_the_rows_before_it():
     """``agents_from(.., until)`` stops at the first tape started after ``until``: the rows the
     caller kept before (the first ``limit`` agents, up to the first one past ``until``)."""
