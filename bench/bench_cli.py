@@ -21,6 +21,13 @@ the user's environment (no ``ENGRAM_NO_SERVE``): the first call answers in-proce
 the first call, the loop after it (each call marked served or not by the server's log), the
 started server's CPU time (``/proc``), and then, in the same run, the in-process calls
 (``ENGRAM_NO_SERVE=1``) and ``python -c pass`` as references. The server is stopped at the end.
+
+Run it from a snapshot of the tree (``git archive HEAD``), not the working tree: a server stops
+when a module it loaded changes on disk. An editable install (``pip install -e``) loads
+``pathlib``, ``re`` and more into every Python process through its ``.pth`` finder; to measure what
+an ordinary install gives, run it with the ``python`` of a venv whose ``site-packages`` has a
+``.pth`` naming the snapshot and the dependencies' directory, and an ``engram`` script there
+(docs/benchmarks.md says how the figures were taken).
 """
 
 from __future__ import annotations
