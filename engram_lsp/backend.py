@@ -56,7 +56,7 @@ class _WarmTask:
     def __init__(self, file: str, text: str, before, after, generation: int, threads: int,
                  ahead=None):
         self.file, self.text, self.before, self.after = file, text, before, after
-        self.ahead = ahead  # ``ahead(engine)``: steps run first, on the first thread only
+        self.ahead = ahead  # ``ahead(engine)``: steps run last, on the last thread only
         self.size = threads
         self.restart(generation)
 
@@ -403,8 +403,9 @@ class Backend:
         request that arrives meanwhile is taken by the free thread at once, and the warm-up stops
         after its current step until it is quiet again. Files are warmed in the order they were
         opened; the most recent ones again after an ingest (which drops what was read).
-        ``ahead(engine)``: more steps (a generator), taken first and once (on the first thread),
-        as the hovers of the file computed ahead (``engram_lsp.features.hover.ahead_steps``)."""
+        ``ahead(engine)``: more steps (a generator), taken once, after explain's read-ahead on
+        every thread (on the last one), as the hovers of the file computed ahead
+        (``engram_lsp.features.hover.ahead_steps``)."""
         task = _WarmTask(file, text, before, after, self.generation, self._query_pool.size, ahead)
         with self._lock:
             if any(t.file == file and t.text == text for t in self._warm_tasks):
@@ -497,8 +498,8 @@ class Backend:
                         return  # back to the first thread
                 if task.gen is None:
                     task.gen = engine.prefetch_steps(task.file, task.text, task.before, task.after)
-                    if task.ahead is not None and len(task.threads) == task.size:
-                        task.gen = itertools.chain(task.ahead(engine), task.gen)
+                    if task.ahead is not None and len(task.threads) == 1:
+                        task.gen = itertools.chain(task.gen, task.ahead(engine))
                     task.steps, task.spent = 0, 0.0
                 started = time.perf_counter()
                 try:

@@ -10,13 +10,13 @@ about the document will need, in the background, giving way to requests:
   waits for it (for Python the lens does not need the parse at all, see ``engram.query.symbols``).
   When the text's block table is kept (``engram_lsp.blocks``) hovers read their blocks from it,
   and the parse (for an incremental one after an edit) waits until the client is quiet;
-* then, on the query threads between requests (``Backend.warm``), the hover of every block of
-  the file (``hover.ahead_steps``: the hover's own computation, cached per index generation and
-  buffer version, so a later hover of the unchanged buffer is a cache hit);
 * then what ``engram/explain`` reads on the first explain of a file — its edit history,
   re-anchoring, the lineage and transcript windows of the sessions that edited or read it — on
   the query threads between requests (``Backend.warm``, ``Engine.prefetch_steps``). Explain answers
-  the same with or without it, only sooner.
+  the same with or without it, only sooner;
+* then, on the last of those threads, the hover of every block of the file
+  (``hover.ahead_steps``: the hover's own computation, cached per index generation and buffer
+  version, so a later hover of the unchanged buffer is a cache hit).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def _warm(backend, doc: documents.Doc, parse: bool, window: tuple[int | None, in
             break
         time.sleep(_POLL_S)
     if not backend.closing and is_open():
-        # the file's hovers first (one pass, ``hover.ahead_steps``), then explain's read-ahead
+        # explain's read-ahead, then the file's hovers (one pass, ``hover.ahead_steps``)
         ahead = (lambda engine: hover.ahead_steps(engine, backend, doc)) if parse else None
         backend.warm(doc.file, text, *window, ahead=ahead)
 
