@@ -7,6 +7,7 @@ and an agent tape's first request against orchestrator-tier text.
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import logging
 from collections import defaultdict
@@ -18,7 +19,7 @@ import numpy as np
 from engram.errors import CorruptTape, WorkerGone
 from engram.index import queries, schema
 from engram.index.access import TapeAccess
-from engram.lineage.cache import CachedAccess, IngestCache, boilerplate, postings, union_prints
+from engram.lineage.cache import CachedAccess, IngestCache, _keyed, postings, union_prints
 from engram.lineage.rules import (
     BOILERPLATE_SHARE,
     BOILERPLATE_TAPES,
@@ -72,6 +73,19 @@ class TapeText:
         self.n_tapes: dict = {}
         self.table: _TapeTable | None = None
         self.write = None
+        self.bp_keys: np.ndarray | None = None   # the ``boilerplate`` table's keys (``boilerplate``)
+
+    def boilerplate(self, conn: apsw.Connection, hashes: np.ndarray) -> set[int]:
+        """``cache.boilerplate(conn, hashes)`` (the same set), from the table's keys read once
+        for the pass (a few hundred rows, which the pass never changes) rather than one query
+        per tape."""
+        if self.bp_keys is None:
+            self.bp_keys = uniq(np.fromiter(itertools.chain.from_iterable(
+                conn.execute("SELECT hash FROM boilerplate")), np.int64))
+        if not len(hashes):
+            return set()
+        ukeys, ufull = _keyed(uniq(np.asarray(hashes, dtype=np.int64)))
+        return set(ufull[member(ukeys, self.bp_keys)].tolist())
 
     def get(self, t: queries.TapeRow) -> dict:
         c = self.cache.get(t.id)
@@ -477,7 +491,7 @@ def _continuation_of(conn: apsw.Connection, b: queries.TapeRow, text: TapeText, 
     hb = text.get(b)
     head, head_k = hb["head"], hb["head_k"]
     bp = (_head_boilerplate(conn, b.harness, head_k, text.bp, text.n_tapes, text.prints)
-          | boilerplate(conn, head_k))
+          | text.boilerplate(conn, head_k))
     if bp:
         bpa = np.fromiter(bp, np.int64, len(bp))
         bpa = uniq(bpa)
@@ -661,7 +675,7 @@ def _dispatch_of(conn: apsw.Connection, a: queries.TapeRow, text: TapeText, stat
     if not task:
         return
     win, q = text.prints.text_prints(task)
-    bp = boilerplate(conn, q)
+    bp = text.boilerplate(conn, q)
     if bp:
         bpa = np.fromiter(bp, np.int64, len(bp))
         bpa = uniq(bpa)

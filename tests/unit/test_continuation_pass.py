@@ -209,3 +209,33 @@ def test_hashes_per_block_equal_a_set_per_block():
             want[b].add(h)
         got = continuations._hashes_per_block(rows)
         assert list(got.items()) == [(b, len(hs)) for b, hs in want.items()], trial
+
+
+def test_boilerplate_from_the_table_read_once_equals_the_query(world):
+    """``TapeText.boilerplate`` (the table's keys read once a pass) gives ``cache.boilerplate``'s
+    set (one query per call), hashes sharing an index key included."""
+    import random
+
+    from engram.lineage.cache import boilerplate
+
+    _world(world, readers=2)
+    eng = Engine(world.root)
+    try:
+        conn = eng.conn()
+        rng = random.Random(5)
+        hashes = [rng.getrandbits(63) * rng.choice((1, -1)) for _ in range(300)]
+        keys = sorted(set(queries.index_keys(np.array(hashes, np.int64)).tolist()))
+        with conn:
+            conn.executemany("INSERT OR REPLACE INTO boilerplate VALUES (?, 500)",
+                             [(k,) for k in keys[::3]])
+        text = continuations.TapeText(CachedAccess(conn, IngestCache()), IngestCache())
+        found = 0
+        for _ in range(50):
+            q = np.array(rng.sample(hashes, rng.randint(0, 40)), np.int64)
+            q = np.r_[q, q[:3] ^ 1]   # others of the same keys
+            want = boilerplate(conn, q)
+            assert text.boilerplate(conn, q) == want
+            found += len(want)
+        assert found  # some were boilerplate
+    finally:
+        eng.close()
