@@ -86,3 +86,17 @@ def test_span_prints_from_memoised_tokens_equal_the_span_alone():
             for x, y in zip(got, want):
                 assert x.dtype == y.dtype and np.array_equal(x, y)
     assert all(explain._TOKENS.peek(t) is not None for t in files)
+
+
+def test_document_lines_memo_holds_an_agents_files():
+    """``engine._lines`` keeps the lines of the last 256 documents (an agent's few dozen files in any
+    order, not eight): the same tuple for the same text, a text's own lines for a changed one."""
+    from engram import engine
+
+    texts = [f"def f{i}():\n    return {i}\n" * (i + 1) for i in range(40)]
+    first = [engine._lines(t) for t in texts]
+    for t, got in zip(texts, first):
+        assert engine._lines(t) is got
+        assert got == tuple(t.split("\n"))
+    changed = texts[0] + "x = 1\n"
+    assert engine._lines(changed) == tuple(changed.split("\n"))
