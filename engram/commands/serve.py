@@ -35,6 +35,7 @@ from engram import warm
 log = logging.getLogger(__name__)
 
 MAX_REQUEST = 1 << 20
+CHECK_S = 30.0  # how often an idle server looks that its socket is still there
 
 
 class Server:
@@ -86,17 +87,34 @@ class Server:
             self.lock_fd = None
 
     def run(self, idle_exit: float | None = None) -> None:
-        self.sock.settimeout(idle_exit)
+        """Answer until ``idle_exit`` seconds pass without a request, or until the socket is no
+        longer ours (removed, or replaced: ``$ENGRAM_HOME`` deleted; nobody can reach this
+        process any more; looked at every ``CHECK_S`` seconds)."""
+        last = time.monotonic()  # (the end of the last request)
         while not self.stale:
+            left = None if idle_exit is None else last + idle_exit - time.monotonic()
+            if left is not None and left <= 0:
+                return
+            self.sock.settimeout(CHECK_S if left is None else max(0.01, min(CHECK_S, left)))
             try:
                 conn, _ = self.sock.accept()
             except TimeoutError:
-                return
+                if not self.reachable():
+                    log.info("serve: its socket is gone; stopping")
+                    return
+                continue
             with conn:
                 try:
                     self.handle(conn)
                 except OSError as e:  # the client went away: nothing to answer
                     log.info("serve: client gone (%s)", e.__class__.__name__)
+            last = time.monotonic()
+
+    def reachable(self) -> bool:
+        try:
+            return os.lstat(self.path).st_ino == self.ino
+        except OSError:
+            return False
 
     def handle(self, conn: socket.socket) -> None:
         if _peer_uid(conn) != os.getuid():

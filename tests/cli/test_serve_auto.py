@@ -204,3 +204,26 @@ def test_engram_log_starts_one_too(history):  # noqa: F811
     started()
     assert engram("log") == first == local("log")
     assert answered() == 1
+
+
+def test_a_server_whose_socket_is_gone_stops(indexed, tmp_path, monkeypatch):  # noqa: F811
+    """``$ENGRAM_HOME`` deleted under it (``rm -rf .demo``): nobody can reach it any more, and a
+    new one may start in the new directory; it stops at its next look (``CHECK_S``) instead of
+    waiting out its idle time."""
+    import threading
+
+    from engram.cli import run
+    from engram.commands import serve
+
+    monkeypatch.setattr(serve, "CHECK_S", 0.1)
+    server = serve.Server(run, path=str(tmp_path / "run" / "s.sock"))
+    t = threading.Thread(target=server.run, kwargs={"idle_exit": 600.0}, daemon=True)
+    t.start()
+    try:
+        time.sleep(0.3)
+        assert t.is_alive()  # idle, its socket there: it waits
+        os.unlink(tmp_path / "run" / "s.sock")
+        t.join(timeout=10)
+        assert not t.is_alive()
+    finally:
+        server.close()
