@@ -606,7 +606,9 @@ def _register_core(sub, common) -> None:
                        description="Keep Engram warm for this ENGRAM_HOME: `engram explain` in any "
                                    "shell of this user is then answered by this process over a "
                                    "private unix socket, with the same output (in-process when "
-                                   "no server runs). Runs until interrupted.")
+                                   "no server runs). Runs until interrupted, or --idle-exit. You "
+                                   "need not start it: `engram explain` / `log` start one when "
+                                   "none runs (serve.auto: false or ENGRAM_NO_SERVE=1: never).")
     s.add_argument("--idle-exit", type=float, metavar="SECONDS",
                    help="stop after this long without a request")
     s.add_argument("--lock-fd", type=int, help=argparse.SUPPRESS)  # (engram.warm.start)
