@@ -24,8 +24,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from engram import paths
 
 log = logging.getLogger(__name__)
@@ -465,6 +463,8 @@ def _read_yaml(path: Path, warnings: list[str]) -> dict:
     except OSError as e:
         warnings.append(f"{path}: cannot read config ({e.strerror}); using defaults")
         return {}
+    import yaml  # (only when there is a file: its import is 10-40 ms of a command's start)
+
     try:
         # libyaml's safe loader when present (the same documents, ~10x faster to parse: every
         # CLI command reads the config)
