@@ -220,20 +220,26 @@ def edit_lines_rows(texts: list[str]) -> list[tuple]:
     joined by line breaks: a line's hash is its own, whatever the lines around it). One text at
     a time, the fixed cost of the numpy calls was most of it (edits are a few lines each)."""
     out: list[tuple] = []
-    i = 0
-    while i < len(texts):
-        j, size = i, 0
-        while j < len(texts) and (j == i or size + len(texts[j]) <= EDIT_LINES_CHUNK_CHARS):
-            size += len(texts[j])
-            j += 1
-        hashes = _line_hashes_at_once("\n".join(texts[i:j]))
+    for chunk in _chunks(texts, EDIT_LINES_CHUNK_CHARS):
+        hashes = _line_hashes_at_once("\n".join(chunk))
         at = 0
-        for t in texts[i:j]:
+        for t in chunk:
             n = t.count("\n") + 1
             out.append((hashes[at:at + n].tobytes(), exact_hashes(t).tobytes()))
             at += n
-        i = j
     return out
+
+
+def _chunks(texts: list[str], chars: int):
+    """``texts`` in consecutive runs of at most ``chars`` characters (a longer text alone)."""
+    i = 0
+    while i < len(texts):
+        j, size = i, 0
+        while j < len(texts) and (j == i or size + len(texts[j]) <= chars):
+            size += len(texts[j])
+            j += 1
+        yield texts[i:j]
+        i = j
 
 
 def _edit_lines_of(infos: list[list]) -> list[tuple | None]:
@@ -590,14 +596,9 @@ def _fingerprint_chunked(texts: list[str], keep: list[bool]) -> list:
     fingerprints do not depend on the others of its call): its arrays, a few times the size of
     the text, stay bounded however big the session."""
     out: list = []
-    i = 0
-    while i < len(texts):
-        j, size = i, 0
-        while j < len(texts) and (j == i or size + len(texts[j]) <= PREPARE_CHUNK_CHARS):
-            size += len(texts[j])
-            j += 1
-        out.extend(fingerprint.fingerprint_batch(texts[i:j], keep_kgrams=keep[i:j]))
-        i = j
+    for chunk in _chunks(texts, PREPARE_CHUNK_CHARS):
+        i = len(out)
+        out.extend(fingerprint.fingerprint_batch(chunk, keep_kgrams=keep[i:i + len(chunk)]))
     return out
 
 

@@ -34,7 +34,7 @@ from engram.index import packed as packed_rows
 from engram.index import queries
 from engram.index.access import TapeAccess
 from engram.lineage.rules import HEAD_EVENTS
-from engram.sortedset import uniq
+from engram.sortedset import member, uniq
 from engram.tape.writer import encode_event
 
 _WANTED_KINDS = ("code.edit", "span.link")
@@ -102,15 +102,26 @@ def _keyed(hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return keys[last], hashes[last]
 
 
-def boilerplate(conn: apsw.Connection, hashes: np.ndarray) -> set[int]:
-    """``queries.boilerplate`` (the same set), vectorised."""
+def boilerplate(conn: apsw.Connection, hashes: np.ndarray, table: np.ndarray | None = None
+                ) -> set[int]:
+    """``queries.boilerplate`` (the same set), vectorised. ``table``: the boilerplate table's keys
+    (``boilerplate_keys``) read once by a caller that asks many times while the table stays as it
+    is (a pass of the lineage); else the keys asked for are looked up in it."""
     if not len(hashes):
         return set()
     ukeys, ufull = _keyed(uniq(np.asarray(hashes, dtype=np.int64)))
+    if table is not None:
+        return set(ufull[member(ukeys, table)].tolist())
     found = np.fromiter(itertools.chain.from_iterable(conn.execute(
         "SELECT hash FROM boilerplate WHERE hash IN carray(?)", (apsw.carray(queries._i64(ukeys)),))),
         np.int64)
     return set(ufull[np.searchsorted(ukeys, found)].tolist())
+
+
+def boilerplate_keys(conn: apsw.Connection) -> np.ndarray:
+    """The boilerplate table's keys, sorted (a few hundred rows), for ``boilerplate(table=)``."""
+    return uniq(np.fromiter(itertools.chain.from_iterable(
+        conn.execute("SELECT hash FROM boilerplate")), np.int64))
 
 
 def wanted(ofs: int, ev: dict) -> bool:

@@ -7,7 +7,6 @@ and an agent tape's first request against orchestrator-tier text.
 from __future__ import annotations
 
 import bisect
-import itertools
 import json
 import logging
 from collections import defaultdict
@@ -19,7 +18,14 @@ import numpy as np
 from engram.errors import CorruptTape, WorkerGone
 from engram.index import queries, schema
 from engram.index.access import TapeAccess
-from engram.lineage.cache import CachedAccess, IngestCache, _keyed, postings, union_prints
+from engram.lineage.cache import (
+    CachedAccess,
+    IngestCache,
+    boilerplate,
+    boilerplate_keys,
+    postings,
+    union_prints,
+)
 from engram.lineage.rules import (
     BOILERPLATE_SHARE,
     BOILERPLATE_TAPES,
@@ -80,12 +86,8 @@ class TapeText:
         for the pass (a few hundred rows, which the pass never changes) rather than one query
         per tape."""
         if self.bp_keys is None:
-            self.bp_keys = uniq(np.fromiter(itertools.chain.from_iterable(
-                conn.execute("SELECT hash FROM boilerplate")), np.int64))
-        if not len(hashes):
-            return set()
-        ukeys, ufull = _keyed(uniq(np.asarray(hashes, dtype=np.int64)))
-        return set(ufull[member(ukeys, self.bp_keys)].tolist())
+            self.bp_keys = boilerplate_keys(conn)
+        return boilerplate(conn, hashes, self.bp_keys)
 
     def get(self, t: queries.TapeRow) -> dict:
         c = self.cache.get(t.id)

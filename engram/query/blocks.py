@@ -34,6 +34,7 @@ them all ahead, between requests. All reads of one call share one read transacti
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import apsw
@@ -66,13 +67,22 @@ def explain_blocks(conn: apsw.Connection, text: str, blocks: list[tuple[int, int
            for s, e in blocks]
     if not blocks:
         return out
+    with _reading(conn) as cache:
+        return _explain_blocks(cache, conn, text, blocks, windows, events, out)
+
+
+@contextlib.contextmanager
+def _reading(conn: apsw.Connection):
+    """The connection's row cache, its lock held and checked, and every read inside seeing one
+    state of the index (a read transaction, unless the caller is in one)."""
     cache = _cache(conn)
-    snapshot = not conn.in_transaction   # every read below sees one state of the index
+    snapshot = not conn.in_transaction
     with cache.lock:
         if snapshot:
             conn.execute("BEGIN")
         try:
-            return _explain_blocks(cache, conn, text, blocks, windows, events, out)
+            cache.check(conn)
+            yield cache
         finally:
             if snapshot:
                 conn.execute("COMMIT")
@@ -81,7 +91,6 @@ def explain_blocks(conn: apsw.Connection, text: str, blocks: list[tuple[int, int
 def _explain_blocks(cache: _RowCache, conn: apsw.Connection, text: str,
                     blocks: list[tuple[int, int]], windows: bool, events: bool,
                     out: list[dict]) -> list[dict]:
-    cache.check(conn)
     q_block, q_key, denom = _block_queries(cache, conn, text, blocks)
     if not len(q_key):
         return out
@@ -140,7 +149,8 @@ def _explain_blocks(cache: _RowCache, conn: apsw.Connection, text: str,
         if events:
             res["top"]["event"] = eid
         if access is not None:
-            res["top"]["windows"] = [_window(conn, access, top, eid, top_conf)]
+            r = queries.events(conn, [eid])[eid]
+            res["top"]["windows"] = [_window(access, top, r, top_conf)]
     return out
 
 
@@ -152,27 +162,16 @@ def top_window(conn: apsw.Connection, top: dict) -> dict | None:
     eid = top.get("event")
     if type(eid) is not int:
         return None
-    cache = _cache(conn)
-    snapshot = not conn.in_transaction
-    with cache.lock:
-        if snapshot:
-            conn.execute("BEGIN")
-        try:
-            cache.check(conn)
-            event = queries.events(conn, [eid]).get(eid)
-            row = cache.tape_rows(conn, [event.tape]).get(event.tape) if event else None
-            if row is None or row.tape_id != top.get("tape_id"):
-                return None
-            return _window(conn, TapeAccess(conn), row, eid, top.get("confidence") or 0.0)
-        finally:
-            if snapshot:
-                conn.execute("COMMIT")
+    with _reading(conn) as cache:
+        event = queries.events(conn, [eid]).get(eid)
+        row = cache.tape_rows(conn, [event.tape]).get(event.tape) if event else None
+        if row is None or row.tape_id != top.get("tape_id"):
+            return None
+        return _window(TapeAccess(conn), row, event, top.get("confidence") or 0.0)
 
 
-def _window(conn: apsw.Connection, access: TapeAccess, tape: queries.TapeRow, eid: int,
-            conf: float) -> dict:
-    """The window around event ``eid`` of ``tape`` (one event either side)."""
-    r = queries.events(conn, [eid])[eid]
+def _window(access: TapeAccess, tape: queries.TapeRow, r, conf: float) -> dict:
+    """The window around event row ``r`` of ``tape`` (one event either side)."""
     w = {"anchor": r.ofs, "kind": schema.kind_name(r.kind), "confidence": round(conf, 4),
          "file": r.file}
     w.update(window.window(access, tape, r.ofs, 1, 1))

@@ -36,11 +36,6 @@ def hover_block(engine, backend, doc: documents.Doc, line: int):
         block = {**result[0], "range": [start, end]} if result else None
         top = (block or {}).get("top")
         if block and block.get("sessions") and isinstance(top, dict):
-            if not top.get("windows"):
-                # an entry a code lens computed (no windows): the window the hover's own
-                # ``explain_blocks`` gives, read for its anchor alone (not a whole explain)
-                w = engine.block_window(top)
-                top = {**top, "windows": [w]} if w is not None else top
             block = {**block, "top": _with_window(engine, doc, text, start, end, top)}
             # a note among several sessions (or the best one): its kind and text, warnings first
             # (the extra explain only where the index holds notes at all)
@@ -103,10 +98,17 @@ def _notes(engine, doc, text, start, end) -> list[dict]:
 def _with_window(engine, doc, text, start, end, top: dict) -> dict:
     """The best session with a window holding the request and the assistant's nearest words.
 
-    Uses the window ``explain_blocks`` gave (or a brief explain for the anchor when it gave none);
+    Uses the window ``explain_blocks`` gave; for an entry a code lens computed (no windows), the
+    one the hover's own ``explain_blocks`` gives, read for its anchor event alone
+    (``Engine.block_window``), else (an entry naming no event the index holds) a brief explain's;
     when that window holds no assistant message, reads a wider one around the same anchor.
     """
     windows = top.get("windows")
+    if not windows:
+        w = engine.block_window(top)
+        if w is not None:
+            top = {**top, "windows": [w]}
+            windows = top["windows"]
     if not windows:
         try:
             result = engine.explain(doc.file, start, end, text=text, before=0, after=0, brief=True)

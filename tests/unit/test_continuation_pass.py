@@ -55,6 +55,11 @@ def _plain(d) -> dict:
     return {t: {e: set(hs) for e, hs in evs.items() if hs} for t, evs in d.items()}
 
 
+def _tape_rows(conn) -> list:
+    """Every tape's row of the index."""
+    return list(queries.tapes(conn, [r[0] for r in conn.execute("SELECT id FROM tapes")]).values())
+
+
 def test_tail_hits_from_the_tails_equal_the_blocks_query(world):
     _world(world, readers=3)
     eng = Engine(world.root)
@@ -87,7 +92,7 @@ def test_prefetch_reads_each_head_once(world, monkeypatch):
     eng = Engine(world.root)
     try:
         conn = eng.conn()
-        trows = list(queries.tapes(conn, [r[0] for r in conn.execute("SELECT id FROM tapes")]).values())
+        trows = _tape_rows(conn)
         plain = continuations.TapeText(CachedAccess(conn, IngestCache()), IngestCache())
         want = {t.id: plain.get(t) for t in trows}
         text = continuations.TapeText(CachedAccess(conn, IngestCache()), IngestCache())
@@ -112,7 +117,7 @@ def test_boilerplate_decided_per_batch_equals_per_head(world, monkeypatch):
     eng = Engine(world.root)
     try:
         conn = eng.conn()
-        trows = list(queries.tapes(conn, [r[0] for r in conn.execute("SELECT id FROM tapes")]).values())
+        trows = _tape_rows(conn)
         plain = continuations.TapeText(CachedAccess(conn, IngestCache()), IngestCache())
         want = {t.id: continuations._head_boilerplate(conn, t.harness, plain.get(t)["head_k"])
                 for t in trows}
@@ -146,7 +151,7 @@ def test_boilerplate_of_a_hash_sharing_its_index_key_decided_as_alone(world):
     eng = Engine(world.root)
     try:
         conn = eng.conn()
-        trows = list(queries.tapes(conn, [r[0] for r in conn.execute("SELECT id FROM tapes")]).values())
+        trows = _tape_rows(conn)
         text = continuations.TapeText(CachedAccess(conn, IngestCache()), IngestCache())
         text.prefetch(trows)   # heads only: no decisions yet
         t0 = trows[0]
