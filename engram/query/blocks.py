@@ -1,6 +1,7 @@
 """Session counts for many blocks of one document (code lens, hover): one tokenising pass over the
 document, one posting lookup, and the per-block accounting done as a handful of numpy sorts and
-joins rather than Python loops over postings.
+joins rather than Python loops over postings. One block alone (a hover) takes a path of its own
+that gives the same answer with few numpy calls ("one block" below).
 
 For every block: ``sessions`` (tapes with direct evidence above the explain floor), ``best``
 confidence, ``latest`` time, and ``top`` (the best session; with ``windows``, its first transcript
@@ -36,9 +37,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
+import weakref
 
 import apsw
 import numpy as np
+from xxhash import xxh3_64_intdigest as _xxh
 
 from engram import fingerprint
 from engram.fingerprint.tokenize import PAD, encode, hash_spans, line_of, spans
@@ -68,6 +72,8 @@ def explain_blocks(conn: apsw.Connection, text: str, blocks: list[tuple[int, int
     if not blocks:
         return out
     with _reading(conn) as cache:
+        if len(blocks) == 1:  # a hover: the same answer without numpy's per-call costs
+            return _explain_one(cache, conn, text, blocks[0], windows, events, out)
         return _explain_blocks(cache, conn, text, blocks, windows, events, out)
 
 
@@ -136,22 +142,25 @@ def _explain_blocks(cache: _RowCache, conn: apsw.Connection, text: str,
     access = TapeAccess(conn) if windows else None
     for f, n, lr in zip(first.tolist(), n_sessions.tolist(), latest.tolist()):
         top = rows.get(int(tape[f]))
-        if top is None:
-            continue
-        top_conf = float(conf[f])
-        res = out[int(d[f])]
-        eid = int(e[f])
-        res.update({
-            "sessions": n, "best": round(top_conf, 4), "latest": times[lr] or None,
-            "top": {"tape_id": top.tape_id, "harness": top.harness, "session": top.session,
-                    "model": top.model, "label": top.label, "tier": top.tier or "agent",
-                    "last_t": top.last_t, "confidence": round(top_conf, 4)}})
-        if events:
-            res["top"]["event"] = eid
-        if access is not None:
-            r = queries.events(conn, [eid])[eid]
-            res["top"]["windows"] = [_window(access, top, r, top_conf)]
+        if top is not None:
+            _fill(out[int(d[f])], conn, top, float(conf[f]), n, times[lr] or None, int(e[f]),
+                  events, access)
     return out
+
+
+def _fill(res: dict, conn: apsw.Connection, top: queries.TapeRow, top_conf: float, n: int,
+          latest: str | None, eid: int, events: bool, access: TapeAccess | None) -> None:
+    """One block's entry: ``n`` sessions, the best one ``top`` (its reference ``eid``)."""
+    res.update({
+        "sessions": n, "best": round(top_conf, 4), "latest": latest,
+        "top": {"tape_id": top.tape_id, "harness": top.harness, "session": top.session,
+                "model": top.model, "label": top.label, "tier": top.tier or "agent",
+                "last_t": top.last_t, "confidence": round(top_conf, 4)}})
+    if events:
+        res["top"]["event"] = eid
+    if access is not None:
+        r = queries.events(conn, [eid])[eid]
+        res["top"]["windows"] = [_window(access, top, r, top_conf)]
 
 
 def top_window(conn: apsw.Connection, top: dict) -> dict | None:
@@ -277,3 +286,140 @@ def _count_pairs(doc: np.ndarray, blk: np.ndarray, n_doc: int
     edge = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1], True])
     pair = pair[edge[:-1]]
     return pair >> 40, pair & _LO40, np.diff(edge)
+
+
+# -- one block (a hover) ------------------------------------------------------------------------
+#
+# A hover asks for one block of ~100 tokens, whose keys hit ~1,000 postings of ~70 indexed blocks,
+# ~90 references and ~80 sessions (the scale corpus's median). The general path above spends most
+# of its time in numpy's fixed cost per call on arrays that small; this path gives the same answer
+# with fewer calls: the tokens by one regular expression (hashed one by one by xxhash, as
+# ``hash_spans`` hashes a few), the winnowed set as the windows' minima (winnowing keeps each
+# window's minimum: its position only decides which copies of a value are kept), keys as sets,
+# the refs and events held in memory read directly, and the sessions ranked in plain Python.
+# ``tests/unit/test_blocks_one.py`` compares both paths on every block of real files.
+
+# tokenize.py's tokens: a run of identifier bytes, else one printable ASCII punctuation byte
+_TOKEN = re.compile(rb"[0-9A-Za-z_\x80-\xff]+|[\x21-\x7e]")
+_bp_sets: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _one_keys(cache: _RowCache, conn: apsw.Connection, text: str, block: tuple[int, int]
+              ) -> tuple[np.ndarray, int]:
+    """The sorted distinct index keys one block is looked up by, and its denominator (as
+    ``_block_queries`` gives them for a single block)."""
+    k, w = fingerprint.DEFAULT_K, fingerprint.DEFAULT_W
+    s, e = block
+    # tokens never cross a line break: the block's tokens are those of its lines alone
+    lines = text.split("\n")[max(s - 1, 0):max(e, 0)]
+    toks = _TOKEN.findall("\n".join(lines).encode("utf-8", "surrogatepass"))
+    if len(toks) < k:
+        return _EMPTY, 0
+    v = _kgram_hashes(np.fromiter(map(_xxh, toks), dtype=np.uint64, count=len(toks)), k)
+    # each window's minimum (by doubling: a span of a + b from two overlapping spans of a)
+    m, span = v, 1
+    while span < w and len(m) > 1:
+        step = min(span, w - span, len(m) - 1)
+        m = np.minimum(m[:-step], m[step:])
+        span += step
+    keys = sorted(set(queries.index_keys(m).tolist()))
+    sample = keys[:SAMPLE]
+    q = (set(queries.index_keys(v).tolist()) if len(keys) <= explain.ALL_KGRAMS_MAX
+         else sample)
+    bp = _boilerplate(cache, conn)
+    if bp:
+        sample = [x for x in sample if x not in bp]
+        q = [x for x in q if x not in bp]
+    if not sample or not q:
+        return _EMPTY, 0
+    return np.array(sorted(q), dtype=np.int64), len(sample)
+
+
+def _boilerplate(cache: _RowCache, conn: apsw.Connection) -> frozenset:
+    """The boilerplate keys as a set, made once per array the cache holds."""
+    arr = cache.boilerplate(conn)
+    held = _bp_sets.get(cache)
+    if held is None or held[0] is not arr:
+        held = _bp_sets[cache] = (arr, frozenset(arr.tolist()))
+    return held[1]
+
+
+def _explain_one(cache: _RowCache, conn: apsw.Connection, text: str, block: tuple[int, int],
+                 windows: bool, events: bool, out: list[dict]) -> list[dict]:
+    """``_explain_blocks`` of one block (``out`` has its one entry)."""
+    q, denom = _one_keys(cache, conn, text, block)
+    if not len(q):
+        return out
+    codes, _kid = _postings(conn, q, cache)
+    if not len(codes):
+        return out
+    # codes are distinct (key, block) pairs: a block's count is how many of the keys it holds
+    blk = np.sort(codes & _LO32)
+    edge = np.flatnonzero(np.diff(blk, prepend=-1, append=-1))
+    hits = np.diff(edge)
+    conf = np.minimum(1.0, hits / denom)
+    sel = np.flatnonzero(conf > explain.DIRECT_FLOOR)
+    if not len(sel):
+        return out
+    b, conf = blk[edge[sel]], conf[sel]
+    bl, cl, el, tl, kl = _references(cache, conn, b, conf)
+    # per tape: the best confidence; on ties an edit (the last one by block and event), else the
+    # first reference by block and event
+    best: dict[int, tuple] = {}
+    for bb, c, ee, t, kd in zip(bl, cl, el, tl, kl):
+        key = (c, True, bb, ee) if kd == _EDIT else (c, False, -bb, -ee)
+        cur = best.get(t)
+        if cur is None or key > cur[0]:
+            best[t] = (key, ee)
+    if not best:
+        return out
+    meta = _tape_meta(cache, conn, best)
+    if not meta:
+        return out
+    # the sessions ranked by confidence (to 2 places), then the most recent, then tape id: the
+    # first is ``top``
+    c2 = {t: round(best[t][0][0], 2) for t in meta}
+    hi = max(c2.values())
+    first = [t for t in meta if c2[t] == hi]
+    newest = max(meta[t][1] for t in first)
+    t = min((meta[t][0], t) for t in first if meta[t][1] == newest)[1]
+    top = cache.tape_rows(conn, [t]).get(t)
+    if top is not None:
+        _fill(out[0], conn, top, best[t][0][0], len(meta),
+              max(m[1] for m in meta.values()) or None, best[t][1], events,
+              TapeAccess(conn) if windows else None)
+    return out
+
+
+def _references(cache: _RowCache, conn: apsw.Connection, b: np.ndarray, conf: np.ndarray
+                ) -> tuple[list, list, list, list, list]:
+    """Every reference of the (sorted, distinct) indexed blocks ``b`` whose event exists, in order
+    of block and event: its block, the block's confidence, event, tape, kind (lists)."""
+    if cache.refs_full:  # every ref held (``prefill``): read directly
+        ref_b = cache.ref_b
+        lo = ref_b.searchsorted(b, "left")
+        cnt = ref_b.searchsorted(b, "right") - lo
+        e = cache.ref_e[_ranges(lo, cnt)]
+    else:
+        lo, cnt, ref_e = cache.refs(conn, b)
+        e = ref_e[_ranges(lo, cnt)]
+    if not len(e):
+        return [], [], [], [], []
+    if cache.events_full and len(cache.ev_id):
+        ev_id = cache.ev_id
+        pos = np.minimum(ev_id.searchsorted(e), len(ev_id) - 1)
+        tape, kind, ok = cache.ev_tape[pos], cache.ev_kind[pos], ev_id[pos] == e
+    else:
+        tape, kind, ok = cache.events(conn, e)
+    bl, cl = np.repeat(b, cnt), np.repeat(conf, cnt)
+    if not ok.all():
+        bl, cl, e, tape, kind = bl[ok], cl[ok], e[ok], tape[ok], kind[ok]
+    return bl.tolist(), cl.tolist(), e.tolist(), tape.tolist(), kind.tolist()
+
+
+def _tape_meta(cache: _RowCache, conn: apsw.Connection, tapes) -> dict[int, tuple[str, str]]:
+    """``{tape: (tape_id, last_t or "")}`` of the given tapes whose row exists."""
+    meta = cache.tape_meta
+    if not all(t in meta for t in tapes):  # read them (``_RowCache.tapes`` keeps what it reads)
+        cache.tapes(conn, np.array(sorted(tapes), dtype=np.int64))
+    return {t: meta[t] for t in tapes if t in meta}
