@@ -92,9 +92,12 @@ def _engine_config(root: Path, settings: Settings):
 class QueryThreads:
     """The query threads (each with its own SQLite connection, see ``Engine.conn``).
 
-    Requests come from one queue, the next going to the first free thread. Each thread also has
-    its own queue of background jobs (work for its own connection, like ``prefill``), taken only
-    when no request waits; a job that is running sees ``waiting()`` and can stop early.
+    Requests come from one queue, the next going to the free thread of the lowest number: a
+    client that asks one thing at a time is answered by the first thread only, whose connection
+    then holds what its earlier requests read (rows, a file's log history, tape windows: each
+    connection keeps its own), and the others take what comes while it is busy. Each thread also
+    has its own queue of background jobs (work for its own connection, like ``prefill``), taken
+    only when no request waits; a job that is running sees ``waiting()`` and can stop early.
     """
 
     def __init__(self, n: int, name: str):
@@ -102,6 +105,7 @@ class QueryThreads:
         self._requests: deque = deque()
         self._background: list[deque] = [deque() for _ in range(n)]
         self._closed = False
+        self._idle = [False] * n  # waiting for work (a request goes to the lowest idle thread)
         self.size = n
         for i in range(n):
             threading.Thread(target=self._work, args=(i,), name=f"{name}_{i}", daemon=True).start()
@@ -124,10 +128,15 @@ class QueryThreads:
     def _work(self, i: int) -> None:
         while True:
             with self._cond:
-                while not (self._requests or self._background[i] or self._closed):
+                self._idle[i] = True
+                while not ((self._requests and not any(self._idle[:i])) or self._background[i]
+                           or self._closed):
                     self._cond.wait()
-                if self._requests:
+                self._idle[i] = False
+                if self._requests and not any(self._idle[:i]):
                     future, fn = self._requests.popleft()
+                    if self._requests:  # more: a higher thread may take the next one now
+                        self._cond.notify_all()
                 elif self._background[i]:
                     future, fn = self._background[i].popleft()
                 else:
@@ -371,6 +380,16 @@ class Backend:
         from engram.engine import Engine
 
         return Engine.parse_symbols(text, path, cancel=self.busy)
+
+    @contextlib.contextmanager
+    def answering(self):
+        """Count a request answered without the query threads (a first code lens computed
+        before the engine is imported) as one: ``busy`` and ``since_request`` see it."""
+        self._count(1, True)
+        try:
+            yield
+        finally:
+            self._count(-1, True)
 
     def busy(self) -> bool:
         """Whether a request is queued or running (background work gives way to it)."""

@@ -1,0 +1,72 @@
+"""The language server's query threads: a request goes to the free thread of the lowest number
+(``engram_lsp.backend.QueryThreads``), so a client asking one thing at a time is answered by one
+connection, whose rows and memos its earlier requests filled; a second request while the first
+runs is taken by the next thread at once."""
+
+from __future__ import annotations
+
+import threading
+
+from engram_lsp.backend import QueryThreads
+
+
+def _name() -> str:
+    return threading.current_thread().name
+
+
+def test_one_request_at_a_time_goes_to_the_first_thread():
+    pool = QueryThreads(3, "t-seq")
+    try:
+        names = [pool.submit(_name).result(timeout=10) for _ in range(50)]
+    finally:
+        pool.shutdown()
+    assert set(names) == {"t-seq_0"}
+
+
+def test_a_request_while_the_first_thread_is_busy_goes_to_the_next():
+    pool = QueryThreads(2, "t-busy")
+    started, release = threading.Event(), threading.Event()
+
+    def hold():
+        started.set()
+        release.wait(10)
+        return _name()
+
+    try:
+        first = pool.submit(hold)
+        assert started.wait(10)
+        second = pool.submit(_name).result(timeout=10)  # answered while the first still runs
+        release.set()
+        assert (first.result(timeout=10), second) == ("t-busy_0", "t-busy_1")
+    finally:
+        release.set()
+        pool.shutdown()
+
+
+def test_background_work_of_the_first_thread_sends_requests_to_the_next():
+    pool = QueryThreads(2, "t-bg")
+    started, release = threading.Event(), threading.Event()
+
+    def job():
+        started.set()
+        release.wait(10)
+
+    try:
+        bg = pool.submit(job, thread=0)
+        assert started.wait(10)
+        assert pool.submit(_name).result(timeout=10) == "t-bg_1"
+        release.set()
+        bg.result(timeout=10)
+        assert pool.submit(_name).result(timeout=10) == "t-bg_0"
+    finally:
+        release.set()
+        pool.shutdown()
+
+
+def test_requests_queued_together_all_get_answered():
+    pool = QueryThreads(2, "t-many")
+    try:
+        futures = [pool.submit(lambda i=i: i * i) for i in range(200)]
+        assert [f.result(timeout=10) for f in futures] == [i * i for i in range(200)]
+    finally:
+        pool.shutdown()
