@@ -188,15 +188,44 @@ def _parser(lang: str):
             return _parsers[lang]
     parser = None
     try:
-        import tree_sitter_language_pack as tslp
+        parser = _bundled_parser(lang)
+        if parser is None:
+            import tree_sitter_language_pack as tslp
 
-        parser = tslp.get_parser(lang)  # type: ignore[arg-type]
+            parser = tslp.get_parser(lang)  # type: ignore[arg-type]
     except Exception as exc:  # unknown language, or a pack that would download grammars
         log.debug("no tree-sitter grammar for %s: %s", lang, exc)
         parser = None
     with _lock:
         _parsers[lang] = parser
     return parser
+
+
+def _bundled_parser(lang: str):
+    """A parser from the language pack's own binding of ``lang`` (``bindings/<lang>``, what
+    ``get_parser`` loads), loaded without importing the pack's ``__init__``, which imports three
+    other grammars' packages and, through them, ``importlib.resources``, ``tempfile``, ``shutil``,
+    ``bz2``, ``lzma``: 10-40 ms of a language server's first code lens. None when the pack has no
+    such file (then ``get_parser`` answers)."""
+    import importlib.machinery
+    import importlib.util
+    import os
+
+    spec = importlib.util.find_spec("tree_sitter_language_pack")
+    if spec is None or not spec.submodule_search_locations or not lang.isidentifier():
+        return None
+    name = f"tree_sitter_language_pack.bindings.{lang}"
+    for where in spec.submodule_search_locations:
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = os.path.join(where, "bindings", lang + suffix)
+            if os.path.isfile(path):
+                from tree_sitter import Language, Parser
+
+                loader = importlib.machinery.ExtensionFileLoader(name, path)
+                module = importlib.util.module_from_spec(
+                    importlib.util.spec_from_file_location(name, path, loader=loader))
+                return Parser(Language(module.language()))
+    return None
 
 
 def _common_prefix(a: bytes, b: bytes) -> int:
@@ -754,13 +783,16 @@ def table_block(table: list[list[int]], line: int) -> tuple[int, int]:
     return table[i][2], table[i][3]
 
 
-def top_level_blocks(text: str, path: str | PurePath | None) -> list[tuple[int, int, str]]:
-    """Top-level definitions ``(start, end, name)`` in file order (chunks when there are none)."""
+def top_level_blocks(text: str, path: str | PurePath | None, scan: bool = True
+                     ) -> list[tuple[int, int, str]]:
+    """Top-level definitions ``(start, end, name)`` in file order (chunks when there are none).
+    ``scan=False``: Python from the parse too, not the scan (the same blocks; the scan needs
+    numpy, which a language server's first code lens does without: ``engram.query.direct``)."""
     if not text:
         return []
     lang = language_for(path)
     found = None
-    if lang == "python" and len(text) <= _MAX_PARSE_BYTES and _parser(lang) is not None:
+    if scan and lang == "python" and len(text) <= _MAX_PARSE_BYTES and _parser(lang) is not None:
         found = _python_top_level(text)
         if found:
             return [(a + 1, b + 1, name) for a, b, name in found]  # ends trimmed already

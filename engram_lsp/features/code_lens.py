@@ -13,6 +13,7 @@ still the same (``engram_lsp.lenses``): the first lenses after a start need no e
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from lsprotocol import types
@@ -52,6 +53,28 @@ def stored(backend, doc: documents.Doc) -> list[dict] | None:
     return results
 
 
+def direct(ls, backend, doc: documents.Doc) -> list[dict] | None:
+    """The counts of a server that has not imported the engine yet (its first lenses), computed
+    without it or numpy (``engram.query.direct``: the same counts); None once the engine is
+    there (the usual path is then as quick, and fills the caches hovers use), for a buffer not
+    open, during a rebuild, or for an index it does not read."""
+    preloaded = getattr(ls, "preloaded", None)
+    if (doc.text is None or preloaded is None or preloaded.is_set() or backend.engine is not None
+            or backend.rebuilding or backend.closing):
+        return None
+    with backend.answering():  # background work gives way meanwhile (``Backend.busy``)
+        try:
+            from engram.query import direct as counts
+
+            results = counts.lens_counts(backend.index_path(), doc.text, doc.path)
+        except Exception:  # a shortcut: the engine's path answers
+            log.debug("code lens without the engine failed", exc_info=True)
+            return None
+    if results is not None:
+        log.debug("code lens without the engine: %s", doc.uri)
+    return results
+
+
 def register(server) -> None:
     server.indexer.on_indexed(lambda _summary: server.refresh_code_lenses())
 
@@ -62,9 +85,18 @@ def register(server) -> None:
         doc = documents.resolve(ls, params.text_document.uri)
         backend = ls.get_backend()
         results = stored(backend, doc)
+        if results is None:
+            results = direct(ls, backend, doc)
         first = getattr(ls, "first_lens", None)
         if first is not None:
-            first.set()  # the engine's import may start now (lifecycle._preload)
+            # the engine's import may start now (lifecycle._preload): once this answer is written
+            # when there is one (the answer is sent by a callback of this task's end, queued
+            # after the first of these two), at once otherwise (the lens needs the engine)
+            loop = asyncio.get_running_loop()
+            if results is not None:
+                loop.call_soon(loop.call_soon, first.set)
+            else:
+                first.set()
         if results is None:
             results = await ls.run(lens_blocks, backend, doc, quiet=list)
         return lenses_of(results, doc.uri, ls.settings.min_sessions)

@@ -45,21 +45,26 @@ def register(server) -> None:
         stop(ls)
 
 
-# When lens counts are kept on disk for the index (``engram_lsp.lenses``), the first code lens is
-# likely answered from them without the engine: the import waits for it (at most this long), so
-# that it does not hold the GIL in numpy's C initialisation meanwhile. A lens they do not answer
-# imports the engine on its query thread at once, as the preload would.
-_LENS_FIRST_S = 0.1
+# The first code lens is answered without the engine: from the counts kept on disk
+# (``engram_lsp.lenses``), else computed without numpy (``engram.query.direct``, code_lens.direct).
+# The engine's import waits until that answer is written (at most this long), so that it does not
+# hold the GIL in numpy's C initialisation meanwhile. A lens neither answers imports the engine on
+# its query thread at once, as the preload would.
+_LENS_FIRST_S = 0.5
 
 
 def _preload(ls) -> None:
-    """Import the engine (numpy, apsw, the fingerprinting) and load a grammar while the client
-    finishes the handshake and opens its first file, instead of on that file's first code lens.
-    The answer to ``initialize`` is not held for it: this runs on its own thread."""
+    """Import what the first code lens needs (``engram.query.direct``, the Python grammar), wait
+    for that lens's answer, then import the engine (numpy, the fingerprinting, the queries) and
+    load a grammar while the client opens its files, instead of on a later request. The answer to
+    ``initialize`` is not held for it: this runs on its own thread."""
     done: threading.Event = ls.preloaded
     try:
-        if _lenses_kept(ls):
-            ls.first_lens.wait(_LENS_FIRST_S)
+        if not _lenses_kept(ls):
+            from engram.query import direct
+
+            direct.warm()
+        ls.first_lens.wait(_LENS_FIRST_S)
         from engram.engine import Engine
 
         Engine.top_level_blocks("def warm():\n    return 1\n", "warm.py")

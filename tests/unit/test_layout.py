@@ -58,8 +58,11 @@ PEERS_INSIDE_FUNCTIONS = {frozenset({"query", "embed"})}
 """Parts of one layer that may import each other, but only inside functions: semantic search
 needs transcript windows, and the windows' search needs semantic hits (docs/architecture.md)."""
 
-LSP_MAY_IMPORT = ("engram", "engram.engine", "engram.errors", "engram.config")
-"""All of ``engram`` that ``engram_lsp`` may import: it goes through the ``Engine``."""
+LSP_MAY_IMPORT = ("engram", "engram.engine", "engram.errors", "engram.config",
+                  "engram.query.direct")
+"""All of ``engram`` that ``engram_lsp`` may import: it goes through the ``Engine``; and the code
+lens counts without numpy (``engram.query.direct``), for the first lenses before the engine's
+import (which loads numpy) is done."""
 
 
 @dataclass(frozen=True)
