@@ -7,9 +7,14 @@ and an agent tape's first request against orchestrator-tier text.
 from __future__ import annotations
 
 import bisect
+import contextlib
+import fcntl
 import json
 import logging
+import os
+import tempfile
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 import apsw
@@ -265,20 +270,51 @@ def _runs_over(sorted_values: np.ndarray, limit: int) -> np.ndarray:
 
 
 def compute(conn: apsw.Connection, new_tapes: list[queries.TapeRow], access: TapeAccess,
-            stats: dict, prints: IngestCache | None = None, write=None) -> None:
+            stats: dict, prints: IngestCache | None = None, write=None, write_dispatch=None,
+            claims: Claims | None = None) -> None:
     """Continuation and dispatch rows for ``new_tapes`` (and the tapes they may precede).
-    ``write(sql, args)``: where the row changes go (default: executed on ``conn``). Nothing here
-    reads ``continuations``, so the changes may be applied later, in order, with the same
-    result (the parse worker computes them beside the edges: ``compute_remote``)."""
+    ``write(sql, args)``: where the row changes go (default: executed on ``conn``; the dispatch
+    rows' to ``write_dispatch`` if given). Nothing here reads ``continuations``, and a tape's
+    changes touch only the rows that end at it, so the changes may be applied later with the
+    same result as long as every continuation change comes before every dispatch change (the
+    parse worker computes them beside the edges: ``compute_remote``). ``claims``: only the
+    (harness, cwd) groups of tapes this side claims (the pass shared by two processes)."""
     text = TapeText(access, prints if prints is not None else IngestCache())
-    text.write = write if write is not None else conn.execute
+    write = write if write is not None else conn.execute
+    write_dispatch = write_dispatch if write_dispatch is not None else write
     if len(new_tapes) >= TABLE_MIN_TAPES:
         text.table = _TapeTable.load(conn)
+    todo, agents = _todo(conn, new_tapes, text.table)
+    if claims is None:
+        _compute_part(conn, text, stats, todo, agents, write, write_dispatch)
+        return
+    for key in claims.take(_groups([*todo, *agents])):
+        _compute_part(conn, text, stats, [t for t in todo if _group(t) == key],
+                      [a for a in agents if _group(a) == key], write, write_dispatch)
+
+
+def _compute_part(conn: apsw.Connection, text: TapeText, stats: dict, todo: list, agents: list,
+                  write, write_dispatch) -> None:
+    """The continuations of ``todo``'s tapes, then the dispatch rows of ``agents``'."""
+    text.write = write
+    if text.table is not None:  # many tapes: their heads in one fingerprinting batch
+        text.prefetch(todo, conn)
+    for b in todo:
+        _continuation_of(conn, b, text, stats)
+    text.write = write_dispatch
+    for a in agents:
+        _dispatch_of(conn, a, text, stats)
+
+
+def _todo(conn: apsw.Connection, new_tapes: list[queries.TapeRow], table: _TapeTable | None
+          ) -> tuple[list[queries.TapeRow], list[queries.TapeRow]]:
+    """The tapes whose continuations and whose dispatch rows the pass computes, each list in
+    (first_t, tape_id) order."""
     todo: dict[int, queries.TapeRow] = {t.id: t for t in new_tapes}
     # a new tape may be the predecessor of tapes that started after it
     for t in new_tapes:
-        if text.table is not None:
-            for r in text.table.successors(t):
+        if table is not None:
+            for r in table.successors(t):
                 todo.setdefault(r.id, r)
             continue
         for r in conn.execute(f"SELECT {queries.TAPE_COLS} FROM tapes WHERE harness IS ? AND first_t > ?"
@@ -286,18 +322,14 @@ def compute(conn: apsw.Connection, new_tapes: list[queries.TapeRow], access: Tap
                               " LIMIT ?", (t.harness, t.first_t or "", t.id, t.cwd, t.cwd,
                                            MAX_SUCCESSORS)):
             todo.setdefault(r[0], queries.TapeRow(*r))
-    if text.table is not None:  # many tapes: their heads in one fingerprinting batch
-        text.prefetch(sorted(todo.values(), key=lambda t: (t.first_t or "", t.tape_id)), conn)
-    for b in sorted(todo.values(), key=lambda t: (t.first_t or "", t.tape_id)):
-        _continuation_of(conn, b, text, stats)
     # dispatch: tapes holding an agent tape's first request in what they wrote (orchestrators:
     # also in what they were given); a new tape may have dispatched agents that started after it
     # began, and, unless it is an orchestrator's, before it ended
     agents: dict[int, queries.TapeRow] = {t.id: t for t in new_tapes if t.tier != "orchestrator"}
     for o in new_tapes:
         until = None if o.tier == "orchestrator" else (o.last_t or o.first_t or "")
-        if text.table is not None:
-            for r in text.table.agents_from(o.first_t or "", DISPATCH_AGENTS, until):
+        if table is not None:
+            for r in table.agents_from(o.first_t or "", DISPATCH_AGENTS, until):
                 agents.setdefault(r.id, r)
             continue
         for r in conn.execute(f"SELECT {queries.TAPE_COLS} FROM tapes WHERE tier IS NOT 'orchestrator'"
@@ -305,8 +337,62 @@ def compute(conn: apsw.Connection, new_tapes: list[queries.TapeRow], access: Tap
                               " ORDER BY first_t, tape_id LIMIT ?",
                               (o.first_t or "", until, until, DISPATCH_AGENTS)):
             agents.setdefault(r[0], queries.TapeRow(*r))
-    for a in sorted(agents.values(), key=lambda t: (t.first_t or "", t.tape_id)):
-        _dispatch_of(conn, a, text, stats)
+    return (sorted(todo.values(), key=_in_time), sorted(agents.values(), key=_in_time))
+
+
+def _in_time(t: queries.TapeRow) -> tuple[str, str]:
+    return (t.first_t or "", t.tape_id)
+
+
+def _group(t: queries.TapeRow) -> tuple:
+    return (t.harness, t.cwd)
+
+
+def _groups(tapes: list[queries.TapeRow]) -> list[tuple]:
+    """The (harness, cwd) groups of ``tapes``, the largest first (then by name): claimed in this
+    order, the last ones taken are small and the two sides end close together."""
+    sizes: dict[tuple, int] = defaultdict(int)
+    for t in tapes:
+        sizes[_group(t)] += 1
+    return sorted(sizes, key=lambda g: (-sizes[g], g[0] or "", g[0] is not None,
+                                         g[1] or "", g[1] is not None))
+
+
+class Claims:
+    """Groups of tapes handed out to two processes sharing a pass, each group once, in order: a
+    counter in a private file, taken under an exclusive ``flock``. Each side computes the same
+    group list (from the same tapes), so the counter is all they share."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    @classmethod
+    def create(cls) -> Claims:
+        fd, path = tempfile.mkstemp(prefix="engram-lineage-claims-")  # (0600)
+        try:
+            os.write(fd, (0).to_bytes(8, "little"))
+        finally:
+            os.close(fd)
+        return cls(path)
+
+    def take(self, groups: list[tuple]):
+        """Yield the groups this side claims, until none is left."""
+        while True:
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                n = int.from_bytes(os.pread(fd, 8, 0), "little")
+                if n < len(groups):
+                    os.pwrite(fd, (n + 1).to_bytes(8, "little"), 0)
+            finally:
+                os.close(fd)  # (and the lock with it)
+            if n >= len(groups):
+                return
+            yield groups[n]
+
+    def remove(self) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
 
 
 class _TapeTable:
@@ -396,55 +482,110 @@ class _TapeTable:
         return out
 
 
-def submit_remote(conn: apsw.Connection, tape_rows: list[int], cache) -> tuple | None:
+SPLIT_MIN_TAPES = 512   # this many new tapes or more: the pass is shared by both processes
+
+
+@dataclass
+class Remote:
+    """A pass computed in the parse worker (``submit_remote``); when the two processes share it
+    (``claims``), the part computed here (``compute_here``)."""
+
+    worker: object
+    future: object
+    claims: Claims | None = None
+    here: tuple[list, list, dict] | None = None  # (continuation changes, dispatch changes, stats)
+
+
+def submit_remote(conn: apsw.Connection, tape_rows: list[int], cache) -> Remote | None:
     """Ask the run's parse worker (``cache.worker``, when the run has one and many tapes are
-    new) for ``compute_remote``; ``(worker, future)`` or None."""
+    new) for ``compute_remote``; None if there is none. With at least ``SPLIT_MIN_TAPES`` new
+    tapes the pass is shared: the worker claims groups of tapes (``Claims``) from the start,
+    this process too once its edges are done (``compute_here``)."""
     worker = getattr(cache, "worker", None)
     path = getattr(conn, "filename", "")
     if worker is None or len(tape_rows) < TABLE_MIN_TAPES or not path:
         return None
-    return worker, worker.submit_continuations(path, list(tape_rows), cache.for_worker())
+    kept = cache.for_worker()
+    claims = None
+    if len(tape_rows) >= SPLIT_MIN_TAPES:
+        claims = Claims.create()
+        kept["claims"] = claims.path
+    try:
+        return Remote(worker, worker.submit_continuations(path, list(tape_rows), kept), claims)
+    except BaseException:
+        if claims is not None:
+            claims.remove()
+        raise
 
 
-def apply_remote(conn: apsw.Connection, remote: tuple | None, stats: dict) -> bool:
-    """Apply what the worker computed, in order; False (nothing applied) if there is nothing or
-    it failed — the caller then computes here."""
+def compute_here(conn: apsw.Connection, remote: Remote | None, new_tapes: list[queries.TapeRow],
+                 access: TapeAccess, prints: IngestCache | None) -> None:
+    """The groups of a shared pass that the worker has not claimed yet, computed here, their
+    changes kept for ``apply_remote`` to apply in order."""
+    if remote is None or remote.claims is None:
+        return
+    cont: list = []
+    disp: list = []
+    stats = {"continuations": 0, "dispatch": 0}
+    compute(conn, new_tapes, access, stats, prints, write=lambda sql, args: cont.append((sql, args)),
+            write_dispatch=lambda sql, args: disp.append((sql, args)), claims=remote.claims)
+    remote.here = (cont, disp, stats)
+
+
+def apply_remote(conn: apsw.Connection, remote: Remote | None, stats: dict) -> bool:
+    """Apply what the worker computed (and, for a shared pass, what was computed here): every
+    continuation change, then every dispatch change; False (nothing applied) if there is
+    nothing or the worker failed — the caller then computes the whole pass here."""
     if remote is None:
         return False
-    worker, fut = remote
     try:
-        res = worker.result(fut)
-    except WorkerGone:
-        log.warning("lineage: the parse worker exited; continuations computed here")
-        return False
+        try:
+            res = remote.worker.result(remote.future)
+        except WorkerGone:
+            log.warning("lineage: the parse worker exited; continuations computed here")
+            return False
+    finally:
+        if remote.claims is not None:
+            remote.claims.remove()
     if res[0] != "ok":
         log.warning("lineage: continuations in the parse worker failed (%s); computed here\n%s",
                     res[1], res[2])
         return False
-    for sql, args in res[1]:
-        conn.execute(sql, args)
-    for k, v in res[2].items():
-        stats[k] += v
+    if remote.claims is not None and remote.here is None:
+        return False  # (this side's part was not computed)
+    ops, n_cont = res[1], res[3] if len(res) > 3 else len(res[1])
+    here = remote.here if remote.here is not None else ([], [], {})
+    for part in (ops[:n_cont], here[0], ops[n_cont:], here[1]):
+        for sql, args in part:
+            conn.execute(sql, args)
+    for part in (res[2], here[2]):
+        for k, v in part.items():
+            stats[k] += v
     return True
 
 
 def compute_remote(db_path: str, tape_rows: list[int], kept: dict | None = None) -> tuple:
     """``compute`` on a read-only connection of its own (in the parse worker, while the ingest's
-    connection computes edges): ``("ok", [(sql, args), ...], stats)`` — the changes to apply.
-    ``kept``: what the run's ``IngestCache`` holds that is of use here (``for_worker``): tape
-    heads and this run's postings, so that neither is read again."""
+    connection computes edges): ``("ok", [(sql, args), ...], stats, n)`` — the changes to apply,
+    the first ``n`` of them the continuation rows'. ``kept``: what the run's ``IngestCache``
+    holds that is of use here (``for_worker``): tape heads and this run's postings, so that
+    neither is read again; and, for a shared pass, the claims file (``claims``)."""
     from engram.index import db
 
     conn = db.connect(Path(db_path), readonly=True, mmap=False)
     try:
         ops: list[tuple] = []
+        disp: list[tuple] = []
         stats = {"continuations": 0, "dispatch": 0}
         cache = IngestCache.from_worker_part(kept) if kept is not None else IngestCache()
+        claims = kept.get("claims") if kept is not None else None
         with conn:  # one snapshot
             trows = queries.tapes(conn, tape_rows)
             compute(conn, [trows[t] for t in tape_rows], CachedAccess(conn, cache), stats, cache,
-                    write=lambda sql, args: ops.append((sql, args)))
-        return ("ok", ops, stats)
+                    write=lambda sql, args: ops.append((sql, args)),
+                    write_dispatch=lambda sql, args: disp.append((sql, args)),
+                    claims=Claims(claims) if claims is not None else None)
+        return ("ok", ops + disp, stats, len(ops))
     finally:
         conn.close()
 

@@ -36,9 +36,12 @@ def after_ingest(conn: apsw.Connection, cache=None) -> dict:
         trows = queries.tapes(conn, [r[1] for r in new_rows])
         linker = edges.Linker(conn, stats, cache if cache is not None else IngestCache())
         # continuations in the parse worker (a process of its own), if the run has one, while
-        # the edges are computed here
+        # the edges are computed here; when many tapes are new, the two share the pass (this
+        # process takes the groups of tapes the worker has not taken once its edges are done)
+        new_trows = [trows[r[1]] for r in new_rows]
         remote = continuations.submit_remote(conn, [r[1] for r in new_rows], cache)
-        linker.run([trows[r[1]] for r in new_rows])
+        linker.run(new_trows)
+        continuations.compute_here(conn, remote, new_trows, linker.access, linker.cache)
         if not continuations.apply_remote(conn, remote, stats):
             continuations.compute(conn, [trows[r[1]] for r in new_rows], linker.access, stats,
                                   linker.cache)

@@ -5,6 +5,7 @@ continuations computed in the worker, and the one-read tape table of the continu
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from claude_log import World
@@ -104,14 +105,16 @@ def test_fast_paths_index_the_same(world, capsys, monkeypatch):
     monkeypatch.setattr(ingest, "GROUP_SOURCES", 2)
     monkeypatch.setattr(ingest, "BATCH_BYTES", 1)
     monkeypatch.setattr(continuations, "TABLE_MIN_TAPES", 1)
+    monkeypatch.setattr(continuations, "SPLIT_MIN_TAPES", 1)  # the pass shared by both processes
     calls = []
     real = continuations.apply_remote
     monkeypatch.setattr(continuations, "apply_remote",
-                        lambda conn, remote, stats: calls.append(remote is not None)
-                        or real(conn, remote, stats))
+                        lambda conn, remote, stats: calls.append(remote) or real(conn, remote, stats))
     fast = _ingest(capsys)
     got = _dump(world)
-    assert calls == [True]  # the continuations came from the worker
+    # the continuations came from the worker and this process, the claims file removed after
+    assert len(calls) == 1 and calls[0] is not None and calls[0].here is not None
+    assert not os.path.exists(calls[0].claims.path)
     for name in TABLES:
         assert got[name] == want[name], name
     for k in ("sessions", "sealed", "events", "blocks", "fingerprints", "tapes_indexed"):
