@@ -292,7 +292,15 @@ def light_event(ev: dict) -> dict:
 
 class BlockIds:
     """Content-addressed block ids for one transaction: a text's existing block, else the next
-    free id (the text is then queued in ``new`` to be fingerprinted and inserted)."""
+    free id (the text is then queued in ``new`` to be fingerprinted and inserted).
+
+    ``ids`` maps every queued block's hash to its id (``_insert_blocks`` reads it), and remembers
+    the ids of at most about ``MEMO`` other blocks: past that, those are forgotten and looked up
+    again (they are in the ``blocks`` table: there before, or inserted since they were queued).
+    The ids are the same either way; what one huge streamed session holds here no longer grows
+    with it (~150 bytes a block: 153 k blocks at 1.5 GB of log)."""
+
+    MEMO = 1 << 16
 
     def __init__(self, conn: apsw.Connection):
         self.conn = conn
@@ -315,6 +323,8 @@ class BlockIds:
     def _id(self, h: bytes, text: str | None, keep: set[bytes] | None) -> int:
         bid = self.ids.get(h)
         if bid is None:
+            if len(self.ids) >= self.MEMO + len(self.new):
+                self.ids = {q: self.ids[q] for q, _ in self.new}   # (the queued ones only)
             row = self.conn.execute("SELECT id FROM blocks WHERE hash=?", (h,)).fetchone()
             if row:
                 bid = row[0]
@@ -828,7 +838,7 @@ class Batch:
         if hashes:  # once all rows are in: the counts are the batch's
             distinct = hashes[0] if len(hashes) == 1 else uniq(np.concatenate(hashes))
             if defer is not None:  # (the caller updates them later, with later rows in)
-                defer.append(distinct)
+                defer.append(distinct.astype(np.int32))   # (32-bit index keys: half the bytes)
             else:
                 self._update_boilerplate(distinct)
         return n
