@@ -137,3 +137,30 @@ async def test_the_workspace_files_tables_are_kept_ahead_and_hover_the_same(lsp,
     result = await hover(client, open_doc(client, ws, "mixed.py"), lines - 1)
     assert (result.range.start.line, result.range.end.line) == (0, lines)  # (end: exclusive)
     await client.shutdown_session()
+
+
+def test_a_hover_remembers_an_open_buffers_kept_table(tmp_path):
+    """``hover._enclosing_block``: an open buffer's kept table is found once per text (its hovers
+    then skip the store), answering as the parse does; another text is looked up again."""
+    from engram_lsp.documents import Doc
+    from engram_lsp.features import hover as H
+
+    text = (REPO / "engram_lsp" / "features" / "hover.py").read_text() + "\n# a copy\n"
+    path = tmp_path / "h.py"
+    backend = Backend(tmp_path, Settings(index_path=str(tmp_path / "index.sqlite")))
+    store = backend.block_store()
+    store.put_many({blocks.key(path, text): Engine.block_table(text, path)})
+    doc = Doc(uri=path.as_uri(), path=path, file="h.py", text=text, version=1)
+    with symbols._lock:
+        symbols._trees.pop(("python", text), None)
+    lines = len(text.splitlines())
+    first = H._enclosing_block(Engine, backend, doc, text, 1)
+    store.path.unlink()  # found once: the next hovers of the same text do not look again
+    got = [first] + [H._enclosing_block(Engine, backend, doc, text, n) for n in range(2, lines + 3)]
+    with symbols._lock:
+        assert ("python", text) not in symbols._trees  # no parse
+    assert got == [symbols.enclosing_block(text, path, n) for n in range(1, lines + 3)]
+    edited = text + "def extra():\n    return 1\n"  # a new text: nothing kept, so parsed
+    doc2 = Doc(uri=doc.uri, path=path, file="h.py", text=edited, version=2)
+    assert H._enclosing_block(Engine, backend, doc2, edited, lines + 2) == \
+        symbols.enclosing_block(edited, path, lines + 2)
