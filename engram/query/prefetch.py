@@ -1,7 +1,9 @@
 """What ``engram/explain`` builds for a file the first time it is asked about, built ahead.
 
-The first explain of a file pays for its edit history (``location``: the logged edits of the file
-by path, their line hashes and diffs, the file as the log leaves it, re-anchored on today's text),
+The first explain of a file pays for its tokens (every span's k-grams are cut from them: 0.7 ms
+of CPU for the scale bench's average file, 3.8 ms for click's 3,047-line ``core.py``), its edit
+history (``location``: the logged edits of the file by path, their line hashes and diffs, the
+file as the log leaves it, re-anchored on today's text),
 the lineage rows of those edits, and the transcript windows of the sessions that edited or read
 it (tapes read and verified for the first time). Asked again, the same spans answer 2-3 times
 faster. Nothing of that depends on the span asked about, so it can be read when the file is
@@ -44,6 +46,8 @@ def steps(
     before = engine.config.window_before if before is None else before
     after = engine.config.window_after if after is None else after
     conn = engine.conn()
+    explain._file_tokens(text)  # every span's k-grams are cut from them (per process, any file)
+    yield
     paths = explain.edited_paths(conn, engine._display_path(file), whole=True)
     yield
     if not paths:

@@ -11,6 +11,7 @@ import pytest
 from lsp_helpers import explain_params, open_doc, plain, request, wait_indexed
 from waiting import async_wait_until, wait_until
 
+from engram import fingerprint
 from engram.engine import Engine
 from engram.query import explain
 from engram_lsp.backend import Backend
@@ -66,6 +67,35 @@ def test_read_ahead_steps_touch_only_what_explain_reads(ws, monkeypatch):
         after = engine.explain(file, 4, 5, text=text)
         before["stats"].pop("elapsed_ms"), after["stats"].pop("elapsed_ms")
         assert after == before
+    finally:
+        backend.close()
+
+
+def test_read_ahead_tokenises_the_file_once_for_every_span(ws, monkeypatch):
+    """The read-ahead's first step holds the buffer's tokens (``explain._file_tokens``), which a
+    file's first explain would otherwise compute: the explain after it finds them, and answers
+    as it would have without them."""
+    for k, v in ws.env().items():
+        monkeypatch.setenv(k, v)
+    backend = Backend(ws.root, Settings())
+    try:
+        backend.ingest().result(60)
+        file, text = str(ws.root / "hello.py"), ws.files["hello.py"] + "\n# not yet tokenised\n"
+        engine = backend.open()
+        explain._TOKENS.items.pop(text, None)
+        cold = engine.explain(file, 4, 5, text=text)
+        explain._TOKENS.items.pop(text, None)
+        steps = engine.prefetch_steps(file, text)
+        next(steps)
+        held = explain._TOKENS.peek(text)
+        assert held is not None
+        assert [a.tolist() for a in held] == [a.tolist() for a in fingerprint.text_tokens(text)]
+        for _ in steps:
+            pass
+        warm = engine.explain(file, 4, 5, text=text)
+        assert explain._TOKENS.peek(text) is held  # used, not computed again
+        cold["stats"].pop("elapsed_ms"), warm["stats"].pop("elapsed_ms")
+        assert warm == cold
     finally:
         backend.close()
 
