@@ -26,10 +26,10 @@ from engram import fingerprint
 from engram.index import packed, postings, queries, schema, store
 from engram.index.access import TapeAccess
 from engram.query import location, walk, window
+from engram.query.direct import ALL_KGRAMS_MAX, DIRECT_FLOOR  # the rules, shared with blocks/lens
 from engram.retrieval import feedback
 from engram.sortedset import member, uniq
 
-DIRECT_FLOOR = 0.25       # direct evidence below this is noise unless --all
 PRODUCED_FLOOR = 0.0      # a session that wrote any line of the span (line blame) produced it
 MAX_WINDOWS = 3           # transcript windows per session (its strongest anchors)
 WINDOW_SESSIONS = 3       # sessions with transcript windows; those ranked below list their anchor only
@@ -40,7 +40,6 @@ HISTORY_EDGE_KINDS = {"edit", "move", "reinsert", "continuation", "dispatch"}
 ROUND = 4
 
 
-ALL_KGRAMS_MAX = 32        # spans with up to this many winnowed fingerprints look up every k-gram
 MAX_QUERY_FPS = 256       # spans with more winnowed fingerprints are looked up through a sample
 
 
