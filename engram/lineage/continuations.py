@@ -13,8 +13,9 @@ import json
 import logging
 import os
 import tempfile
+import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import apsw
@@ -494,6 +495,7 @@ class Remote:
     future: object
     claims: Claims | None = None
     here: tuple[list, list, dict] | None = None  # (continuation changes, dispatch changes, stats)
+    cpu: dict = field(default_factory=dict)      # CPU seconds of each side (``-v`` logs them)
 
 
 def submit_remote(conn: apsw.Connection, tape_rows: list[int], cache) -> Remote | None:
@@ -527,8 +529,10 @@ def compute_here(conn: apsw.Connection, remote: Remote | None, new_tapes: list[q
     cont: list = []
     disp: list = []
     stats = {"continuations": 0, "dispatch": 0}
+    t0 = time.thread_time()
     compute(conn, new_tapes, access, stats, prints, write=lambda sql, args: cont.append((sql, args)),
             write_dispatch=lambda sql, args: disp.append((sql, args)), claims=remote.claims)
+    remote.cpu["here"] = time.thread_time() - t0
     remote.here = (cont, disp, stats)
 
 
@@ -554,6 +558,8 @@ def apply_remote(conn: apsw.Connection, remote: Remote | None, stats: dict) -> b
     if remote.claims is not None and remote.here is None:
         return False  # (this side's part was not computed)
     ops, n_cont = res[1], res[3] if len(res) > 3 else len(res[1])
+    if len(res) > 4:
+        remote.cpu["worker"] = res[4]
     here = remote.here if remote.here is not None else ([], [], {})
     for part in (ops[:n_cont], here[0], ops[n_cont:], here[1]):
         for sql, args in part:
@@ -566,12 +572,14 @@ def apply_remote(conn: apsw.Connection, remote: Remote | None, stats: dict) -> b
 
 def compute_remote(db_path: str, tape_rows: list[int], kept: dict | None = None) -> tuple:
     """``compute`` on a read-only connection of its own (in the parse worker, while the ingest's
-    connection computes edges): ``("ok", [(sql, args), ...], stats, n)`` — the changes to apply,
-    the first ``n`` of them the continuation rows'. ``kept``: what the run's ``IngestCache``
-    holds that is of use here (``for_worker``): tape heads and this run's postings, so that
-    neither is read again; and, for a shared pass, the claims file (``claims``)."""
+    connection computes edges): ``("ok", [(sql, args), ...], stats, n, cpu)`` — the changes to
+    apply, the first ``n`` of them the continuation rows', and the CPU seconds it took.
+    ``kept``: what the run's ``IngestCache`` holds that is of use here (``for_worker``): tape
+    heads and this run's postings, so that neither is read again; and, for a shared pass, the
+    claims file (``claims``)."""
     from engram.index import db
 
+    t0 = time.process_time()
     conn = db.connect(Path(db_path), readonly=True, mmap=False)
     try:
         ops: list[tuple] = []
@@ -585,7 +593,7 @@ def compute_remote(db_path: str, tape_rows: list[int], kept: dict | None = None)
                     write=lambda sql, args: ops.append((sql, args)),
                     write_dispatch=lambda sql, args: disp.append((sql, args)),
                     claims=Claims(claims) if claims is not None else None)
-        return ("ok", ops + disp, stats, len(ops))
+        return ("ok", ops + disp, stats, len(ops), time.process_time() - t0)
     finally:
         conn.close()
 

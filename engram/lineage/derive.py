@@ -3,6 +3,7 @@ yet (the rules are in ``rules.py``; the work in ``edges.py`` and ``continuations
 
 from __future__ import annotations
 
+import logging
 import time
 
 import apsw
@@ -10,6 +11,8 @@ import apsw
 from engram.index import queries
 from engram.lineage import continuations, edges
 from engram.lineage.cache import IngestCache
+
+log = logging.getLogger(__name__)
 
 
 def after_ingest(conn: apsw.Connection, cache=None) -> dict:
@@ -40,11 +43,16 @@ def after_ingest(conn: apsw.Connection, cache=None) -> dict:
         # process takes the groups of tapes the worker has not taken once its edges are done)
         new_trows = [trows[r[1]] for r in new_rows]
         remote = continuations.submit_remote(conn, [r[1] for r in new_rows], cache)
+        t_edges = time.thread_time()
         linker.run(new_trows)
+        t_edges = time.thread_time() - t_edges
         continuations.compute_here(conn, remote, new_trows, linker.access, linker.cache)
         if not continuations.apply_remote(conn, remote, stats):
             continuations.compute(conn, [trows[r[1]] for r in new_rows], linker.access, stats,
                                   linker.cache)
+        elif remote is not None:
+            log.info("lineage: edges %.1f CPU-s; continuations %.1f CPU-s here, %.1f in the worker",
+                     t_edges, remote.cpu.get("here", 0.0), remote.cpu.get("worker", 0.0))
         conn.executemany("INSERT OR REPLACE INTO lineage_done VALUES (?,?)",
                          [(tid, sig) for tid, _, sig in new_rows])
         stats["tapes"] = len(new_rows)
