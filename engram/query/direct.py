@@ -248,7 +248,7 @@ def block_tapes(conn: apsw.Connection, blocks: list[int]) -> dict[int, set[int]]
     out: dict[int, set[int]] = {}
     if blocks:
         for b, t in conn.execute(
-                "SELECT DISTINCT r.block, e.tape FROM refs r JOIN events e ON e.id = r.event"
+                "SELECT r.block, e.tape FROM refs r JOIN events e ON e.id = r.event"
                 " JOIN tapes t ON t.id = e.tape WHERE r.block IN carray(?)", (_carray(blocks),)):
             out.setdefault(b, set()).add(t)
     return out

@@ -31,7 +31,10 @@ def register(server) -> None:
         settings.apply(ls, params.initialization_options, announce=False)
         ls.preloaded = threading.Event()
         ls.first_lens = threading.Event()  # set by the first code lens request (code_lens.py)
-        threading.Thread(target=_preload, args=(ls,), name="engram-preload", daemon=True).start()
+        # started once this answer is written (pygls writes it before the loop's next callback):
+        # its imports hold the GIL at times, and the handshake does not wait for them
+        preload = threading.Thread(target=_preload, args=(ls,), name="engram-preload", daemon=True)
+        ls.loop.call_soon(preload.start)
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls, params: types.InitializedParams) -> None:

@@ -1,0 +1,41 @@
+"""LSP method ``textDocument/codeLens``, a server's first: with no counts kept on disk, a server
+whose engine is not imported yet counts the lens without it (``engram.query.direct``, no numpy),
+the same titles as the engine's lens of the same text; once the engine is there, lenses go the
+engine's way."""
+
+from __future__ import annotations
+
+from lsp_helpers import lenses, open_doc, wait_indexed
+
+from engram_lsp import lenses as lens_store
+
+DIRECT = "code lens without the engine: "
+
+
+def _titles(result) -> list[str]:
+    return [lens.command.title for lens in result]
+
+
+async def test_a_first_lens_without_the_engine_is_the_engines(lsp, ws):
+    text = ws.files["hello.py"] + "\n\ndef mine(a, b):\n    return a * b + 42\n"
+    (ws.root / "mixed.py").write_text(text)
+    client = await lsp(ws)
+    await wait_indexed(client)
+    uri = open_doc(client, ws, "mixed.py")
+    computed = _titles(await lenses(client, uri))
+    assert computed == ["1 session"]
+    await client.shutdown_session()
+    assert DIRECT not in (ws.base / "server.log").read_text()
+    (ws.engram_home / "index" / ("index.sqlite" + lens_store.SUFFIX)).unlink(missing_ok=True)
+
+    # a fresh server, nothing kept: the first lens before the engine's import, the same titles
+    client = await lsp(ws)
+    uri = open_doc(client, ws, "mixed.py")
+    assert _titles(await lenses(client, uri)) == computed
+    assert DIRECT + uri in (ws.base / "server.log").read_text()
+    # once the engine is loaded (its startup ingest done), the engine answers
+    await wait_indexed(client)
+    other = open_doc(client, ws, "other.py", text=text + "\n# another buffer\n")
+    assert _titles(await lenses(client, other)) == computed
+    assert DIRECT + other not in (ws.base / "server.log").read_text()
+    await client.shutdown_session()
