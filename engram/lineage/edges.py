@@ -48,12 +48,14 @@ LINK_PASS_HASHES = 2_000_000   # query hashes matched in one pass of ``_link`` (
 LINK_PASS_POSTINGS = 2_000_000  # postings one pass holds: more, and its edits are split in two
 # postings gathered by one ``match_all`` (queries x their postings): its arrays take ~90 bytes a
 # row at their peak, on top of the pass's postings (at 1 M, the peak of a big session's lineage
-# pass grew with the log up to ~800 MB of it; the groups of a pass never change a row)
-LINK_MATCH_ROWS = 500_000
+# pass grew with the log up to ~800 MB of it; at 500 k it was still the peak at 1.5 GB; the groups
+# of a pass never change a row)
+LINK_MATCH_ROWS = 250_000
 QUERY_BATCH = 256               # edits whose texts are fingerprinted in one batch (``_queried``),
 QUERY_BATCH_CHARS = 1 << 20     # ... and characters of their texts (what the batch holds stays small)
-FETCH_HASHES = 2_500            # hashes whose postings are fetched at once: fewer than
-#   BOILERPLATE_MIN (400) postings each once the boilerplate ones are left out (~1M rows)
+FETCH_HASHES = 1_000            # hashes whose postings are fetched at once: fewer than
+#   BOILERPLATE_MIN (400) postings each once the boilerplate ones are left out (< 400 k rows, whose
+#   fetch, filter and sort take ~80 bytes a row for a moment: at 2,500 this was a pass's peak)
 
 
 class Node:
