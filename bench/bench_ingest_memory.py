@@ -281,11 +281,11 @@ def main_corpus(corpus: Path, src: Path, keep: Path | None) -> None:
         root, home = corpus_setup(corpus, tmp)
         m = measure(root, home, True, src)
         print("| logs MB | sessions | events | peak RSS MB | of it: heap MB / file pages MB "
-              "| seconds | MB/s |")
-        print("|---|---|---|---|---|---|---|")
+              "| seconds | MB/s | CPU s | load |")
+        print("|---|---|---|---|---|---|---|---|---|")
         print(f"| {m['bytes'] / 1e6:.0f} | {m['sessions']:,} | {m['events']:,} | "
               f"{m['peak_rss_mb']:,} | {m['anon_mb']:,} / {m['file_mb']:,} | {m['seconds']} | "
-              f"{m['bytes'] / 1e6 / m['seconds']:.1f} |", flush=True)
+              f"{m['bytes'] / 1e6 / m['seconds']:.1f} | {m['cpu_s']} | {m['load']} |", flush=True)
     finally:
         if keep is None:
             shutil.rmtree(tmp, ignore_errors=True)
