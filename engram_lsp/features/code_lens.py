@@ -23,6 +23,10 @@ from engram_lsp.params import lsp_range
 
 log = logging.getLogger(__name__)
 
+# Counted without the engine up to this size (~3,500 lines of code: ~150 ms of CPU at most, on
+# the event loop); a bigger buffer's first lens waits for the engine (numpy counts it faster).
+DIRECT_MAX_CHARS = 128 * 1024
+
 
 def lens_blocks(engine, backend, doc: documents.Doc) -> list[dict]:
     """``explain_blocks`` for every top-level block (query thread, cached)."""
@@ -57,10 +61,11 @@ def direct(ls, backend, doc: documents.Doc) -> list[dict] | None:
     """The counts of a server that has not imported the engine yet (its first lenses), computed
     without it or numpy (``engram.query.direct``: the same counts); None once the engine is
     there (the usual path is then as quick, and fills the caches hovers use), for a buffer not
-    open, during a rebuild, or for an index it does not read."""
+    open or over ``DIRECT_MAX_CHARS``, during a rebuild, or for an index it does not read."""
     preloaded = getattr(ls, "preloaded", None)
-    if (doc.text is None or preloaded is None or preloaded.is_set() or backend.engine is not None
-            or backend.rebuilding or backend.closing):
+    if (doc.text is None or len(doc.text) > DIRECT_MAX_CHARS or preloaded is None
+            or preloaded.is_set() or backend.engine is not None or backend.rebuilding
+            or backend.closing):
         return None
     with backend.answering():  # background work gives way meanwhile (``Backend.busy``)
         try:

@@ -39,3 +39,16 @@ async def test_a_first_lens_without_the_engine_is_the_engines(lsp, ws):
     assert _titles(await lenses(client, other)) == computed
     assert DIRECT + other not in (ws.base / "server.log").read_text()
     await client.shutdown_session()
+
+
+async def test_a_big_buffer_waits_for_the_engine(lsp, ws):
+    from engram_lsp.features.code_lens import DIRECT_MAX_CHARS
+
+    text = ws.files["hello.py"] + "\n\ndef mine(a, b):\n    return a * b + 42\n"
+    big = text + "\n" + "# padding\n" * (DIRECT_MAX_CHARS // 10 + 1)
+    (ws.root / "big.py").write_text(big)
+    client = await lsp(ws)
+    uri = open_doc(client, ws, "big.py")
+    assert _titles(await lenses(client, uri)) == ["1 session"]
+    assert DIRECT not in (ws.base / "server.log").read_text()
+    await client.shutdown_session()
