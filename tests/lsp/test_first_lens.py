@@ -48,6 +48,10 @@ async def test_a_big_buffer_waits_for_the_engine(lsp, ws):
     big = text + "\n" + "# padding\n" * (DIRECT_MAX_CHARS // 10 + 1)
     (ws.root / "big.py").write_text(big)
     client = await lsp(ws)
+    await wait_indexed(client)  # the index, then a fresh server with nothing kept
+    await client.shutdown_session()
+    (ws.engram_home / "index" / ("index.sqlite" + lens_store.SUFFIX)).unlink(missing_ok=True)
+    client = await lsp(ws)
     uri = open_doc(client, ws, "big.py")
     assert _titles(await lenses(client, uri)) == ["1 session"]
     assert DIRECT not in (ws.base / "server.log").read_text()
