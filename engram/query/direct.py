@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import functools
 import json
 import os
 import re
@@ -129,9 +130,24 @@ def block_sessions(conn: apsw.Connection, text: str, blocks: list[tuple[int, int
     matched: list[list[int]] = []
     for q, denom in queries:
         hits = Counter(chain.from_iterable(held.get(key, ()) for key in q))
-        matched.append([b for b, n in hits.items() if min(1.0, n / denom) > DIRECT_FLOOR])
+        least = least_hits(denom)
+        matched.append([b for b, n in hits.items() if n >= least])
     tapes = block_tapes(conn, sorted({b for m in matched for b in m}))
     return [len(set().union(*(tapes.get(b, ()) for b in m))) if m else 0 for m in matched]
+
+
+@functools.lru_cache(maxsize=1024)
+def least_hits(denom: int) -> int:
+    """The fewest hits whose confidence ``min(1.0, hits / denom)`` is above ``DIRECT_FLOOR``
+    (found with that very expression; a count compared with it costs less than a division)."""
+    if denom <= 0 or not 1.0 > DIRECT_FLOOR:
+        return 1 << 62  # none
+    n = max(1, int(denom * DIRECT_FLOOR))
+    while n > 1 and min(1.0, (n - 1) / denom) > DIRECT_FLOOR:
+        n -= 1
+    while not min(1.0, n / denom) > DIRECT_FLOOR:
+        n += 1
+    return n
 
 
 def _block_kgrams(text: str, blocks: list[tuple[int, int]]):

@@ -196,6 +196,10 @@ def test_the_rules_are_the_ones_explain_and_blocks_use():
     assert (explain.DIRECT_FLOOR, explain.ALL_KGRAMS_MAX, B.SAMPLE) == \
         (direct.DIRECT_FLOOR, direct.ALL_KGRAMS_MAX, direct.SAMPLE)
     assert direct.BOILERPLATE_MAX == B._RowCache.MAX_BOILERPLATE
+    for denom in range(1, 2 * direct.SAMPLE * direct.ALL_KGRAMS_MAX):
+        least = direct.least_hits(denom)
+        assert min(1.0, least / denom) > explain.DIRECT_FLOOR
+        assert least == 1 or not min(1.0, (least - 1) / denom) > explain.DIRECT_FLOOR
     h = [int(x) for x in np.random.default_rng(3).integers(0, 2**63, 50, dtype=np.uint64)]
     assert direct.kgram_hashes(h, 5) == \
         B._kgram_hashes(np.array(h, dtype=np.uint64), 5).tolist()
