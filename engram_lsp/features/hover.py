@@ -27,6 +27,8 @@ AHEAD_BLOCKS = 32  # blocks per ``explain_blocks`` call when a document's hovers
 _TABLES = 64  # open buffers whose kept block table is remembered (``_enclosing_block``)
 _tables: OrderedDict[str, tuple] = OrderedDict()  # uri → (text, path, table)
 _tables_lock = threading.Lock()
+_SPLIT = 8  # open buffers whose lines are remembered (``_lines``)
+_split: OrderedDict[str, tuple] = OrderedDict()  # uri → (text, its lines)
 
 
 def hover_block(engine, backend, doc: documents.Doc, line: int):
@@ -36,7 +38,7 @@ def hover_block(engine, backend, doc: documents.Doc, line: int):
 
     def compute():
         # only the block's own text is fingerprinted (not the whole file), shared with code lens
-        lines = text.split("\n")[start - 1 : end]
+        lines = _lines(doc, text)[start - 1 : end]
         result = backend.block_results(engine, doc.file, "\n".join(lines) + "\n", [(1, len(lines))])
         block = {**result[0], "range": [start, end]} if result else None
         top = (block or {}).get("top")
@@ -71,6 +73,24 @@ def _enclosing_block(engine, backend, doc: documents.Doc, text: str, line: int) 
             while len(_tables) > _TABLES:
                 _tables.popitem(last=False)
     return engine.table_block(table, line)
+
+
+def _lines(doc: documents.Doc, text: str) -> list[str]:
+    """``text.split("\\n")``, remembered for an open buffer's text (the same ``str`` until it
+    changes): a hover computed on demand, and each block's hover computed ahead, cut their block
+    from it instead of splitting the whole file again (0.2-0.5 ms for a 3,000-line file)."""
+    with _tables_lock:
+        hit = _split.get(doc.uri)
+    if hit is not None and hit[0] is text:
+        return hit[1]
+    lines = text.split("\n")
+    if doc.text is not None:
+        with _tables_lock:
+            _split[doc.uri] = (text, lines)
+            _split.move_to_end(doc.uri)
+            while len(_split) > _SPLIT:
+                _split.popitem(last=False)
+    return lines
 
 
 def ahead_steps(engine, backend, doc: documents.Doc):

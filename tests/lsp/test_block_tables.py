@@ -164,3 +164,10 @@ def test_a_hover_remembers_an_open_buffers_kept_table(tmp_path):
     doc2 = Doc(uri=doc.uri, path=path, file="h.py", text=edited, version=2)
     assert H._enclosing_block(Engine, backend, doc2, edited, lines + 2) == \
         symbols.enclosing_block(edited, path, lines + 2)
+    # the buffer's lines, split once per text: what the hover cuts its block from
+    lines = H._lines(doc, text)
+    assert lines == text.split("\n") and H._lines(doc, text) is lines
+    assert H._lines(doc2, edited) == edited.split("\n")  # the buffer changed: split again
+    assert H._split[doc.uri][0] is edited
+    closed = Doc(uri=doc.uri, path=path, file="h.py", text=None, version=None)  # read from disk
+    assert H._lines(closed, text) == lines and H._split[doc.uri][0] is edited  # not remembered
