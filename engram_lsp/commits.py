@@ -20,6 +20,7 @@ from collections import OrderedDict
 log = logging.getLogger(__name__)
 
 _SIZE = 512
+_SAME = 64  # buffers whose sameness with their file is remembered (per version and file state)
 _QUIET_S = 0.05  # the commits are computed once no request has come or gone for this long
 _POLL_S = 0.01
 
@@ -29,7 +30,10 @@ class SpanCommits:
         self._known: OrderedDict[tuple, list[dict]] = OrderedDict()
         self._pending: set[tuple] = set()
         self._lock = threading.Lock()
-        self._same: tuple = (None, False)  # (buffer version and file state, saved?)
+        # per buffer: (its version and the file's state, whether they hold the same text), for
+        # the last ``_SAME`` buffers hovered (hovers go from file to file: one entry was read
+        # again and compared with the whole file on most of them)
+        self._same: OrderedDict[str, tuple] = OrderedDict()
 
     def key(self, doc, start: int, end: int) -> tuple | None:
         """The file's state and the range, or None when the buffer differs from the file (the
@@ -44,9 +48,11 @@ class SpanCommits:
         return (*state, start, end)
 
     def _saved(self, doc, state: tuple) -> bool:
-        memo = (doc.uri, doc.version, state)
-        if self._same[0] == memo:
-            return self._same[1]
+        memo = (doc.version, state)
+        with self._lock:
+            hit = self._same.get(doc.uri)
+        if hit is not None and hit[0] == memo:
+            return hit[1]
         same = len(doc.text.encode("utf-8", "surrogatepass")) == state[1]
         if same:
             try:
@@ -54,7 +60,11 @@ class SpanCommits:
                     same = f.read() == doc.text
             except OSError:
                 same = False
-        self._same = (memo, same)
+        with self._lock:
+            self._same[doc.uri] = (memo, same)
+            self._same.move_to_end(doc.uri)
+            while len(self._same) > _SAME:
+                self._same.popitem(last=False)
         return same
 
     def get(self, backend, doc, start: int, end: int) -> list[dict]:
