@@ -289,9 +289,12 @@ def compute(conn: apsw.Connection, new_tapes: list[queries.TapeRow], access: Tap
     if claims is None:
         _compute_part(conn, text, stats, todo, agents, write, write_dispatch)
         return
+    by_group: dict[tuple, tuple[list, list]] = defaultdict(lambda: ([], []))
+    for i, tapes in enumerate((todo, agents)):
+        for t in tapes:   # (each group's tapes in the lists' order)
+            by_group[_group(t)][i].append(t)
     for key in claims.take(_groups([*todo, *agents])):
-        _compute_part(conn, text, stats, [t for t in todo if _group(t) == key],
-                      [a for a in agents if _group(a) == key], write, write_dispatch)
+        _compute_part(conn, text, stats, *by_group[key], write, write_dispatch)
 
 
 def _compute_part(conn: apsw.Connection, text: TapeText, stats: dict, todo: list, agents: list,
