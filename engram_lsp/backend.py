@@ -282,7 +282,10 @@ class Backend:
             try:
                 active = self._enter()
                 engine = self.open()
-                self.check_index()
+                if thread is None:  # a request: a background job (a warm-up step, between the
+                    # deletion and the next request) would take the one ``NotIndexed`` and with it
+                    # the rebuild offer, and its caller looks at no error
+                    self.check_index()
                 try:
                     return fn(engine)
                 finally:
