@@ -298,7 +298,7 @@ class BlockIds:
     the ids of at most about ``MEMO`` other blocks: past that, those are forgotten and looked up
     again (they are in the ``blocks`` table: there before, or inserted since they were queued).
     The ids are the same either way; what one huge streamed session holds here no longer grows
-    with it (~150 bytes a block: 153 k blocks at 1.5 GB of log)."""
+    with it (~90 bytes a block, measured at 47 k blocks; 153 k blocks at 1.5 GB of log)."""
 
     MEMO = 1 << 16
 
