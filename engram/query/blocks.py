@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import weakref
 
 import apsw
@@ -50,10 +49,10 @@ from engram.fingerprint.winnow import _kgram_hashes, _winnow
 from engram.index import queries, schema
 from engram.index.access import TapeAccess
 from engram.index.postings import _cache, _postings, _ranges, _RowCache
-from engram.query import explain, window
+from engram.query import direct, explain, window
+from engram.query.direct import SAMPLE
 from engram.sortedset import member, uniq
 
-SAMPLE = 64            # winnowed fingerprints a block is looked up by, at most (bottom-k)
 _OFS = 1 << 31         # index keys are signed 32-bit; + _OFS makes them non-negative
 _LO32 = (1 << 32) - 1
 _LO40 = (1 << 40) - 1
@@ -295,44 +294,36 @@ def _count_pairs(doc: np.ndarray, blk: np.ndarray, n_doc: int
 # of its time in numpy's fixed cost per call on arrays that small; this path gives the same answer
 # with fewer calls: the tokens by one regular expression (hashed one by one by xxhash, as
 # ``hash_spans`` hashes a few), the winnowed set as the windows' minima (winnowing keeps each
-# window's minimum: its position only decides which copies of a value are kept), keys as sets,
-# the refs and events held in memory read directly, and the sessions ranked in plain Python.
+# window's minimum: its position only decides which copies of a value are kept), the keys chosen
+# by ``direct.pick_keys`` (the rule the first code lens counts by), the refs and events held in
+# memory read directly, and the sessions ranked in plain Python.
 # ``tests/unit/test_blocks_one.py`` compares both paths on every block of real files.
 
-# tokenize.py's tokens: a run of identifier bytes, else one printable ASCII punctuation byte
-_TOKEN = re.compile(rb"[0-9A-Za-z_\x80-\xff]+|[\x21-\x7e]")
 _bp_sets: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _one_keys(cache: _RowCache, conn: apsw.Connection, text: str, block: tuple[int, int]
               ) -> tuple[np.ndarray, int]:
     """The sorted distinct index keys one block is looked up by, and its denominator (as
-    ``_block_queries`` gives them for a single block)."""
-    k, w = fingerprint.DEFAULT_K, fingerprint.DEFAULT_W
+    ``_block_queries`` gives them for a single block; the keys chosen by ``direct``'s rule, the
+    one the first code lens counts by)."""
     s, e = block
     # tokens never cross a line break: the block's tokens are those of its lines alone
     lines = text.split("\n")[max(s - 1, 0):max(e, 0)]
-    toks = _TOKEN.findall("\n".join(lines).encode("utf-8", "surrogatepass"))
-    if len(toks) < k:
+    toks = direct.TOKEN.findall("\n".join(lines).encode("utf-8", "surrogatepass"))
+    if len(toks) < fingerprint.DEFAULT_K:
         return _EMPTY, 0
-    v = _kgram_hashes(np.fromiter(map(_xxh, toks), dtype=np.uint64, count=len(toks)), k)
+    v = _kgram_hashes(np.fromiter(map(_xxh, toks), dtype=np.uint64, count=len(toks)),
+                      fingerprint.DEFAULT_K)
     # each window's minimum (by doubling: a span of a + b from two overlapping spans of a)
-    m, span = v, 1
+    m, span, w = v, 1, fingerprint.DEFAULT_W
     while span < w and len(m) > 1:
         step = min(span, w - span, len(m) - 1)
         m = np.minimum(m[:-step], m[step:])
         span += step
-    keys = sorted(set(queries.index_keys(m).tolist()))
-    sample = keys[:SAMPLE]
-    q = (set(queries.index_keys(v).tolist()) if len(keys) <= explain.ALL_KGRAMS_MAX
-         else sample)
-    bp = _boilerplate(cache, conn)
-    if bp:
-        sample = [x for x in sample if x not in bp]
-        q = [x for x in q if x not in bp]
-    if not sample or not q:
-        return _EMPTY, 0
-    return np.array(sorted(q), dtype=np.int64), len(sample)
+    q, denom = direct.pick_keys(sorted(set(queries.index_keys(m).tolist())),
+                                lambda: queries.index_keys(v).tolist(), _boilerplate(cache, conn))
+    return (np.array(q, dtype=np.int64), denom) if q else (_EMPTY, 0)
 
 
 def _boilerplate(cache: _RowCache, conn: apsw.Connection) -> frozenset:

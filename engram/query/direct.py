@@ -62,7 +62,7 @@ _M64 = (1 << 64) - 1
 _KM = 0x9E3779B97F4A7C15  # winnow._M
 _MX1 = 0x165667919E3779F9  # tokenize._MX1 (XXH3's avalanche)
 # tokenize.py's tokens: a run of identifier bytes, else one printable ASCII punctuation byte
-_TOKEN = re.compile(rb"[0-9A-Za-z_\x80-\xff]+|[\x21-\x7e]")
+TOKEN = re.compile(rb"[0-9A-Za-z_\x80-\xff]+|[\x21-\x7e]")
 _CALIBRATION = ("ENGRAM_CALIBRATE_K", "ENGRAM_CALIBRATE_W")
 _LITTLE = sys.byteorder == "little"
 
@@ -160,7 +160,7 @@ def _block_kgrams(text: str, blocks: list[tuple[int, int]]):
     first = []  # index of each line's first token
     for line in text.encode("utf-8", "surrogatepass").split(b"\n"):
         first.append(len(h))
-        for tok in _TOKEN.findall(line):
+        for tok in TOKEN.findall(line):
             x = memo.get(tok)
             if x is None:
                 x = memo[tok] = xxhash.xxh3_64_intdigest(tok)
@@ -203,9 +203,17 @@ def block_keys(v: list[int], a: int, n: int, bp: frozenset) -> tuple[list[int], 
     seg = v[a:a + n]
     # winnowing keeps each window's minimum: the set of kept values is the set of minima
     win = {min(seg[i:i + w]) for i in range(n - w + 1)} if n >= w else {min(seg)}
-    keys = sorted({x >> _KEY_SHIFT for x in win})
+    return pick_keys(sorted({x >> _KEY_SHIFT for x in win}),
+                     lambda: {x >> _KEY_SHIFT for x in seg}, bp)
+
+
+def pick_keys(keys: list[int], every, bp: frozenset) -> tuple[list[int], int]:
+    """The rule by which one block is looked up, given its sorted distinct winnowed ``keys`` and
+    ``every()``, the keys of all its k-grams: at most ``ALL_KGRAMS_MAX`` keys, by every k-gram,
+    else by the ``SAMPLE`` smallest; boilerplate keys are neither looked up nor counted. The keys
+    (sorted, distinct) and the confidence's denominator (``([], 0)``: none)."""
     sample = keys[:SAMPLE]
-    q = sorted({x >> _KEY_SHIFT for x in seg}) if len(keys) <= ALL_KGRAMS_MAX else sample
+    q = sorted(set(every())) if len(keys) <= ALL_KGRAMS_MAX else sample
     if bp:
         sample = [x for x in sample if x not in bp]
         q = [x for x in q if x not in bp]
