@@ -17,7 +17,6 @@ import collections
 import functools
 import os
 import pickle
-import secrets
 import subprocess
 import sys
 import threading
@@ -113,9 +112,8 @@ def stream(harness: str, path: str, mode: str, root: str) -> tuple:
         ad = adapters.get(harness)
         work = paths.private_dir(paths.user_tapes_dir())
         enc = writer.Streamed(work)
-        tag = f"{os.getpid()}-{writer._host_tag()}"
-        spill = store.PreparedSpill.create(work, f".{secrets.token_hex(16)}.{tag}.prepared.tmp")
-        light = SpilledEvents.create(work, f".{secrets.token_hex(16)}.{tag}.events.tmp")
+        spill = store.PreparedSpill.create(work, writer.temp_name("prepared"))
+        light = SpilledEvents.create(work, writer.temp_name("events"))
         prep = store.Preparer(wanted, sink=spill.write)
         # the lines the lineage pass reads, one after another in one buffer (``_Kept``): a few
         # thousand long-lived buffers amid the parse's short-lived ones would strew the heap

@@ -12,7 +12,6 @@ import fcntl
 import json
 import logging
 import os
-import tempfile
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from pathlib import Path
 import apsw
 import numpy as np
 
+from engram import paths
 from engram.errors import CorruptTape, WorkerGone
 from engram.index import queries, schema
 from engram.index.access import TapeAccess
@@ -57,6 +57,7 @@ from engram.lineage.rules import (
     _texts,
 )
 from engram.sortedset import member, uniq
+from engram.tape import writer
 
 log = logging.getLogger(__name__)
 
@@ -372,7 +373,11 @@ class Claims:
 
     @classmethod
     def create(cls) -> Claims:
-        fd, path = tempfile.mkstemp(prefix="engram-lineage-claims-")  # (0600)
+        """A new counter at 0, in the user's tape directory under a tape temp file's name:
+        ``writer.sweep_temp`` removes it if this process is killed before ``remove``."""
+        work = paths.private_dir(paths.user_tapes_dir())
+        path = os.path.join(work, writer.temp_name("lineage-claims"))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             os.write(fd, (0).to_bytes(8, "little"))
         finally:

@@ -665,6 +665,13 @@ ingest's staging, minutes at most."""
 _TEMP_NAME = re.compile(r"^\.[0-9a-f]{32}\.(?:(\d+)-([0-9a-f]{8})\.)?[^/]*\.tmp$")
 
 
+def temp_name(what: str) -> str:
+    """A new name for a work file of this process (``what``: what it holds), named as a tape's
+    temp file: ``sweep_temp`` of its directory removes it once this process is gone (a kill -9
+    before its owner removed it)."""
+    return f".{os.urandom(16).hex()}.{os.getpid()}-{_host_tag()}.{what}.tmp"
+
+
 @functools.lru_cache(maxsize=1)
 def _host_tag() -> str:
     """8 hex digits naming this machine and pid namespace: a pid in a temp file's name can only

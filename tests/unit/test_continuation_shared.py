@@ -86,3 +86,31 @@ def test_claims_hand_each_group_out_once_in_order():
         assert got_a[:3] == [groups[0], groups[2], groups[4]] and got_b == groups[1:6:2]
     finally:
         claims.remove()
+
+
+def test_claims_left_by_a_killed_ingest_are_swept(tmp_path):
+    """The counter lives in the user's tape directory under a tape temp file's name (0600): a
+    process killed before ``remove`` leaves it for the next stager's ``sweep_temp``, which keeps
+    a live process's counter."""
+    import os
+    import stat
+    import subprocess
+    import sys
+
+    from engram import paths
+    from engram.tape import writer
+
+    mine = continuations.Claims.create()
+    code = ("from engram.lineage import continuations\n"
+            "print(continuations.Claims.create().path)\n")  # exits without remove(): a kill
+    left = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    try:
+        work = paths.user_tapes_dir()
+        assert os.path.dirname(left) == os.path.dirname(mine.path) == str(work)
+        assert stat.S_IMODE(os.stat(left).st_mode) == 0o600
+        removed = writer.sweep_temp(work)
+        assert [str(p) for p in removed] == [left]
+        assert not os.path.exists(left) and os.path.exists(mine.path)
+    finally:
+        mine.remove()
