@@ -15,8 +15,8 @@ variable (glibc's own way to tune them), nothing is changed.
 from __future__ import annotations
 
 import ctypes
-import os
-import sys
+
+from engram import glibc
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
@@ -38,16 +38,9 @@ def keep_heap() -> bool:
 
 
 def _apply() -> bool:
-    if not sys.platform.startswith("linux") or any(k.startswith("MALLOC_") for k in os.environ):
+    mallopt = glibc.mallopt()
+    if mallopt is None:
         return False
-    try:
-        libc = ctypes.CDLL(None)
-        libc.gnu_get_libc_version  # noqa: B018 — glibc, not musl or another libc
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
     ok = [mallopt(M_ARENA_MAX, 1), mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD),
           mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)]
     return all(r == 1 for r in ok)
@@ -71,8 +64,8 @@ class _Mallinfo2(ctypes.Structure):
 def free_bytes() -> int | None:
     """Free bytes held by the heap (glibc's ``mallinfo2().fordblks``); None where unknown."""
     try:
-        f = ctypes.CDLL(None).mallinfo2
-    except (OSError, AttributeError):
+        f = glibc.libc().mallinfo2
+    except AttributeError:  # (None: not glibc; an older glibc)
         return None
     f.restype = _Mallinfo2
     return int(f().fordblks)
@@ -89,10 +82,4 @@ def trim(keep: int = KEEP_FREE) -> bool:
     free = free_bytes()
     if free is not None and free <= keep:
         return False
-    try:
-        libc = ctypes.CDLL(None)
-        libc.malloc_trim.argtypes = [ctypes.c_size_t]
-        libc.malloc_trim(0)
-    except (OSError, AttributeError):
-        return False
-    return True
+    return glibc.malloc_trim()

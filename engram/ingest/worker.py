@@ -316,20 +316,10 @@ def release_freed_memory() -> None:
     nothing). After a big session the heap keeps what its texts and arrays took; the next phase
     (the lineage pass, the next group) allocates large arrays afresh, on top of it, so the peak
     would be both. A few milliseconds."""
-    global _trim
-    if _trim is None:
-        try:
-            import ctypes
-            import ctypes.util
+    from engram import glibc
 
-            _trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-        except (OSError, AttributeError):
-            _trim = False
-    if _trim:
-        _trim(0)
+    glibc.malloc_trim()
 
-
-_trim = None
 
 M_MMAP_THRESHOLD = -3              # glibc's ``mallopt`` parameter
 HEAP_MMAP_THRESHOLD = 256 << 10    # allocations from here up are mapped apart (``bound_heap``)
@@ -344,19 +334,10 @@ def bound_heap() -> bool:
     top of it — the peak of one huge session's ingest grew with its log. Not for a long-running
     process that tunes its heap itself (the language server). Only on glibc, and not when the user
     set any ``MALLOC_*`` variable (glibc's own way to tune it). True when it was applied."""
-    if not sys.platform.startswith("linux") or any(k.startswith("MALLOC_") for k in os.environ):
-        return False
-    try:
-        import ctypes
+    from engram import glibc
 
-        libc = ctypes.CDLL(None)
-        libc.gnu_get_libc_version  # noqa: B018 — glibc, not musl or another libc
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    return mallopt(M_MMAP_THRESHOLD, HEAP_MMAP_THRESHOLD) == 1
+    mallopt = glibc.mallopt()
+    return mallopt is not None and mallopt(M_MMAP_THRESHOLD, HEAP_MMAP_THRESHOLD) == 1
 
 PIPE_BYTES = 1 << 20
 

@@ -48,8 +48,7 @@ def after_ingest(conn: apsw.Connection, cache=None) -> dict:
         t_edges = time.thread_time() - t_edges
         continuations.compute_here(conn, remote, new_trows, linker.access, linker.cache)
         if not continuations.apply_remote(conn, remote, stats):
-            continuations.compute(conn, [trows[r[1]] for r in new_rows], linker.access, stats,
-                                  linker.cache)
+            continuations.compute(conn, new_trows, linker.access, stats, linker.cache)
         elif remote is not None:
             log.info("lineage: edges %.1f CPU-s; continuations %.1f CPU-s here, %.1f in the worker",
                      t_edges, remote.cpu.get("here", 0.0), remote.cpu.get("worker", 0.0))

@@ -25,11 +25,41 @@ HOVER_BEFORE, HOVER_AFTER = 8, 6  # events read around the anchor to find the as
 NOTE_HARNESS = "engram"  # the harness of note tapes (``engram note``)
 AHEAD_BLOCKS = 32  # blocks per ``explain_blocks`` call when a document's hovers are computed ahead
 _TABLES = 64  # open buffers whose kept block table is remembered (``_enclosing_block``)
-_tables: OrderedDict[str, tuple] = OrderedDict()  # uri → (text, path, table)
-_tables_lock = threading.Lock()
 _SPLIT = 8  # open buffers whose lines are remembered (``_lines``)
-_split: OrderedDict[str, tuple] = OrderedDict()  # uri → (text, its lines)
 
+
+class _PerBuffer:
+    """What was derived from an open buffer's text, for the last ``size`` buffers: valid while
+    the buffer holds the same ``str`` (a change gives it a new one)."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._items: OrderedDict[str, tuple] = OrderedDict()  # uri → (text, key, value)
+        self._lock = threading.Lock()
+
+    def get(self, doc: documents.Doc, text: str, key=None):
+        with self._lock:
+            hit = self._items.get(doc.uri)
+        return hit[2] if hit is not None and hit[0] is text and hit[1] == key else None
+
+    def __getitem__(self, uri: str) -> tuple:
+        """``(text, value)`` remembered for ``uri``."""
+        with self._lock:
+            text, _key, value = self._items[uri]
+        return text, value
+
+    def put(self, doc: documents.Doc, text: str, value, key=None) -> None:
+        if doc.text is None:  # not an open buffer: its text is read again each time
+            return
+        with self._lock:
+            self._items[doc.uri] = (text, key, value)
+            self._items.move_to_end(doc.uri)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+
+_tables = _PerBuffer(_TABLES)  # the kept block table, for the buffer's text and path
+_split = _PerBuffer(_SPLIT)  # its lines
 
 def hover_block(engine, backend, doc: documents.Doc, line: int):
     """(start, end, explain_blocks entry or None) for 1-based ``line``; runs on the query thread."""
@@ -59,19 +89,12 @@ def _enclosing_block(engine, backend, doc: documents.Doc, text: str, line: int) 
     """``Backend.enclosing_block``, with the kept block table of an open buffer remembered for
     its text (the same ``str`` until the buffer changes): its hovers do not find the kept file
     again each time (0.1 ms of path building and ``stat``)."""
-    with _tables_lock:
-        hit = _tables.get(doc.uri)
-    if hit is not None and hit[0] is text and hit[1] == doc.path:
-        return engine.table_block(hit[2], line)
-    table = backend.kept_block_table(doc.path, text)
+    table = _tables.get(doc, text, doc.path)
     if table is None:
-        return engine.enclosing_block(text, doc.path, line)
-    if doc.text is not None:
-        with _tables_lock:
-            _tables[doc.uri] = (text, doc.path, table)
-            _tables.move_to_end(doc.uri)
-            while len(_tables) > _TABLES:
-                _tables.popitem(last=False)
+        table = backend.kept_block_table(doc.path, text)
+        if table is None:
+            return engine.enclosing_block(text, doc.path, line)
+        _tables.put(doc, text, table, doc.path)
     return engine.table_block(table, line)
 
 
@@ -79,17 +102,10 @@ def _lines(doc: documents.Doc, text: str) -> list[str]:
     """``text.split("\\n")``, remembered for an open buffer's text (the same ``str`` until it
     changes): a hover computed on demand, and each block's hover computed ahead, cut their block
     from it instead of splitting the whole file again (0.2-0.5 ms for a 3,000-line file)."""
-    with _tables_lock:
-        hit = _split.get(doc.uri)
-    if hit is not None and hit[0] is text:
-        return hit[1]
-    lines = text.split("\n")
-    if doc.text is not None:
-        with _tables_lock:
-            _split[doc.uri] = (text, lines)
-            _split.move_to_end(doc.uri)
-            while len(_split) > _SPLIT:
-                _split.popitem(last=False)
+    lines = _split.get(doc, text)
+    if lines is None:
+        lines = text.split("\n")
+        _split.put(doc, text, lines)
     return lines
 
 

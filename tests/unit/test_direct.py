@@ -20,6 +20,7 @@ import apsw
 import numpy as np
 import pytest
 from claude_log import World
+from test_blocks_one import FILES, REPO, _blocks  # the same files and blocks
 
 from engram import fingerprint
 from engram.cli import main
@@ -29,14 +30,6 @@ from engram.query import blocks as B
 from engram.query import direct, explain
 
 ROOT = Path(__file__).resolve().parents[2]
-REPO = ROOT / "bench" / "corpus" / "full" / "repo"
-FILES = {
-    "utils.py": "click/click/utils.py",
-    "parser.py": "click/click/parser.py",
-    "formatting.py": "click/click/formatting.py",
-    "exceptions.py": "click/click/exceptions.py",
-    "recipes.py": "more-itertools/more_itertools/recipes.py",
-}
 
 
 @pytest.fixture
@@ -69,15 +62,6 @@ def _sessions(w: World, texts: dict[str, str]) -> None:
     w.session(session_id="ffff0202-0000-0000-0000-000000000006").user("rename a helper") \
         .edit("formatting.py", line, line.replace("def ", "def _", 1)).save()
     w.checkout()
-
-
-def _blocks(eng: Engine, text: str, path: str) -> list[tuple[int, int]]:
-    """Every line's enclosing block, every top-level block, and ranges past the edges."""
-    n = text.count("\n") + 1
-    found = {(start, end) for _f, _l, start, end in eng.block_table(text, path) or []}
-    found |= {(s, e) for s, e, _name in eng.top_level_blocks(text, path)}
-    found |= {(0, 4), (-3, 2), (n - 3, n + 5), (n + 2, n + 9), (7, 5), (1, n), (3, 3)}
-    return sorted(found)
 
 
 def _compare(eng: Engine, texts: dict[str, str], w: World) -> tuple[int, int]:
