@@ -1,7 +1,7 @@
 """``explain_blocks`` of a single block (a hover) takes its own path (``_explain_one``: plain
 Python where the arrays are tiny); it must give exactly the general path's answer.
 
-Real files (the accuracy corpus's click and more-itertools sources, ``bench/corpus/full/repo``)
+Real files (modules of the running Python's standard library, present on every machine)
 written, read, partly copied and edited by hand-built Claude Code sessions, ingested through the
 CLI; then every block a hover can ask for (each line's enclosing block), every top-level block and
 a few ranges past the text's edges are looked up both ways — in the file's text and, as a hover
@@ -12,6 +12,7 @@ language server's way), and with boilerplate keys.
 from __future__ import annotations
 
 import json
+import sysconfig
 from pathlib import Path
 
 import apsw
@@ -27,13 +28,13 @@ from engram.index import postings, queries
 from engram.query import blocks as B
 from engram.query import explain
 
-REPO = Path(__file__).resolve().parents[2] / "bench" / "corpus" / "full" / "repo"
-FILES = {
-    "utils.py": "click/click/utils.py",
-    "parser.py": "click/click/parser.py",
-    "formatting.py": "click/click/formatting.py",
-    "exceptions.py": "click/click/exceptions.py",
-    "recipes.py": "more-itertools/more_itertools/recipes.py",
+REPO = Path(sysconfig.get_paths()["stdlib"])
+FILES = {  # name in the sessions' repository: the standard library's module
+    "utils.py": "textwrap.py",
+    "parser.py": "shlex.py",
+    "formatting.py": "calendar.py",
+    "exceptions.py": "string.py",
+    "recipes.py": "heapq.py",
 }
 
 

@@ -1,6 +1,6 @@
 """The code lens counts without numpy (``engram.query.direct``) are exactly ``explain_blocks``'.
 
-Real files (the accuracy corpus's click and more-itertools sources, ``bench/corpus/full/repo``)
+Real files (modules of the running Python's standard library, as in ``test_blocks_one``)
 written, read, partly copied and edited by hand-built Claude Code sessions, ingested through the
 CLI; then every top-level block of every file (what a code lens asks for), every line's enclosing
 block, and ranges past the text's edges are counted both ways: over SQLite, and again with
@@ -132,7 +132,7 @@ def test_lens_counts_are_explain_blocks_counts(world, capsys):
     eng = Engine(w.root)
     try:
         n, hit = _compare(eng, texts, w)
-        assert n > 500 and hit > n // 4, (n, hit)
+        assert n > 400 and hit > n // 4, (n, hit)
         # both branches of the key choice: short blocks (every k-gram), long ones (a sample)
         sizes = [len(np.unique(queries.index_keys(fingerprint.fingerprint(
             "\n".join(texts["recipes.py"].split("\n")[s - 1:e])).hashes)))
