@@ -156,6 +156,11 @@ class Adapter:
     #: whether ``stream_source`` reads a source one event at a time (one session per source)
     streams: ClassVar[bool] = False
 
+    def streams_source(self, path: Path) -> bool:
+        """Whether ``stream_source`` reads this source (an adapter whose sources differ: some of
+        one session read as a stream, others parsed whole)."""
+        return self.streams
+
     def stream_source(self, path: Path, *, mode: str = "permissive") -> SessionStream:
         """``parse_source`` of a one-session source as a ``SessionStream``: the same events and
         meta, never the whole session at once (adapters whose ``streams`` is True)."""

@@ -127,29 +127,20 @@ class GeminiCliAdapter(Adapter):
 
     # ---- sources
     def _parse_json(self, path: Path, mode: str) -> ParseOutput:
-        out = ParseOutput()
-        try:
-            rec = _load_json(path, out)
-        except ValueError as e:
-            msg = f"malformed JSON chat record: {e}"
-            if mode == "strict":
-                raise UnsupportedLog(msg, path=str(path)) from None
-            out.errors.append(parse_error(path, None, msg))
-            return out
-        if not isinstance(rec, dict) or not isinstance(rec.get("messages"), list):
-            msg = "not a Gemini CLI ConversationRecord (no messages list)"
-            if mode == "strict":
-                raise UnsupportedLog(msg, path=str(path))
-            out.errors.append(parse_error(path, None, msg))
-            return out
-        msgs = []
-        for i, m in enumerate(rec["messages"]):
-            if isinstance(m, dict) and isinstance(m.get("type"), str):
-                msgs.append(m)
-            else:
-                out.errors.append(parse_error(path, None, f"message {i} is not a MessageRecord"))
-        self._session(out, path, rec, msgs, "json")
-        return out
+        return _Document(self, path, mode).run()
+
+    streams = True
+
+    def streams_source(self, path: Path) -> bool:
+        """Legacy ``session-*.json`` documents stream (``_Document``); JSONL chats and
+        ``logs.json`` are parsed whole (their messages are rewritten in place by later lines)."""
+        p = Path(path)
+        return p.suffix == ".json" and not p.name.endswith("logs.json")
+
+    def stream_source(self, path: Path, *, mode: str = "permissive") -> base.SessionStream:
+        """A legacy ``session-*.json`` document as a stream: its messages read one at a time
+        (``ijson``), never the whole document (``streams_source``)."""
+        return base.SessionStream(_Document(self, Path(path), mode).run(stream=True))
 
     def _parse_jsonl(self, path: Path, mode: str) -> ParseOutput:
         out = ParseOutput()
@@ -243,14 +234,9 @@ class GeminiCliAdapter(Adapter):
         return out
 
     # ---- one session
-    def _session(self, out: ParseOutput, path: Path, rec: dict, msgs: list[dict],
-                 fmt: str) -> None:
+    def _meta(self, path: Path, rec: dict, cwd: str | None, model: str | None,
+              fmt: str) -> dict:
         sid = rec.get("sessionId") if isinstance(rec.get("sessionId"), str) else path.stem
-        dirs = rec.get("directories")
-        cwd = dirs[0] if isinstance(dirs, list) and dirs and isinstance(dirs[0], str) else None
-        if cwd is None:
-            cwd = _infer_cwd(msgs)
-        model = next((m["model"] for m in msgs if isinstance(m.get("model"), str)), None)
         extra = {"log_format": fmt}
         if isinstance(rec.get("projectHash"), str):
             extra["project_hash"] = rec["projectHash"]
@@ -259,8 +245,16 @@ class GeminiCliAdapter(Adapter):
             extra["parent_session"] = path.parent.name
         if isinstance(rec.get("summary"), str):
             extra["summary"] = rec["summary"]
-        meta = ev_meta(_ts(rec.get("startTime")), harness="gemini_cli", session=sid, adapter=self,
+        return ev_meta(_ts(rec.get("startTime")), harness="gemini_cli", session=sid, adapter=self,
                        source_path=str(path), model=model, cwd=cwd, **extra)
+
+    def _session(self, out: ParseOutput, path: Path, rec: dict, msgs: list[dict],
+                 fmt: str) -> None:
+        cwd = _dirs_cwd(rec.get("directories"))
+        if cwd is None:
+            cwd = _infer_cwd(msgs)
+        model = next((m["model"] for m in msgs if isinstance(m.get("model"), str)), None)
+        meta = self._meta(path, rec, cwd, model, fmt)
         events = [meta]
         known: dict[str, str] = {}
         for m in msgs:
@@ -270,7 +264,7 @@ class GeminiCliAdapter(Adapter):
                 out.errors.append(parse_error(path, None, f"message {m.get('id')}: "
                                                           f"{type(e).__name__}: {e}"))
         finish_session(events)
-        out.sessions.append(SessionLog(key=sid, events=events))
+        out.sessions.append(SessionLog(key=meta["session"], events=events))
 
     def _message(self, m: dict, cwd: str | None, known: dict[str, str]) -> list[dict]:
         t = _ts(m.get("timestamp"))
@@ -396,14 +390,414 @@ def _located_edit(t, path: str, before: str, old: str, new: str, cwd, extra: dic
                    cwd=cwd, **extra)
 
 
+# --------------------------------------------------------------------------------------------
+# A legacy ``session-*.json`` document read as a stream
+#
+# The document is one JSON object whose ``messages`` array holds the whole session. It is read
+# with ijson (its C backend, yajl2_c, when installed): one message at a time is built, turned into
+# events and dropped, so memory does not grow with the document. What ``json.loads`` accepted and
+# the tape encoder cannot write is made encodable as ``base.loads_json_text`` does, with the same
+# notes: the bytes are cleaned on their way to the parser (``_Clean``: a byte order mark dropped,
+# invalid UTF-8 replaced, lone UTF-16 surrogate escapes replaced by ``\ufffd``, ``NaN`` and
+# ``Infinity`` read as the floats ``json.loads`` makes of them), each message is made encodable
+# at its depth in the document (wider integers, deeper nesting). A document cut short keeps every
+# message that was complete.
+
+_BOM = b"\xef\xbb\xbf"
+_SURROGATE_HINT = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE_ESC = re.compile(rb"(\\+)u[dD]([89a-fA-F])[0-9a-fA-F]{2}")
+_CONSTANT_SCAN = re.compile(rb'\\.|"|-?Infinity|NaN', re.S)
+_ESCAPED_QUOTE = re.compile(rb'(?<!\\)(?:\\\\)*\\"')
+#: what ``NaN``, ``Infinity`` and ``-Infinity`` outside strings are fed to the parser as (yajl
+#: refuses the constants): integers no log holds, turned back into floats once a message is built
+_CONSTANTS = {b"NaN": (b"10000000000000000000000000000000000000000000000011", float("nan")),
+              b"Infinity": (b"10000000000000000000000000000000000000000000000012", float("inf")),
+              b"-Infinity": (b"10000000000000000000000000000000000000000000000013",
+                             float("-inf"))}
+_FLOAT_OF = {int(k): v for k, v in _CONSTANTS.values()}
+_PIECE = 1 << 16
+
+
+class _Clean:
+    """A binary file as the JSON parser reads it, cleaned a piece at a time (a piece ends just
+    after a quote, a comma or a newline, so no escape, token or UTF-8 sequence is cut); what was
+    rewritten is counted, with its line."""
+
+    def __init__(self, f) -> None:
+        self.f = f
+        self.carry = b""
+        self.eof = False
+        self.first = True
+        self.in_str = False      # whether the next piece starts inside a string
+        self.lines = 0           # newlines before the next piece
+        self.surrogates: list[int] = []   # the line of each lone surrogate replaced
+        self.constants: list[int] = []    # the line of each NaN / Infinity read
+
+    def read(self, n: int = _PIECE) -> bytes:
+        if n == 0:
+            return b""   # (ijson asks whether the file gives bytes)
+        while True:
+            if self.eof:
+                b, self.carry = self.carry, b""
+                return self._clean(b) if b else b""
+            raw = self.f.read(max(n, _PIECE))
+            if not raw:
+                self.eof = True
+                continue
+            b = self.carry + raw
+            cut = max(b.rfind(b'"'), b.rfind(b","), b.rfind(b"\n")) + 1
+            if cut == 0:
+                self.carry = b
+                continue
+            self.carry = b[cut:]
+            return self._clean(b[:cut])
+
+    def _clean(self, b: bytes) -> bytes:
+        if self.first:
+            self.first = False
+            if b.startswith(_BOM):
+                b = b[3:]
+        try:
+            b.decode("utf-8")
+        except UnicodeDecodeError:
+            b = b.decode("utf-8", "replace").encode("utf-8")
+        if _SURROGATE_HINT.search(b):
+            b = self._surrogates(b)
+        if b"NaN" in b or b"Infinity" in b:
+            b = self._constants(b)
+        else:
+            quotes = b.count(b'"') - len(_ESCAPED_QUOTE.findall(b))
+            self.in_str ^= bool(quotes & 1)
+        self.lines += b.count(b"\n")
+        return b
+
+    def _line(self, b: bytes, pos: int) -> int:
+        return self.lines + b.count(b"\n", 0, pos) + 1
+
+    def _surrogates(self, b: bytes) -> bytes:
+        """Lone ``\\uD800``-``\\uDFFF`` escapes → ``\\ufffd`` (same length); pairs kept."""
+        lone: list[int] = []
+        high = None   # (start, end) of a high surrogate escape not paired yet
+        for m in _SURROGATE_ESC.finditer(b):
+            if len(m.group(1)) % 2 == 0:
+                continue   # an escaped backslash, then a plain "u"
+            start, end = m.end(1) - 1, m.end()
+            is_high = m.group(2) in b"89abAB"
+            if high is not None:
+                if not is_high and start == high[1]:
+                    high = None
+                    continue
+                lone.append(high[0])
+                high = None
+            if is_high:
+                high = (start, end)
+            else:
+                lone.append(start)
+        if high is not None:
+            lone.append(high[0])
+        if not lone:
+            return b
+        buf = bytearray(b)
+        for at in lone:
+            buf[at:at + 6] = b"\\ufffd"
+            self.surrogates.append(self._line(b, at))
+        return bytes(buf)
+
+    def _constants(self, b: bytes) -> bytes:
+        """``NaN`` / ``Infinity`` outside strings → their stand-in integers (``_CONSTANTS``)."""
+        out: list[bytes] = []
+        last = 0
+        in_str = self.in_str
+        for m in _CONSTANT_SCAN.finditer(b):
+            tok = m.group()
+            if tok == b'"':
+                in_str = not in_str
+            elif tok[:1] != b"\\" and not in_str:
+                out.append(b[last:m.start()])
+                out.append(_CONSTANTS[tok][0])
+                last = m.end()
+                self.constants.append(self._line(b, m.start()))
+        self.in_str = in_str
+        if not out:
+            return b
+        out.append(b[last:])
+        return b"".join(out)
+
+
+def _restore_constants(value):
+    """``value`` with the stand-ins of ``_CONSTANTS`` turned back into floats (iterative)."""
+    def fix(v):
+        return _FLOAT_OF.get(v, v) if type(v) is int else v
+
+    if not isinstance(value, (dict, list)):
+        return fix(value)
+    stack = [value]
+    while stack:
+        c = stack.pop()
+        items = c.items() if isinstance(c, dict) else enumerate(c)
+        for k, v in list(items):
+            if isinstance(v, (dict, list)):
+                stack.append(v)
+            elif type(v) is int and v in _FLOAT_OF:
+                c[k] = _FLOAT_OF[v]
+    return value
+
+
+def _ijson():
+    import ijson
+
+    try:
+        return ijson.get_backend("yajl2_c")
+    except ImportError:   # no C backend on this platform: the pure Python one, same values
+        return ijson
+
+
+def _encodable_at(value, level: int, counts: dict):
+    """``value``, found at ``level`` of the document (the document is 1), made encodable as
+    ``base.make_encodable`` of the whole document would make it."""
+    import orjson
+
+    wrapped = value
+    for _ in range(level - 1):
+        wrapped = [wrapped]
+    try:
+        orjson.dumps(wrapped, option=orjson.OPT_NON_STR_KEYS)
+        return value
+    except (orjson.JSONEncodeError, TypeError):
+        return base._fix_value(value, level, counts)
+
+
+class _Document:
+    """One legacy ``session-*.json`` ``ConversationRecord`` parsed a message at a time."""
+
+    def __init__(self, adapter: GeminiCliAdapter, path: Path, mode: str) -> None:
+        self.a, self.path, self.mode = adapter, path, mode
+        self.counts = base._rewrite_counts()
+        self.rec: dict = {}
+        self.is_map = False
+        self.has_messages = False
+        self.n = 0                     # messages read
+        self.complete = 0              # of them complete
+        self.bad: list[dict] = []      # "message i is not a MessageRecord"
+        self.crashed: list[dict] = []  # a message that raised
+        self.clean: _Clean | None = None
+        self.rewritten_at: list[str] = []   # where values were rewritten (ints, depth)
+
+    def run(self, stream: bool = False):
+        gen = self._run(stream)
+        if stream:
+            return gen
+        for _ in gen:
+            pass
+        return self.output
+
+    # ---- passes
+    def _open(self):
+        f = open(self.path, "rb")
+        return f, _Clean(f)
+
+    def _cwd(self) -> str | None:
+        """The session's ``cwd``, needed before the first message's events: the document's
+        ``directories[0]`` (wherever the key is; the last one wins, as in ``json.loads``), else
+        inferred from the first message that shows it (``_infer_cwd``)."""
+        from ijson.common import JSONError
+
+        ij = _ijson()
+        cwd = None
+        if self._mentions(b'"directories"'):
+            f, clean = self._open()
+            with f:
+                try:
+                    for dirs in ij.items(clean, "directories"):
+                        cwd = _dirs_cwd(dirs)
+                except (JSONError, ValueError):
+                    pass
+            if cwd is not None:
+                return cwd
+        f, clean = self._open()
+        with f:
+            try:
+                for m in ij.items(clean, "messages.item"):
+                    if isinstance(m, dict) and isinstance(m.get("type"), str):
+                        found = _cwd_of(m)
+                        if found is not None:
+                            return found
+            except (JSONError, ValueError):
+                pass
+        return None
+
+    def _mentions(self, needle: bytes) -> bool:
+        with open(self.path, "rb") as f:
+            tail = b""
+            while True:
+                chunk = f.read(1 << 20)
+                if not chunk:
+                    return False
+                if needle in tail + chunk[:len(needle)] or needle in chunk:
+                    return True
+                tail = chunk[-len(needle):]
+
+    def _run(self, stream: bool):
+        path = self.path
+        fin = base.StreamFinish() if stream else None
+        cwd = self._cwd()
+        model = None
+        known: dict[str, str] = {}
+        events: list[dict] = []
+        failure = None
+        meta_t = lambda: _ts(self.rec.get("startTime"))  # noqa: E731
+        f, self.clean = self._open()
+        with f:
+            try:
+                for m in self._messages():
+                    if model is None and isinstance(m.get("model"), str):
+                        model = m["model"]
+                    try:
+                        made = self.a._message(m, cwd, known)
+                    except Exception as e:  # one odd message never loses the rest
+                        self.crashed.append(parse_error(path, None, f"message {m.get('id')}: "
+                                                                    f"{type(e).__name__}: {e}"))
+                        continue
+                    if fin is None:
+                        events.extend(made)
+                    else:
+                        for ev in made:
+                            yield from fin.event(ev, meta_t)
+            except Exception as e:  # noqa: BLE001 — malformed or cut short: what was read stays
+                failure = e
+        out = self.output = ParseOutput()
+        self.counts["surrogate"] += len(self.clean.surrogates)
+        notes = base._notes(self.counts)
+        if notes:
+            out.errors.append(parse_error(path, self._first_rewrite(), "; ".join(notes)
+                                          + self._where() + "; session kept",
+                                          base.VALUE_REWRITTEN))
+        if failure is not None:
+            line = self.clean.lines + 1
+            msg = f"malformed JSON chat record at or before line {line}: {_one_line(failure)}"
+            if self.mode == "strict":
+                raise UnsupportedLog(msg, path=str(path), line=line) from None
+            if self.complete:
+                msg += f"; the {self.complete} complete message(s) before it kept"
+            out.errors.append(parse_error(path, line, msg))
+            if not self.complete:
+                return out
+        elif not (self.is_map and self.has_messages):
+            msg = "not a Gemini CLI ConversationRecord (no messages list)"
+            if self.mode == "strict":
+                raise UnsupportedLog(msg, path=str(path))
+            out.errors.append(parse_error(path, None, msg))
+            return out
+        out.errors.extend(self.bad)
+        out.errors.extend(self.crashed)
+        meta = self.a._meta(path, self.rec, cwd, model, "json")
+        if fin is None:
+            events.insert(0, meta)
+            finish_session(events)
+            out.sessions.append(SessionLog(key=meta["session"], events=events))
+            return out
+        meta, rest = fin.finish(meta)
+        yield from rest
+        out.sessions.append(SessionLog(key=meta["session"], events=[meta]))
+        return out
+
+    def _first_rewrite(self) -> int | None:
+        lines = self.clean.surrogates + self.clean.constants
+        return min(lines) if lines else None
+
+    def _where(self) -> str:
+        parts = []
+        if self.clean.surrogates:
+            parts.append("surrogates at line(s) " + _lines(self.clean.surrogates))
+        if self.rewritten_at:
+            parts.append("other values in " + ", ".join(self.rewritten_at[:10])
+                         + (" …" if len(self.rewritten_at) > 10 else ""))
+        return f" ({'; '.join(parts)})" if parts else ""
+
+    def _messages(self):
+        """The document's valid messages, one at a time (the rest of the document kept in
+        ``rec``, made encodable)."""
+        from ijson.common import ObjectBuilder
+
+        ij = _ijson()
+        depth = 0
+        key = None           # the top-level key whose value is being read
+        builder = None
+        in_messages = False
+        restore = self.clean.constants
+        for event, value in ij.basic_parse(self.clean):
+            if event == "number" and type(value) is not int:
+                value = float(value)   # a Decimal: the float json.loads reads (ints stay exact)
+            elif event in ("start_map", "start_array"):
+                depth += 1
+                if depth == 1:
+                    self.is_map = event == "start_map"
+                    continue
+                if not self.is_map:
+                    continue
+                if depth == 2 and key == "messages" and event == "start_array":
+                    in_messages = True
+                    self.has_messages = True
+                    continue
+            elif event in ("end_map", "end_array"):
+                depth -= 1
+                if depth == 0 or not self.is_map:
+                    continue
+                if depth == 1 and in_messages:
+                    in_messages = False
+                    continue
+            elif event == "map_key" and depth == 1:
+                key = value
+                continue
+            if depth == 0 or not self.is_map:
+                continue   # not an object: reported at the end
+            if builder is None:
+                builder = ObjectBuilder()
+            builder.event(event, value)
+            if in_messages and depth == 2:       # a message is complete
+                m, builder = builder.value, None
+                i, self.n = self.n, self.n + 1
+                if restore:
+                    m = _restore_constants(m)
+                before = dict(self.counts)
+                m = _encodable_at(m, 3, self.counts)
+                if self.counts != before:
+                    self.rewritten_at.append(f"message {i}")
+                if isinstance(m, dict) and isinstance(m.get("type"), str):
+                    self.complete += 1
+                    yield m
+                else:
+                    self.bad.append(parse_error(self.path, None,
+                                                f"message {i} is not a MessageRecord"))
+            elif not in_messages and depth == 1:  # a top-level value is complete
+                v, builder = builder.value, None
+                if restore:
+                    v = _restore_constants(v)
+                self.rec[key] = _encodable_at(v, 2, self.counts)
+
+
+def _lines(lines: list[int]) -> str:
+    return ", ".join(str(x) for x in lines[:10]) + (" …" if len(lines) > 10 else "")
+
+
+def _one_line(e: Exception) -> str:
+    text = " ".join(str(e).split())
+    return (text[:200] + "…") if len(text) > 200 else text
+
+
 def _load_json(path: Path, out: ParseOutput):
-    """A whole-file JSON document (a byte order mark dropped, invalid UTF-8 replaced), made
-    encodable (``base.loads_json_text``); what was rewritten is reported in ``out.errors``."""
+    """A whole-file JSON document (``logs.json``: prompts only) (a byte order mark dropped,
+    invalid UTF-8 replaced), made encodable (``base.loads_json_text``); what was rewritten is
+    reported in ``out.errors``."""
     value, notes = base.loads_json_text(path.read_bytes().decode("utf-8-sig", "replace"))
     if notes:
         out.errors.append(parse_error(path, None, "; ".join(notes) + "; session kept",
                                       base.VALUE_REWRITTEN))
     return value
+
+
+def _dirs_cwd(dirs) -> str | None:
+    return dirs[0] if isinstance(dirs, list) and dirs and isinstance(dirs[0], str) else None
 
 
 def _abs(path: str, cwd: str | None) -> str:
@@ -421,20 +815,28 @@ def _strip_read_notice(output: str) -> tuple[str, bool]:
     return output, False
 
 
-def _infer_cwd(msgs: list[dict]) -> str | None:
+def _infer_cwd(msgs) -> str | None:
     """The project root, when a relative path in a call is echoed absolute in its result."""
     for m in msgs:
-        for tc in m.get("toolCalls") or []:
-            if not isinstance(tc, dict) or not isinstance(tc.get("args"), dict):
-                continue
-            p = tc["args"].get("file_path")
-            out = _result_text(tc.get("result"))
-            if not isinstance(p, str) or p.startswith("/") or not out:
-                continue
-            rel = p.lstrip("./")
-            mm = re.search(r"(/\S*?)/" + re.escape(rel) + r"(?=[.\s]|$)", out)
-            if mm:
-                return mm.group(1)
+        cwd = _cwd_of(m)
+        if cwd is not None:
+            return cwd
+    return None
+
+
+def _cwd_of(m: dict) -> str | None:
+    """``_infer_cwd`` of one message."""
+    for tc in m.get("toolCalls") or []:
+        if not isinstance(tc, dict) or not isinstance(tc.get("args"), dict):
+            continue
+        p = tc["args"].get("file_path")
+        out = _result_text(tc.get("result"))
+        if not isinstance(p, str) or p.startswith("/") or not out:
+            continue
+        rel = p.lstrip("./")
+        mm = re.search(r"(/\S*?)/" + re.escape(rel) + r"(?=[.\s]|$)", out)
+        if mm:
+            return mm.group(1)
     return None
 
 
