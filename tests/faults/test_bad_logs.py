@@ -261,7 +261,7 @@ def test_lone_surrogate_in_a_legacy_gemini_json_session(world, baseline, capsys)
     rec["messages"][0]["content"] = "@T@"
     src.write_text(json.dumps(rec).replace('"@T@"', '"lone \\udc00 low half"'))
     res = ingest(capsys, "--seal")
-    err = assert_reported(res, src, None, base.VALUE_REWRITTEN)
+    err = assert_reported(res, src, 1, base.VALUE_REWRITTEN)   # one line: json.dumps
     assert "surrogate" in err["message"]
     got = all_indexed(capsys, baseline)
     gem = [t for (h, _s), t in got.items() if h == "gemini_cli" and t["path"]]
