@@ -396,7 +396,7 @@ class Ingestor:
         """Whether a source is parsed as a stream (``worker.stream``): a big log of an adapter
         that streams, to be sealed now, none of whose sessions was sealed before (a continued
         session's tape starts at its first new event, under a meta of its own)."""
-        if not s.adapter.streams_source(s.path) or sk[0] < STREAM_MIN_BYTES:
+        if sk[0] < STREAM_MIN_BYTES or not s.adapter.streams_source(s.path):
             return False
         if not (run.seal or (run.now - sk[1] / 1e9) >= self.config.seal_after):
             return False
