@@ -519,6 +519,8 @@ class EngramLanguageServer(LanguageServer):
                 result = finish(result)
             if direct and not protocol._shutdown:
                 protocol.answer(msg_id, result)
+                if self.backend is not None:  # the next request waits for this thread
+                    self.backend.answered()
                 return ANSWERED
             return result
 

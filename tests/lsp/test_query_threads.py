@@ -70,3 +70,51 @@ def test_requests_queued_together_all_get_answered():
         assert [f.result(timeout=10) for f in futures] == [i * i for i in range(200)]
     finally:
         pool.shutdown()
+
+
+def test_a_request_after_an_answer_waits_for_the_thread_finishing_up():
+    """A thread whose request is answered (``answered``) but not yet back to waiting (on a busy
+    machine: preempted after writing the response) still takes the next request: the client
+    asks again as soon as it reads the answer, and the next thread's connection holds none of
+    the rows the earlier requests read."""
+    pool = QueryThreads(2, "t-done")
+    answered, release = threading.Event(), threading.Event()
+
+    def first():
+        pool.answered()  # the answer is out; what is left is finishing up
+        answered.set()
+        release.wait(10)
+        return _name()
+
+    try:
+        one = pool.submit(first)
+        assert answered.wait(10)
+        two = pool.submit(_name)
+        threading.Timer(0.2, release.set).start()
+        assert (one.result(timeout=10), two.result(timeout=10)) == ("t-done_0", "t-done_0")
+        # without ``answered`` the same request goes to the next thread at once
+        started = threading.Event()
+        release.clear()
+
+        def busy():
+            started.set()
+            release.wait(10)
+            return _name()
+
+        three = pool.submit(busy)
+        assert started.wait(10)
+        assert pool.submit(_name).result(timeout=10) == "t-done_1"
+        release.set()
+        assert three.result(timeout=10) == "t-done_0"
+    finally:
+        release.set()
+        pool.shutdown()
+
+
+def test_answered_off_a_query_thread_does_nothing():
+    pool = QueryThreads(2, "t-off")
+    try:
+        pool.answered()  # not a query thread: no effect
+        assert pool.submit(_name).result(timeout=10) == "t-off_0"
+    finally:
+        pool.shutdown()
