@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from engram.adapters import base
 from engram.adapters.base import (
     Adapter,
     ParseOutput,
@@ -64,18 +65,20 @@ def _iso(ts: str, frac: str | None = None) -> str:
 
 
 def input_history(path: Path) -> list[tuple[str, str]]:
-    """``[(iso_time, text)]`` from a prompt_toolkit FileHistory file."""
+    """``[(iso_time, text)]`` from a prompt_toolkit FileHistory file (read line by line)."""
     out: list[tuple[str, list[str]]] = []
     try:
-        raw = path.read_bytes().decode("utf-8", "replace")
+        with open(path, "rb") as f:
+            for raw in f:
+                ln = raw.decode("utf-8", "replace")
+                ln = ln[:-1] if ln.endswith("\n") else ln
+                m = _INPUT_TS.match(ln)
+                if m:
+                    out.append((_iso(m.group(1), (m.group(2) or "")[:4]), []))
+                elif ln.startswith("+") and out:
+                    out[-1][1].append(ln[1:])
     except OSError:
         return []
-    for ln in raw.split("\n"):
-        m = _INPUT_TS.match(ln)
-        if m:
-            out.append((_iso(m.group(1), (m.group(2) or "")[:4]), []))
-        elif ln.startswith("+") and out:
-            out[-1][1].append(ln[1:])
     return [(t, "\n".join(lines)) for t, lines in out]
 
 
@@ -95,84 +98,217 @@ class AiderAdapter(Adapter):
     version = "1"
 
     def parse_source(self, path: Path, *, mode: str = "permissive") -> ParseOutput:
-        path = Path(path)
-        out = ParseOutput()
-        try:
-            raw = path.read_bytes()
-        except OSError as e:
-            out.errors.append(parse_error(path, None, f"cannot read: {e}"))
-            return out
-        if b"\x00" in raw:  # binary junk: reported, dropped, the rest still parsed
-            out.errors.append(parse_error(path, raw[:raw.index(b"\x00")].count(b"\n") + 1,
-                                          "NUL bytes in a Markdown history (dropped)"))
+        return _Reader(self, Path(path), mode).run()
+
+    streams = True
+
+    def streams_source(self, path: Path) -> bool:
+        """A history that holds one session (one header, nothing before it) is read as a
+        stream; one of many sessions is parsed a session at a time (``_Reader``)."""
+        return _one_session(Path(path))
+
+    def stream_source(self, path: Path, *, mode: str = "permissive") -> base.SessionStream:
+        return base.SessionStream(_Reader(self, Path(path), mode).run(stream=True))
+
+
+_HEADER_START = b"# aider chat started at "
+
+
+def _one_session(path: Path) -> bool:
+    """Whether the history holds exactly one session: one line starting ``# aider chat started
+    at`` (a line that only looks like one counts too: the answer errs towards parsing whole)
+    and nothing but blank lines before it. Read a chunk at a time."""
+    headers = 0
+    carry = b""   # the start of a line not ended yet
+    try:
+        with open(path, "rb") as f:
+            while True:
+                chunk = f.read(1 << 20)
+                if b"\x00" in chunk:
+                    return False    # NUL bytes are dropped before lines are read: parse whole
+                data = carry + chunk
+                if chunk:
+                    end = data.rfind(b"\n") + 1
+                    data, carry = data[:end], data[end:]
+                n = data.startswith(_HEADER_START) + data.count(b"\n" + _HEADER_START)
+                if headers == 0:
+                    first = 0 if data.startswith(_HEADER_START) else \
+                        data.find(b"\n" + _HEADER_START) + 1
+                    if (data[:first] if n else data).strip():
+                        return False   # something before the first header
+                headers += n
+                if headers > 1:
+                    return False
+                if not chunk:
+                    return headers == 1
+    except OSError:
+        return False
+
+
+class _Reader:
+    """A history read line by line (never the whole file), each session parsed when the next
+    header (or the end) shows it complete."""
+
+    def __init__(self, adapter: AiderAdapter, path: Path, mode: str) -> None:
+        self.a, self.path, self.mode = adapter, path, mode
+        self.nul_error: dict | None = None
+
+    def lines(self):
+        """The file's lines (decoded, NUL bytes dropped: reported once, at the first)."""
+        with open(self.path, "rb") as f:
+            pending = b""
+            no = 0
+            while True:
+                chunk = f.read(1 << 20)
+                if not chunk:
+                    break
+                parts = (pending + chunk).split(b"\n")
+                pending = parts.pop()
+                for raw in parts:
+                    no += 1
+                    yield self._decode(raw, no)
+            if pending:
+                yield self._decode(pending, no + 1)
+
+    def _decode(self, raw: bytes, no: int) -> str:
+        if b"\x00" in raw:
+            if self.nul_error is None:
+                self.nul_error = parse_error(self.path, no,
+                                             "NUL bytes in a Markdown history (dropped)")
             raw = raw.replace(b"\x00", b"")
-        text = raw.decode("utf-8", "replace")
+        return raw.decode("utf-8", "replace")
+
+    def run(self, stream: bool = False):
+        gen = self._run(stream)
+        if stream:
+            return gen
+        for _ in gen:
+            pass
+        return self.output
+
+    def _run(self, stream: bool):
+        path = self.path
+        out = self.output = ParseOutput()
+        errors: list[dict] = []
         inputs = input_history(path.with_name(path.name.replace("chat.history.md",
                                                                  "input.history")))
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        # split into sessions: [(header_ts, first_line_no, lines)]
-        chunks: list[tuple[str | None, int, list[str]]] = []
-        for i, ln in enumerate(lines, 1):
-            m = _HEADER.match(ln)
-            if m:
-                chunks.append((m.group(1), i, []))
-            elif chunks:
-                chunks[-1][2].append(ln)
-            elif ln.strip():
-                chunks.append((None, i, [ln]))
-        last_version: str | None = None
-        keys: dict[str, int] = {}
-        cursor = 0
+        self.last_version: str | None = None
+        self.keys: dict[str, int] = {}
+        self.cursor = 0
         cwd = str(path.parent)
-        for n, (ts, line_no, body) in enumerate(chunks):
-            try:
-                sess = _Session(self, path, ts, line_no, body, cwd)
-                sess.parse()
-            except Exception as e:  # a confusing run never loses the other sessions
-                out.errors.append(parse_error(path, line_no, f"{type(e).__name__}: {e}"))
-                continue
-            out.errors.extend(sess.errors)
-            version = sess.version or last_version
-            last_version = version or last_version
-            if not sess.has_content():
-                continue  # a start-up that ended before any exchange
-            next_ts = chunks[n + 1][0] if n + 1 < len(chunks) else None
-            cursor = sess.apply_input_times(inputs, cursor, next_ts)
-            reasons = []
-            status = self.versions.status(version)
-            if status != "ok":
-                msg = (f"aider version {version or 'unknown'} is {status} "
-                       f"(tested {self.versions.min}..{self.versions.max_tested})")
-                if mode == "strict":
-                    raise UnsupportedLog(msg, path=str(path), line=line_no)
-                reasons.append(msg)
-            base_key = ts or f"line-{line_no}"
-            keys[base_key] = keys.get(base_key, 0) + 1
-            key = base_key if keys[base_key] == 1 else f"{base_key}#{keys[base_key]}"
-            t0 = _iso(ts) if ts else None
-            extra = {"local_time": True}
-            if sess.edit_format:
-                extra["edit_format"] = sess.edit_format
-            if sess.weak_model:
-                extra["weak_model"] = sess.weak_model
-            meta = ev_meta(t0, harness="aider", session=f"aider:{key}", adapter=self,
-                           source_path=str(path), harness_version=version, model=sess.model,
-                           cwd=cwd, **extra)
-            events = [meta] + sess.events
-            for ev in events:
-                if ev.get("t") is None:
-                    ev["t"] = t0
-            finish_session(events, degraded_reasons=reasons)
-            out.sessions.append(SessionLog(key=key, events=events))
+        sess: _Session | None = None
+        fin = base.StreamFinish() if stream else None
+        released = False   # (stream) whether the session's events are going out
+        times = None
+        try:
+            lines = self.lines()
+            for i, ln in enumerate(lines, 1):
+                m = _HEADER.match(ln)
+                if m or (sess is None and ln.strip()):
+                    if sess is not None:
+                        if stream:
+                            break   # a second session appended since: this one is complete
+                        self._finish(sess, m.group(1), inputs, out, errors)
+                    sess = _Session(self.a, path, m.group(1) if m else None, i, cwd)
+                    self.t0 = sess.t
+                    if stream:
+                        times = _Times(inputs, 0, sess.t, None)
+                    if m:
+                        continue
+                if sess is None:
+                    continue
+                sess.feed(ln)
+                if stream and sess.events and not sess.broken:
+                    if not released and sess.has_content():
+                        released = True
+                    if released:
+                        made, sess.events = sess.events, []
+                        sess.made += len(made)
+                        for ev in made:
+                            yield from fin.event(self._timed(ev, times, sess), self._meta_t)
+        except OSError as e:
+            errors.append(parse_error(path, None, f"cannot read: {e}"))
+            out.errors = errors
+            return out
+        if sess is not None and not stream:
+            self._finish(sess, None, inputs, out, errors)
+        if stream and sess is not None:
+            sess.close()
+            made, sess.events = sess.events, []
+            if not sess.broken and (released or any(e["k"] in ("msg.in", "msg.out", "code.edit")
+                                                    for e in made)):
+                for ev in made:
+                    yield from fin.event(self._timed(ev, times, sess), self._meta_t)
+                meta = self._meta(sess, [])
+                if meta is not None:
+                    meta, rest = fin.finish(meta, self._reasons)
+                    yield from rest
+                    out.sessions.append(SessionLog(key=self._key, events=[meta]))
+            elif sess.broken:
+                errors.append(sess.broken)
+        out.errors = ([self.nul_error] if self.nul_error else []) + errors
         return out
+
+    def _meta_t(self) -> str | None:
+        return self.t0
+
+    @staticmethod
+    def _timed(ev: dict, times: _Times, sess: _Session) -> dict:
+        times.apply(ev)
+        if ev.get("t") is None:
+            ev["t"] = sess.t
+        return ev
+
+    def _finish(self, sess: _Session, next_ts: str | None, inputs, out: ParseOutput,
+                errors: list[dict]) -> None:
+        """A whole session (the next header, or the end, reached) → its ``SessionLog``."""
+        sess.close()
+        if sess.broken:
+            errors.append(sess.broken)
+            return
+        errors.extend(sess.errors)
+        version = sess.version or self.last_version
+        self.last_version = version or self.last_version
+        if not sess.has_content():
+            return  # a start-up that ended before any exchange
+        self.cursor = sess.apply_input_times(inputs, self.cursor, next_ts)
+        meta = self._meta(sess, errors)
+        events = [meta] + sess.events
+        for ev in events:
+            if ev.get("t") is None:
+                ev["t"] = sess.t
+        finish_session(events, degraded_reasons=self._reasons)
+        out.sessions.append(SessionLog(key=self._key, events=events))
+
+    def _meta(self, sess: _Session, errors: list[dict]) -> dict:
+        version = sess.version or self.last_version
+        reasons = []
+        status = self.a.versions.status(version)
+        if status != "ok":
+            msg = (f"aider version {version or 'unknown'} is {status} "
+                   f"(tested {self.a.versions.min}..{self.a.versions.max_tested})")
+            if self.mode == "strict":
+                raise UnsupportedLog(msg, path=str(self.path), line=sess.line_no)
+            reasons.append(msg)
+        self._reasons = reasons
+        ts = sess.ts
+        base_key = ts or f"line-{sess.line_no}"
+        self.keys[base_key] = self.keys.get(base_key, 0) + 1
+        key = base_key if self.keys[base_key] == 1 else f"{base_key}#{self.keys[base_key]}"
+        self._key = key
+        extra = {"local_time": True}
+        if sess.edit_format:
+            extra["edit_format"] = sess.edit_format
+        if sess.weak_model:
+            extra["weak_model"] = sess.weak_model
+        return ev_meta(sess.t, harness="aider", session=f"aider:{key}", adapter=self.a,
+                       source_path=str(self.path), harness_version=version, model=sess.model,
+                       cwd=sess.cwd, **extra)
 
 
 class _Session:
-    def __init__(self, adapter, path: Path, ts: str | None, line_no: int, body: list[str],
-                 cwd: str) -> None:
-        self.path, self.line_no, self.body, self.cwd = path, line_no, body, cwd
+    def __init__(self, adapter, path: Path, ts: str | None, line_no: int, cwd: str) -> None:
+        self.path, self.line_no, self.cwd, self.ts = path, line_no, cwd, ts
         self.t = _iso(ts) if ts else None
         self.events: list[dict] = []
         self.errors: list[dict] = []
@@ -183,24 +319,44 @@ class _Session:
         self.pending: list[dict] = []  # edits parsed from the last reply, awaiting confirmation
         self.created: set[str] = set()
         self.asked: str | None = None
+        self.kind: str | None = None   # of the lines in ``buf``
+        self.buf: list[str] = []
+        self.broken: dict | None = None   # the error that stopped this session's parse
+        self.made = 0                     # (stream) events already handed out
 
     def has_content(self) -> bool:
         return any(e["k"] in ("msg.in", "msg.out", "code.edit") for e in self.events)
 
-    def parse(self) -> None:
-        kind, buf = None, []
-        for ln in self.body:
+    def feed(self, ln: str) -> None:
+        """One line of the session's body (a run of lines of one kind is flushed whole)."""
+        if self.broken:
+            return
+        try:
             if ln.startswith("#### ") or ln == "####":
                 k = "in"
             elif _TOOL_LINE.match(ln):
                 k = "tool"
             else:
                 k = "out"
-            if k != kind:
-                self.flush(kind, buf)
-                kind, buf = k, []
-            buf.append(ln)
-        self.flush(kind, buf)
+            if k != self.kind:
+                self.flush(self.kind, self.buf)
+                self.kind, self.buf = k, []
+            self.buf.append(ln)
+        except Exception as e:  # a confusing run never loses the other sessions
+            self._break(e)
+
+    def close(self) -> None:
+        if self.broken:
+            return
+        try:
+            self.flush(self.kind, self.buf)
+        except Exception as e:
+            self._break(e)
+        self.kind, self.buf = None, []
+
+    def _break(self, e: Exception) -> None:
+        self.broken = parse_error(self.path, self.line_no, f"{type(e).__name__}: {e}")
+        self.events, self.buf = [], []
 
     def flush(self, kind: str | None, buf: list[str]) -> None:
         if kind is None or not buf:
@@ -338,27 +494,42 @@ class _Session:
     # ---- times
     def apply_input_times(self, inputs: list[tuple[str, str]], cursor: int,
                           next_ts: str | None) -> int:
-        limit = _iso(next_ts) if next_ts else None
-        t_last = self.t
+        times = _Times(inputs, cursor, self.t, next_ts)
         for ev in self.events:
-            if ev["k"] == "msg.in":
-                want = _norm(ev["answer"] if ev.get("confirmation") else ev["text"])
-                for j in range(cursor, len(inputs)):
-                    t, text = inputs[j]
-                    if limit and t >= limit:
-                        break
-                    if self.t and t < self.t:
-                        cursor = j + 1
-                        continue
-                    if _norm(text) == want:
-                        ev["t"] = t
-                        cursor = j + 1
-                        break
-            if ev.get("t") and (t_last is None or ev["t"] >= t_last):
-                t_last = ev["t"]
-            else:
-                ev["t"] = t_last
-        return cursor
+            times.apply(ev)
+        return times.cursor
+
+
+class _Times:
+    """Prompt times from the input history, applied one event at a time, in order: a prompt
+    takes the time of its entry (matched from ``cursor`` on, before the next session's header);
+    every event is at least as late as the one before it."""
+
+    def __init__(self, inputs: list[tuple[str, str]], cursor: int, t: str | None,
+                 next_ts: str | None) -> None:
+        self.inputs, self.cursor, self.t = inputs, cursor, t
+        self.limit = _iso(next_ts) if next_ts else None
+        self.t_last = t
+
+    def apply(self, ev: dict) -> None:
+        inputs, limit = self.inputs, self.limit
+        if ev["k"] == "msg.in":
+            want = _norm(ev["answer"] if ev.get("confirmation") else ev["text"])
+            for j in range(self.cursor, len(inputs)):
+                t, text = inputs[j]
+                if limit and t >= limit:
+                    break
+                if self.t and t < self.t:
+                    self.cursor = j + 1
+                    continue
+                if _norm(text) == want:
+                    ev["t"] = t
+                    self.cursor = j + 1
+                    break
+        if ev.get("t") and (self.t_last is None or ev["t"] >= self.t_last):
+            self.t_last = ev["t"]
+        else:
+            ev["t"] = self.t_last
 
 
 def _split_thinking(text: str) -> tuple[str, list[str]]:
