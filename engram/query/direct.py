@@ -13,11 +13,13 @@ The rules (the numbers ``explain`` and ``blocks`` look a span up with; both impo
 sessions hold it — exactly as ``Engine.explain_blocks`` counts them (``sessions``), without numpy
 or the engine: a language server that has just started answers its first code lens with it while
 the engine (numpy's import alone: ~150 ms of CPU) is still being imported. Every step is the
-numpy path's, on Python ints: tokens (``engram.fingerprint.tokenize``: a run of identifier bytes
-or one printable punctuation byte, each hashed with xxh3_64), k-gram hashes (the polynomial fold
-of ``winnow._kgram_hashes``, rolled, then XXH3's avalanche, as int64), winnowing (a window's
-minimum; as a set of values the rightmost-on-ties choice does not matter), index keys (the top 32
-bits), boilerplate keys neither looked up nor counted, postings from the packed rows
+numpy path's, on Python ints, in C loops where the standard library has one (``map``, slices of
+bytes, big-integer arithmetic, ``Counter``): tokens (``engram.fingerprint.tokenize``: a run of
+identifier bytes or one printable punctuation byte, each distinct one hashed with xxh3_64), k-gram
+hashes (the polynomial fold of ``winnow._kgram_hashes`` for all k-grams as one big-integer
+product, then XXH3's avalanche on 8-byte lanes, as int64), winnowing (a window's minimum, from
+minima of pairs; as a set of values the rightmost-on-ties choice does not matter), index keys
+(the top 32 bits), boilerplate keys neither looked up nor counted, postings from the packed rows
 (``engram.index.packed``) and the wide ones, then refs → events → tapes. A session is a tape with
 an event referring to a block above the floor. ``tests/unit/test_direct.py`` compares the counts
 with ``explain_blocks`` on every block of real files over a real index.
@@ -38,7 +40,8 @@ import re
 import struct
 import sys
 from collections import Counter
-from itertools import chain
+from itertools import accumulate, chain, compress, repeat
+from operator import le, rshift
 from pathlib import Path
 
 import apsw
@@ -124,16 +127,19 @@ def block_sessions(conn: apsw.Connection, text: str, blocks: list[tuple[int, int
     if not blocks:
         return []
     bp = boilerplate(conn)
-    queries = [block_keys(v, a, n, bp) for v, a, n in _block_kgrams(text, blocks)]
+    v, minima, spans = _document(text, blocks)
+    queries = [block_keys(v, a, n, bp, minima) for a, n in spans]
     keys = sorted({key for q, _d in queries for key in q})
     held = postings(conn, keys)
+    get, none = held.get, ()
     matched: list[list[int]] = []
     for q, denom in queries:
-        hits = Counter(chain.from_iterable(held.get(key, ()) for key in q))
-        least = least_hits(denom)
-        matched.append([b for b, n in hits.items() if n >= least])
-    tapes = block_tapes(conn, sorted({b for m in matched for b in m}))
-    return [len(set().union(*(tapes.get(b, ()) for b in m))) if m else 0 for m in matched]
+        hits = Counter(chain.from_iterable(map(get, q, repeat(none))))
+        # the blocks with at least ``least`` hits, without a Python loop over them
+        matched.append(list(compress(hits, map(le, repeat(least_hits(denom)), hits.values()))))
+    tapes = block_tapes(conn, sorted(set().union(*matched)))
+    get = tapes.get
+    return [len(set().union(*map(get, m, repeat(none)))) if m else 0 for m in matched]
 
 
 @functools.lru_cache(maxsize=1024)
@@ -150,61 +156,117 @@ def least_hits(denom: int) -> int:
     return n
 
 
-def _block_kgrams(text: str, blocks: list[tuple[int, int]]):
-    """``(k-gram hashes of the document, first of the block's, how many)`` for each block: one
-    pass over the document (tokens never cross a line break, so a block's k-grams are exactly
+def _document(text: str, blocks: list[tuple[int, int]]):
+    """The document's k-gram hashes ``v``, the minimum of every winnowing window of ``v``
+    (``minima[i] = min(v[i:i + w])``) and, for each block, ``(first of its k-grams, how many)``:
+    one pass over the document (tokens never cross a line break, so a block's k-grams are exactly
     its own text's)."""
     k = FINGERPRINT["k"]
-    memo: dict[bytes, int] = {}
-    h: list[int] = []
-    first = []  # index of each line's first token
-    for line in text.encode("utf-8", "surrogatepass").split(b"\n"):
-        first.append(len(h))
-        for tok in TOKEN.findall(line):
-            x = memo.get(tok)
-            if x is None:
-                x = memo[tok] = xxhash.xxh3_64_intdigest(tok)
-            h.append(x)
-    first.append(len(h))
-    v = kgram_hashes(h, k)
+    lines = text.encode("utf-8", "surrogatepass").split(b"\n")
+    per_line = list(map(TOKEN.findall, lines))
+    first = list(accumulate(map(len, per_line), initial=0))  # each line's first token
+    toks = list(chain.from_iterable(per_line))
+    distinct = list(set(toks))
+    memo = dict(zip(distinct, map(xxhash.xxh3_64_intdigest, distinct)))
+    v = kgram_hashes(list(map(memo.__getitem__, toks)), k)
     last = len(first) - 1
+    spans = []
     for s, e in blocks:
         a, z = first[min(max(s - 1, 0), last)], first[min(max(e, 0), last)]
-        yield v, a, max(z - a - (k - 1), 0)
+        spans.append((a, max(z - a - (k - 1), 0)))
+    return v, window_minima(v, FINGERPRINT["w"]), spans
+
+
+def window_minima(v: list[int], w: int) -> list[int]:
+    """``min(v[i:i + w])`` for every window of ``w`` values (``len(v) - w + 1`` of them): minima of
+    pairs, then of pairs of those, ... (``map(min, ...)``: no Python loop per value)."""
+    out, width = v, 1
+    while width * 2 <= w:
+        out = list(map(min, out, out[width:]))
+        width *= 2
+    if width < w:  # w not a power of two: the last window's overlap
+        out = list(map(min, out, out[w - width:]))
+    return out
+
+
+# The k-gram fold (``acc * M + h`` over k token hashes, mod 2**64) for every k-gram at once: the
+# token hashes as the digits of one big integer in base 2**(8 * _FOLD) (little-endian slots of
+# _FOLD bytes), times the polynomial ``sum M**s * base**s`` (s < k); digit ``i + k - 1`` of the
+# product is k-gram i's ``sum h[i+j] * M**(k-1-j)`` (< k * 2**128: no carry out of a slot), whose
+# low 8 bytes are the fold. XXH3's avalanche on the 8-byte lanes of one integer likewise: shifts
+# masked to their lane, the multiplication in 16-byte slots. All of it C loops over bytes and ints.
+_FOLD = 17
+
+
+def _spread(b: bytes, width: int, slot: int, n: int, at: int = 0) -> bytearray:
+    """``n`` lanes of ``width`` bytes of ``b`` in slots of ``slot`` bytes (lane i in slot i + at)."""
+    out = bytearray(slot * (n + at))
+    for j in range(width):
+        out[at * slot + j::slot] = b[j:width * n:width]
+    return out
+
+
+def _gather(b: bytes, slot: int, width: int, first: int, n: int) -> bytes:
+    """The low ``width`` bytes of ``n`` slots of ``slot`` bytes of ``b``, from slot ``first``."""
+    out = bytearray(width * n)
+    part = b[first * slot:(first + n) * slot]
+    for j in range(width):
+        out[j::width] = part[j::slot]
+    return bytes(out)
+
+
+@functools.lru_cache(maxsize=8)
+def _fold_poly(k: int) -> int:
+    return sum(pow(_KM, s, 1 << 64) << (8 * _FOLD * s) for s in range(k))
+
+
+def _lanes(n: int, low_bits: int) -> int:
+    """A mask of ``n`` 8-byte lanes, each with its ``low_bits`` lowest bits set."""
+    return int.from_bytes(((1 << low_bits) - 1).to_bytes(8, "little") * n, "little")
 
 
 def kgram_hashes(h: list[int], k: int) -> list[int]:
     """int64 hash of every k consecutive token hashes (``winnow._kgram_hashes``): the fold
-    ``acc * M + h`` mod 2**64, rolled, then XXH3's avalanche."""
-    if len(h) < k:
+    ``acc * M + h`` mod 2**64, then XXH3's avalanche (see ``_FOLD``)."""
+    n = len(h)
+    m = n - k + 1
+    if m <= 0:
         return []
-    top = pow(_KM, k - 1, 1 << 64)
-    acc = 0
-    for x in h[:k]:
-        acc = (acc * _KM + x) & _M64
-    out = []
-    append = out.append
-    for i in range(len(h) - k + 1):
-        if i:
-            acc = ((acc - h[i - 1] * top) * _KM + h[i + k - 1]) & _M64
-        x = acc ^ (acc >> 37)
-        x = (x * _MX1) & _M64
-        x ^= x >> 32
-        append(x - (1 << 64) if x >> 63 else x)
-    return out
+    u64 = array.array("Q", h).tobytes()
+    if not _LITTLE:
+        u64 = array.array("Q", u64)
+        u64.byteswap()
+        u64 = u64.tobytes()
+    fold = int.from_bytes(_spread(u64, 8, _FOLD, n), "little") * _fold_poly(k)
+    x = int.from_bytes(_gather(fold.to_bytes(_FOLD * (n + k), "little"), _FOLD, 8, k - 1, m),
+                       "little")
+    x ^= (x >> 37) & _lanes(m, 27)
+    x = int.from_bytes(_spread(x.to_bytes(8 * m, "little"), 8, 16, m), "little") * _MX1
+    x = int.from_bytes(_gather(x.to_bytes(16 * m + 16, "little"), 16, 8, 0, m), "little")
+    x ^= (x >> 32) & _lanes(m, 32)
+    out = array.array("q", x.to_bytes(8 * m, "little"))
+    if not _LITTLE:
+        out.byteswap()
+    return out.tolist()
 
 
-def block_keys(v: list[int], a: int, n: int, bp: frozenset) -> tuple[list[int], int]:
+def block_keys(v: list[int], a: int, n: int, bp: frozenset,
+               minima: list[int] | None = None) -> tuple[list[int], int]:
     """The sorted distinct index keys the block of k-grams ``v[a:a+n]`` is looked up by, and its
-    confidence's denominator (``blocks._block_queries`` for one block; ``([], 0)``: none)."""
+    confidence's denominator (``blocks._block_queries`` for one block; ``([], 0)``: none).
+    ``minima``: ``window_minima(v, w)``, when already computed."""
     if n <= 0:
         return [], 0
     w = FINGERPRINT["w"]
-    seg = v[a:a + n]
     # winnowing keeps each window's minimum: the set of kept values is the set of minima
-    win = {min(seg[i:i + w]) for i in range(n - w + 1)} if n >= w else {min(seg)}
-    return pick_keys(sorted({x >> _KEY_SHIFT for x in win}),
-                     lambda: {x >> _KEY_SHIFT for x in seg}, bp)
+    if n < w:
+        win = {min(v[a:a + n])}
+    elif minima is not None:
+        win = set(minima[a:a + n - w + 1])
+    else:
+        win = set(window_minima(v[a:a + n], w))
+    return pick_keys(sorted(set(map(rshift, win, repeat(_KEY_SHIFT)))),
+                     lambda: map(rshift, v[a:a + n], repeat(_KEY_SHIFT)), bp)
 
 
 def pick_keys(keys: list[int], every, bp: frozenset) -> tuple[list[int], int]:

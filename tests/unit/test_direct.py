@@ -189,6 +189,24 @@ def test_the_rules_are_the_ones_explain_and_blocks_use():
         B._kgram_hashes(np.array(h, dtype=np.uint64), 5).tolist()
 
 
+def test_the_kgram_fold_and_the_window_minima_are_numpys():
+    """The k-gram hashes (one big-integer product for all of them) and the winnowing windows'
+    minima (pairwise ``min`` maps), against numpy's and a plain loop, over the full 64-bit range,
+    its edge values and lengths around k and w."""
+    rng = np.random.default_rng(7)
+    edges = [0, 1, 2**63 - 1, 2**63, 2**64 - 1]
+    for n in [*range(20), 257, 4099]:
+        h = [int(x) for x in rng.integers(0, 2**64, n, dtype=np.uint64)]
+        h[:len(edges)] = edges[:n]
+        for k in (1, 2, 5, 7):
+            assert direct.kgram_hashes(h, k) == \
+                B._kgram_hashes(np.array(h, dtype=np.uint64), k).tolist(), (n, k)
+        v = direct.kgram_hashes(h, 5)
+        for w in (1, 2, 3, 8, 9):
+            assert direct.window_minima(v, w) == \
+                [min(v[i:i + w]) for i in range(len(v) - w + 1)], (n, w)
+
+
 def test_it_loads_no_numpy(world, capsys):
     w = world
     w.session().user("one").write("a.py", "def f(x):\n    return x + 1\n").save()
