@@ -229,7 +229,13 @@ class TapeRef:
 
 
 def encode_event(ev: dict) -> bytes:
-    return orjson.dumps(ev, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    """An event's canonical JSON line (no newline), in a bytes object of its own size.
+
+    orjson's result keeps the buffer it was written in (this orjson: 4 KB for any line, ~10x the
+    length of a long one), and in a heap already used those pages are resident: the lines a caller
+    keeps (the ingest cache's, a parse batch's encoded events) cost that much each. The copy is a
+    memcpy of the line (~0.2 s for a 1.5 GB session's events)."""
+    return bytes(memoryview(orjson.dumps(ev, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)))
 
 
 def encode_events(events: Iterable[dict]) -> bytes:
