@@ -66,7 +66,8 @@ def span_fingerprints(text: str, where: tuple[str, int, int] | None = None
         allk, lines, win = fingerprint.line_span_prints(_file_tokens(where[0]), where[1], where[2])
     else:
         allk, lines, win = fingerprint.span_prints(text)
-    out = (np.asarray(allk, dtype=np.int64), np.asarray(lines), np.unique(win))
+    # (sort-based: numpy's hash-based ``unique`` costs more to set up than a span's few dozen)
+    out = (np.asarray(allk, dtype=np.int64), np.asarray(lines), uniq(np.asarray(win, dtype=np.int64)))
     for a in out:
         a.flags.writeable = False
     with _span_prints_lock:
@@ -969,7 +970,12 @@ def _windows(conn, access: TapeAccess, t, items: list[tuple[int, float, float]],
         r = erows[eid]
         if c < best * 0.5 and windows:
             continue
-        if any(lo <= r.ofs <= hi for lo, hi in covered):
+        o, seen = r.ofs, False
+        for lo, hi in covered:  # (a plain loop, no generator: ~50 sessions an explain)
+            if lo <= o <= hi:
+                seen = True
+                break
+        if seen:
             continue  # already visible in an earlier window
         covered.append((r.ofs - before, r.ofs + after))
         w = {"anchor": r.ofs, "kind": schema.kind_name(r.kind), "confidence": round(c, ROUND),
