@@ -46,14 +46,27 @@ def enabled(config) -> bool:
     return bool(getattr(config, "retrieval", {}).get("log", True))
 
 
+# the log directories made (or found) private by this process: index path -> the directory
+# (``private_dir`` checks every level of the path: a server logs every explain)
+_dirs: dict[str, Path] = {}
+
+
 def append(index_path: Path, record: dict) -> Path:
     """Append one record (``t`` added when missing) to today's file; returns the file."""
     record = dict(record)
     record.setdefault("t", utc_iso(millis=True))
-    d = paths.private_dir(log_dir(index_path))
+    key = os.fspath(index_path)
+    d = _dirs.get(key)
+    if d is None:
+        d = _dirs[key] = paths.private_dir(log_dir(index_path))
     f = d / f"{record['t'][:10]}.jsonl"
     line = orjson.dumps(record, option=orjson.OPT_SORT_KEYS) + b"\n"
-    fd = os.open(f, os.O_WRONLY | os.O_CREAT | os.O_APPEND, paths.FILE_MODE)
+    try:
+        fd = os.open(f, os.O_WRONLY | os.O_CREAT | os.O_APPEND, paths.FILE_MODE)
+    except FileNotFoundError:  # the directory was removed meanwhile: made again
+        _dirs.pop(key, None)
+        d = _dirs[key] = paths.private_dir(log_dir(index_path))
+        fd = os.open(f, os.O_WRONLY | os.O_CREAT | os.O_APPEND, paths.FILE_MODE)
     try:
         os.fchmod(fd, paths.FILE_MODE)
         os.write(fd, line)
