@@ -41,7 +41,7 @@ import struct
 import sys
 from collections import Counter
 from itertools import accumulate, chain, compress, repeat
-from operator import le, rshift
+from operator import floordiv, le, rshift, sub
 from pathlib import Path
 
 import apsw
@@ -300,12 +300,12 @@ def postings(conn: apsw.Connection, keys: list[int]) -> dict[int, set[int]]:
         return out
     got = conn.execute("SELECT key, rows FROM packed WHERE key IN carray(?)",
                        (_carray([x + _OFS for x in keys]),)).fetchall()
-    blocks = _blocks_of(b"".join(rows for _k, rows in got))
-    at = 0
-    for k, rows in got:
-        n = len(rows) // _REC.size
-        out[k - _OFS] = set(blocks[at:at + n])
-        at += n
+    if got:
+        packed_keys, rows = zip(*got)
+        blocks = _blocks_of(b"".join(rows))
+        ends = list(accumulate(map(floordiv, map(len, rows), repeat(_REC.size))))
+        slices = map(slice, [0, *ends[:-1]], ends)  # each key's records
+        out = dict(zip(map(sub, packed_keys, repeat(_OFS)), map(set, map(blocks.__getitem__, slices))))
     if conn.execute("SELECT 1 FROM fingerprints LIMIT 1").fetchone() is not None:
         for k, b in conn.execute("SELECT hash, block FROM fingerprints WHERE hash IN carray(?)",
                                  (_carray(keys),)):
