@@ -32,7 +32,6 @@ caches, which are keyed the same way, would until then.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 from pathlib import Path
@@ -50,6 +49,8 @@ _GENERATION_SQL = "SELECT value FROM meta WHERE key = 'generation'"
 
 def key(path: str | os.PathLike, text: str) -> str:
     """The entry of a document: its path and its text, hashed."""
+    import hashlib  # here: OpenSSL's load (~3 ms) is not a server start's cost when none is kept
+
     h = hashlib.sha256(os.fsencode(str(path)))
     h.update(b"\0")
     h.update(text.encode("utf-8", "surrogatepass"))

@@ -8,13 +8,18 @@ Results are cached per buffer version and index generation. After every ingest t
 asked to refresh its lenses (``workspace/codeLens/refresh``: an ``Indexer.on_indexed`` listener).
 The counts of a saved file's lenses are also kept on disk for the index's generation, and a
 buffer this server has not answered yet is answered from there when its text and the index are
-still the same (``engram_lsp.lenses``): the first lenses after a start need no engine.
+still the same (``engram_lsp.lenses``): the first lenses after a start need no engine. Before the
+engine is imported, a buffer's lenses are counted without it (``engram.query.direct``), from the
+moment the buffer opens (``opened``: its text is there) on a thread of its own, so that the lens
+request an editor sends after the open finds the count done or under way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+from concurrent.futures import Future
 
 from lsprotocol import types
 
@@ -46,10 +51,16 @@ def lens_key(doc: documents.Doc, text: str) -> tuple:
     return ("lens", doc.uri, doc.version if doc.text is not None else hash(text))
 
 
+def _kept(backend) -> bool:
+    """Whether lens counts are kept on disk for the index (else nothing is hashed to look)."""
+    store = backend.lens_store()
+    return store is not None and store.path.exists()
+
+
 def stored(backend, doc: documents.Doc) -> list[dict] | None:
     """The lens counts kept on disk for an open buffer not answered yet by this server (the
     first lenses after a start, before the engine is loaded: ``engram_lsp.lenses``)."""
-    if doc.text is None or backend.peek(lens_key(doc, doc.text)):
+    if doc.text is None or not _kept(backend) or backend.peek(lens_key(doc, doc.text)):
         return None
     results = backend.stored_lenses(doc.path, doc.text)
     if results is not None:
@@ -57,16 +68,16 @@ def stored(backend, doc: documents.Doc) -> list[dict] | None:
     return results
 
 
-def direct(ls, backend, doc: documents.Doc) -> list[dict] | None:
-    """The counts of a server that has not imported the engine yet (its first lenses), computed
-    without it or numpy (``engram.query.direct``: the same counts); None once the engine is
-    there (the usual path is then as quick, and fills the caches hovers use), for a buffer not
-    open or over ``DIRECT_MAX_CHARS``, during a rebuild, or for an index it does not read."""
+def _without_engine(ls, backend, doc: documents.Doc) -> bool:
+    """Whether ``doc``'s lenses are counted without the engine: while the server has not imported
+    it (its first lenses), for an open buffer up to ``DIRECT_MAX_CHARS``, outside a rebuild."""
     preloaded = getattr(ls, "preloaded", None)
-    if (doc.text is None or len(doc.text) > DIRECT_MAX_CHARS or preloaded is None
-            or preloaded.is_set() or backend.engine is not None or backend.rebuilding
-            or backend.closing):
-        return None
+    return not (doc.text is None or len(doc.text) > DIRECT_MAX_CHARS or preloaded is None
+                or preloaded.is_set() or backend.engine is not None or backend.rebuilding
+                or backend.closing)
+
+
+def _count(backend, doc: documents.Doc) -> list[dict] | None:
     with backend.answering():  # background work gives way meanwhile (``Backend.busy``)
         try:
             from engram.query import direct as counts
@@ -80,6 +91,55 @@ def direct(ls, backend, doc: documents.Doc) -> list[dict] | None:
     return results
 
 
+def direct(ls, backend, doc: documents.Doc) -> list[dict] | None:
+    """The counts of a server that has not imported the engine yet (its first lenses), computed
+    without it or numpy (``engram.query.direct``: the same counts); None once the engine is
+    there (the usual path is then as quick, and fills the caches hovers use), for a buffer not
+    open or over ``DIRECT_MAX_CHARS``, during a rebuild, or for an index it does not read."""
+    return _count(backend, doc) if _without_engine(ls, backend, doc) else None
+
+
+# Counts started as their buffer opened (``opened``), by uri: (the buffer's ``lens_key``, the
+# count's Future). Only while the engine is not imported, a few at a time.
+_OPENED_MAX = 8
+
+
+def opened(ls, backend, doc: documents.Doc) -> None:
+    """Start counting the lenses of a buffer that just opened without the engine (``direct``),
+    on a thread of its own, when its lens would be counted that way and no counts are kept on
+    disk (their lookup answers first): the lens request that follows finds it done or under way."""
+    try:
+        if (not ls.settings.code_lens_enabled or not doc.uri.startswith("file:")
+                or not _without_engine(ls, backend, doc) or _kept(backend)):
+            return
+        started = ls.__dict__.setdefault("lens_counts_opened", {})
+        if len(started) >= _OPENED_MAX:
+            return
+        future: Future = Future()
+        started[doc.uri] = (lens_key(doc, doc.text), future)
+
+        def count() -> None:
+            log.debug("code lens counted from the open: %s", doc.uri)
+            try:
+                future.set_result(_count(backend, doc))
+            except BaseException:  # (_count catches what it can; the lens counts again)
+                future.set_result(None)
+                raise
+
+        threading.Thread(target=count, name="engram-first-lens", daemon=True).start()
+    except Exception:  # a head start only
+        log.debug("counting an opened buffer's lenses failed", exc_info=True)
+
+
+async def _opened_count(ls, doc: documents.Doc) -> list[dict] | None:
+    """The count ``opened`` started for this buffer as it is now (None: none, or another text)."""
+    started = getattr(ls, "lens_counts_opened", None)
+    entry = started.pop(doc.uri, None) if started else None
+    if entry is None or doc.text is None or entry[0] != lens_key(doc, doc.text):
+        return None
+    return await asyncio.wrap_future(entry[1])
+
+
 def register(server) -> None:
     server.indexer.on_indexed(lambda _summary: server.refresh_code_lenses())
 
@@ -90,6 +150,8 @@ def register(server) -> None:
         doc = documents.resolve(ls, params.text_document.uri)
         backend = ls.get_backend()
         results = stored(backend, doc)
+        if results is None:
+            results = await _opened_count(ls, doc)
         if results is None:
             results = direct(ls, backend, doc)
         first = getattr(ls, "first_lens", None)

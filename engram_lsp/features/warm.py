@@ -28,7 +28,7 @@ from urllib.parse import unquote
 from lsprotocol import types
 
 from engram_lsp import documents
-from engram_lsp.features import hover
+from engram_lsp.features import code_lens, hover
 from engram_lsp.params import InvalidParams, uri_to_path
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,7 @@ def register(server) -> None:
         s = ls.settings
         try:
             doc = documents.resolve(ls, uri)
+            code_lens.opened(ls, backend, doc)  # a first lens counted from now, when it can be
             docs, key = ls.workspace.text_documents, unquote(uri)  # (pygls keys them unquoted)
             backend.opening(1)
             try:

@@ -6,6 +6,7 @@ engine's way."""
 from __future__ import annotations
 
 from lsp_helpers import lenses, open_doc, wait_indexed
+from lsprotocol import types
 
 from engram_lsp import lenses as lens_store
 
@@ -55,4 +56,33 @@ async def test_a_big_buffer_waits_for_the_engine(lsp, ws):
     uri = open_doc(client, ws, "big.py")
     assert _titles(await lenses(client, uri)) == ["1 session"]
     assert DIRECT not in (ws.base / "server.log").read_text()
+    await client.shutdown_session()
+
+
+async def test_the_first_lens_is_counted_from_the_open(lsp, ws):
+    """Nothing kept: the count starts as the buffer opens (its text is there) and the lens
+    request takes it; a buffer changed before the request is counted again, as it is now."""
+    text = ws.files["hello.py"] + "\n\ndef mine(a, b):\n    return a * b + 42\n"
+    (ws.root / "mixed.py").write_text(text)
+    client = await lsp(ws)
+    await wait_indexed(client)
+    uri = open_doc(client, ws, "mixed.py")
+    computed = _titles(await lenses(client, uri))
+    await client.shutdown_session()
+    (ws.engram_home / "index" / ("index.sqlite" + lens_store.SUFFIX)).unlink(missing_ok=True)
+
+    client = await lsp(ws)
+    uri = open_doc(client, ws, "mixed.py")
+    # another buffer, changed before its lens is asked for: counted as it is now (none of the new
+    # text is indexed), not as it opened
+    other = open_doc(client, ws, "other.py", text=text)
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=other, version=2),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(
+            text="def fresh():\n    return 'nobody wrote this'\n")]))
+    assert _titles(await lenses(client, uri)) == computed
+    assert _titles(await lenses(client, other)) == []
+    log = (ws.base / "server.log").read_text()
+    assert "code lens counted from the open: " + uri in log and DIRECT + uri in log
+    assert "code lens counted from the open: " + other in log
     await client.shutdown_session()
