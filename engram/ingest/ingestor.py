@@ -61,6 +61,8 @@ PROCESS_MIN_BYTES = 16 << 20    # this much to parse: in a worker process (``wor
 PROCESS_AHEAD_BYTES = 16 << 20  # source bytes sent to the worker ahead of the indexing (the rest
 #                                 stays queued: this process parses from it while it would wait)
 PROCESS_AHEAD = 1024            # ... and sources: enough for the worker to go on during a commit
+COMMIT_AHEAD_BYTES = 32 << 20   # ... and this many more just before a commit: a batch's commit
+#                                 outlasted the worker's 16 MB (it then waited, ~1 s a commit)
 AHEAD_BYTES = 64 << 20          # at most this many source bytes parsed or being parsed ahead in all
 STEAL_MAX_BYTES = 16 << 20      # a bigger source is left to the worker (parsed here, it and its
 #                                 events would be held by this process too)
@@ -281,6 +283,7 @@ class Ingestor:
                 summary["bytes"] += size
                 summary["parsed"] += 1
                 if streamed or batch.n_events >= BATCH_EVENTS or batch_bytes >= BATCH_BYTES:
+                    parses.refill(COMMIT_AHEAD_BYTES)  # the worker's work during the commit
                     self._commit(batch, run.pending, summary)
                     batch, run.pending, batch_bytes = store.Batch(self.conn, self.cache), [], 0
             self._commit(batch, run.pending, summary)
@@ -299,6 +302,9 @@ class Ingestor:
         src = str(s.path)
         try:
             parsed, prepared, encoded, staged = self._parsed(s, ticket, run.procs)
+            taped = staged if isinstance(staged, list) else None  # tapes made by the parse
+            if taped is not None:
+                staged = None
             if staged is not None:
                 added = False
                 try:
@@ -314,10 +320,17 @@ class Ingestor:
                     return
                 parsed = prepared = encoded = None  # its tape was corrupt: parsed again here
             try:
-                self._ingest_source(s, sk, run.cursors.get(src), run.seal, run.now, batch,
-                                    run.pending, run.summary, parsed=parsed, prepared=prepared,
-                                    encoded=encoded)
+                if not self._ingest_source(s, sk, run.cursors.get(src), run.seal, run.now, batch,
+                                           run.pending, run.summary, parsed=parsed,
+                                           prepared=prepared, encoded=encoded, taped=taped):
+                    # a tape already there under its name was corrupt (removed): the source is
+                    # parsed again here, its tapes written afresh
+                    self._ingest_source(s, sk, run.cursors.get(src), run.seal, run.now, batch,
+                                        run.pending, run.summary)
             finally:
+                for _ref, tmp, _kept in taped or ():  # temp files not adopted (the source failed)
+                    if tmp is not None and os.path.exists(tmp):
+                        os.unlink(tmp)
                 for lines in encoded or ():  # staged (or failed): the canonical JSON is not
                     lines.clear()            # held through the batch's commit
         except EngramError as e:
@@ -384,7 +397,7 @@ class Ingestor:
             except WorkerGone:
                 log.warning("parse worker exited; parsing %s in-process", s.path)
                 return self._parse(s), None, None, None
-        if res[0] == "ok":
+        if res[0] == "ok":  # (a fifth item: a streamed source's tape, or the tapes made)
             return res[1], res[2], res[3], (res[4] if len(res) > 4 else None)
         if res[0] == "error":
             raise _WorkerError(res[1])
@@ -452,12 +465,16 @@ class Ingestor:
     def _ingest_source(self, s: Source, sk, cur, seal: bool, now: float, batch: store.Batch,
                        pending_cursors: list, summary: dict, parsed: ParseOutput | None = None,
                        prepared: list[store.Prepared] | None = None,
-                       encoded: list[list[bytes]] | None = None) -> None:
+                       encoded: list[list[bytes]] | None = None,
+                       taped: list[tuple] | None = None) -> bool:
         """Stage the sealed sessions of one parsed source as tapes and add every session to
         ``batch``; its errors and cursor go to ``pending_cursors`` (committed with the batch).
         Nothing reaches the batch unless the whole source went through. ``encoded``: each
         session's events as their canonical JSON, its events then cut down to what the index
-        reads (``worker._encoded``)."""
+        reads (``worker._encoded``). ``taped``: each session's tape made by the parse
+        (``worker._taped``: a source asked for by ``_ParseQueue.tapes`` — no cursor, quiet), its
+        events cut down likewise. False, with nothing added, when a tape made by the parse finds a
+        corrupt file under its name (removed): the caller parses the source again."""
         out: ParseOutput = parsed if parsed is not None else self._parse(s)
         src = str(s.path)
         state = json.loads(cur[5]) if cur is not None else {}
@@ -483,7 +500,22 @@ class Ingestor:
                 if lines is not None:
                     lines = [None] + lines[sealed:]
             lid = live_tape_id(src, sess.key)
-            if quiet:
+            if taped is not None:  # (sealed whole: asked for only without a cursor, and quiet)
+                ref, tmp, kept = taped[i]
+                taped[i] = (ref, None, kept)  # the stager's now
+                ref = self.stager.adopt(ref, tmp)
+                if not self._sound(ref, summary) and not self.stager.staged(ref.path):
+                    return False  # (a tape staged by this run, a twin session's, is sound)
+                if self.cache is not None and hasattr(orjson, "Fragment"):
+                    self.cache.keep_tape(ref.tape_id, events,
+                                         {o: orjson.Fragment(b) for o, b in kept.items()})
+                counts["tapes_written"] += int(ref.created)
+                counts["sealed"] += 1
+                rec = store.SessionRecord(ref.tape_id, events, path=str(ref.path),
+                                          source_path=src, source_key=sess.key, prepared=prep,
+                                          replaces=lid if lid in self.live_ids else None)
+                state[sess.key] = {"sealed": len(sess.events), "tape": ref.tape_id}
+            elif quiet:
                 tape_events = events
                 if lines is not None:  # the same bytes as the whole events would give
                     tape_events = [events[0]] + [orjson.Fragment(b) for b in lines[1:]]
@@ -518,6 +550,7 @@ class Ingestor:
             " updated) VALUES (?,?,?,?,?,?,?,?)",
             (src, s.adapter.name, sk[0], sk[1], out.end_offset,
              json.dumps(state, sort_keys=True), int(any_live), utc_iso(now))))
+        return True
 
     def _sound(self, ref: writer.TapeRef, summary: dict) -> bool:
         """Whether a staged tape can be indexed: written now, or already indexed, or a file
@@ -680,6 +713,23 @@ class _ParseQueue:
         self.ahead.extend((g, (fut, j)) for j, g in enumerate(group))
         self.ahead_bytes += size
 
+    def tapes(self, group: list) -> tuple | None:
+        """What ``worker.parse_many`` needs to make the tapes of the sources of ``group`` that
+        are sealed whole as new tapes (no cursor, quiet: every session a new tape, as
+        ``Ingestor._ingest_source`` would stage it): ``(root, one flag per source, keep)``, keep
+        while the ingest cache takes more lines; None when there is none."""
+        run, ing = self.run, self.ing
+        flags = [run.cursors.get(str(s.path)) is None
+                 and (run.seal or (run.now - sk[1] / 1e9) >= ing.config.seal_after)
+                 for s, sk in group]
+        if not any(flags):
+            return None
+        from engram.lineage import cache as lineage_cache
+
+        cache = ing.cache
+        keep = cache is not None and cache.lines_bytes < lineage_cache.MAX_LINES_BYTES
+        return str(ing.root), flags, keep
+
     def _streams(self, item) -> bool:
         return self.ing._streamable(item[0], item[1], self.run)
 
@@ -693,7 +743,9 @@ class _ParseQueue:
         self.ahead.append((nxt, (fut, None)))
         self.ahead_bytes += max(nxt[1][0], 0)
 
-    def refill(self) -> None:
+    def refill(self, extra: int = 0) -> None:
+        """Parses started ahead, up to ``PROCESS_AHEAD_BYTES`` (and ``extra`` more) of sources
+        with a worker, ``PARSE_AHEAD`` sources without."""
         if self.procs is None:
             while len(self.ahead) < PARSE_AHEAD and self.queue:
                 if self._streams(self.queue[0]):
@@ -703,7 +755,7 @@ class _ParseQueue:
                 self.ahead.append((nxt, self.pool.submit(self.ing._parse, nxt[0])))
             return
         # the worker parses groups of sources (fewer, bigger batches of its block work)
-        while len(self.ahead) < PROCESS_AHEAD and self.ahead_bytes < PROCESS_AHEAD_BYTES:
+        while len(self.ahead) < PROCESS_AHEAD and self.ahead_bytes < PROCESS_AHEAD_BYTES + extra:
             if self.queue and self._streams(self.queue[0]):
                 self._stream()
                 continue
@@ -711,7 +763,7 @@ class _ParseQueue:
             if not group:
                 return
             self._queue_group(group, size, self.procs.submit(
-                self._items(group), self.ing.config.mode, self._compact(size)))
+                self._items(group), self.ing.config.mode, self._compact(size), self.tapes(group)))
 
     def steal(self) -> bool:
         """While the worker is still on the next source and no tape is left to write, parse
@@ -726,7 +778,7 @@ class _ParseQueue:
         if not group:
             return False
         self._queue_group(group, size, self.procs.answered(
-            self._items(group), self.ing.config.mode, self._compact(size)))
+            self._items(group), self.ing.config.mode, self._compact(size), self.tapes(group)))
         summary = self.run.summary
         summary["parsed_here"] = summary.get("parsed_here", 0) + len(group)
         return True

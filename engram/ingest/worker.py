@@ -48,29 +48,85 @@ def parse(harness: str, path: str, mode: str) -> tuple:
         return ("crash", f"{type(e).__name__}: {e}", traceback.format_exc())
 
 
-def parse_many(items: list[tuple[str, str]], mode: str, compact: bool = False) -> list[tuple]:
+def parse_many(items: list[tuple[str, str]], mode: str, compact: bool = False,
+               tapes: tuple | None = None) -> list[tuple]:
     """``parse`` for each ``(harness, path)``; an ``ok`` result is ``("ok", ParseOutput,
     prepared, encoded)``: the block work of the indexing for its sessions (``store.prepare``, one
     batch for the group; None if that failed — the indexing then does it itself), and with
     ``compact`` (a big group: the ingest asks) each session's events as their canonical JSON
-    (``encoded``, see ``_encoded``; None: the events are whole)."""
+    (``encoded``, see ``_encoded``; None: the events are whole).
+
+    ``tapes``: ``(root, taped, keep)``, ``taped[i]`` true for a source whose sessions are all to
+    be sealed as new tapes: each session's tape is then compressed here into a temp file of its
+    directory (``_taped``), and the result has a fifth item, one ``(TapeRef, temp file or None,
+    {offset: line})`` per session, for the ingest to ``adopt`` — the lines those of the events
+    the lineage pass reads (with ``keep``) — its events then cut to what the indexing reads."""
     res = [parse(h, p, mode) for h, p in items]
     oks = [r[1] for r in res if r[0] == "ok"]
     preps = _prepare([s.events for out in oks for s in out.sessions])
     if compact:
         release_freed_memory()  # what parsing and fingerprinting freed, before the encoding
     out, i = [], 0
-    for r in res:
+    for j, r in enumerate(res):
         if r[0] != "ok":
             out.append(r)
             continue
         n = len(r[1].sessions)
+        taped = _taped(r[1], tapes[0], preps is not None, tapes[2]) \
+            if tapes is not None and tapes[1][j] else None
         if preps is None:
-            out.append(("ok", r[1], None, None))
+            out.append(("ok", r[1], None, None) if taped is None else ("ok", r[1], None, None, taped))
+        elif taped is not None:
+            out.append(("ok", r[1], preps[i:i + n], None, taped))
         else:
             out.append(("ok", r[1], preps[i:i + n], _encoded(r[1]) if compact else None))
         i += n
     return out
+
+
+def _taped(out, root: str, light: bool, keep: bool) -> list[tuple] | None:
+    """The tape of each session of ``out`` (a source to seal whole) compressed into a temp file of
+    its directory (``tape_dir_for``) as ``writer.Streamed`` makes it — the same bytes, id and file
+    as the ingest's own staging — with the lines of the events the lineage pass reads (with
+    ``keep``); then, with ``light``, the events cut to what the indexing reads
+    (``store.light_event``). None when a tape cannot be made here (too large, not writable, a
+    value that cannot be encoded): the ingest then stages the source itself, and reports it."""
+    from engram import paths
+    from engram.index import store
+    from engram.lineage.cache import wanted
+    from engram.tape import writer
+
+    done: list[tuple] = []
+    try:
+        for sess in out.sessions:
+            events = sess.events
+            directory = paths.private_dir(tape_dir_for(events[0], root))
+            enc = writer.Streamed(directory)
+            kept = {}
+            try:
+                for o in range(1, len(events)):
+                    line = enc.add(events[o])
+                    if keep and wanted(o, events[o]):
+                        kept[o] = line
+                enc.finish(events[0])
+            except BaseException:
+                enc.close()
+                raise
+            if keep and wanted(0, events[0]):
+                kept[0] = writer.encode_event(events[0])
+            ref, tmp = writer.write_streamed(enc, directory)
+            done.append((ref, tmp, kept))
+    except Exception:  # noqa: BLE001 — staged by the ingest instead, which reports what fails
+        for _ref, tmp, _kept in done:
+            if tmp is not None:
+                os.unlink(tmp)
+        return None
+    if light:
+        for sess in out.sessions:
+            events = sess.events
+            for o in range(1, len(events)):
+                events[o] = store.light_event(events[o])
+    return done
 
 
 STREAM_CHUNK_EVENTS = 2048   # a streamed session's events prepared (fingerprinted) at a time
@@ -375,9 +431,11 @@ class ParseProcess:
         self.reader = threading.Thread(target=self._read, name="engram-parse-reader", daemon=True)
         self.reader.start()
 
-    def submit(self, items: list[tuple[str, str]], mode: str, compact: bool = False) -> Future:
-        """``parse_many(items, mode, compact)`` in the worker; ``result()`` gives its list."""
-        return self._send(("parse", items, mode, compact))
+    def submit(self, items: list[tuple[str, str]], mode: str, compact: bool = False,
+               tapes: tuple | None = None) -> Future:
+        """``parse_many(items, mode, compact, tapes)`` in the worker; ``result()`` gives its
+        list."""
+        return self._send(("parse", items, mode, compact, tapes))
 
     def submit_stream(self, harness: str, path: str, mode: str, root: str) -> Future:
         """``stream(harness, path, mode, root)`` in the worker; ``result()`` gives its tuple."""
@@ -434,11 +492,12 @@ class ParseProcess:
                 fut.set_exception(WorkerGone("parse worker exited"))
 
     @staticmethod
-    def answered(items: list[tuple[str, str]], mode: str, compact: bool = False) -> Future:
-        """``parse_many(items, mode, compact)`` run here, as a request already answered
+    def answered(items: list[tuple[str, str]], mode: str, compact: bool = False,
+                 tapes: tuple | None = None) -> Future:
+        """``parse_many(items, mode, compact, tapes)`` run here, as a request already answered
         (``result`` gives it like the worker's)."""
         fut: Future = Future()
-        fut.engram_value = parse_many(items, mode, compact)
+        fut.engram_value = parse_many(items, mode, compact, tapes)
         fut.set_result(None)
         return fut
 
@@ -625,8 +684,8 @@ def main() -> None:
                 res = ("crash", f"{type(e).__name__}: {e}", traceback.format_exc())
             _write_answer(reply, res, lambda: ("crash", "unpicklable answer", ""))
         else:
-            _kind, items, mode, compact = request
-            res = parse_many(items, mode, compact)
+            _kind, items, mode, compact, tapes = request
+            res = parse_many(items, mode, compact, tapes)
 
             _write_answer(reply, res, functools.partial(_crashes, len(items)))
             del res

@@ -527,6 +527,10 @@ class TapeStager:
         self.pending.append((tmp, ref.path))
         return dataclasses.replace(ref, created=True)
 
+    def staged(self, path: Path) -> bool:
+        """Whether the tape ``path`` is staged (by ``stage``, ``adopt``) and not flushed yet."""
+        return path in self._names
+
     def stage_encoded(self, directory: Path, enc) -> TapeRef:
         """``stage`` of a tape already encoded (``_Encoded`` or a finished ``Streamed``)."""
         tape_id = enc.tape_id
