@@ -57,6 +57,7 @@ SAMPLE = 64               # winnowed fingerprints a block is looked up by, at mo
 SCHEMA = 8
 FINGERPRINT = {"blocks": 2, "fp_version": 1, "index_hash_bits": 32, "k": 5, "w": 8}
 BOILERPLATE_MAX = 200_000  # a larger boilerplate table is not held (``postings._RowCache``)
+MMAP_BYTES = 256 << 20     # of the index file read through a memory map (``db.MMAP_BYTES``)
 
 _KEY_SHIFT = 64 - FINGERPRINT["index_hash_bits"]
 _OFS = 1 << 31            # packed rows are keyed by key + 2**31
@@ -85,6 +86,7 @@ def lens_counts(index: str | os.PathLike, text: str, path) -> list[dict] | None:
         return None
     try:
         conn.set_busy_timeout(1000)
+        conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")  # as the engine's readers: no copy of a cold page
         with _read(conn):
             if not _same_params(conn):
                 return None

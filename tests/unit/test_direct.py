@@ -180,6 +180,7 @@ def test_the_rules_are_the_ones_explain_and_blocks_use():
     assert (explain.DIRECT_FLOOR, explain.ALL_KGRAMS_MAX, B.SAMPLE) == \
         (direct.DIRECT_FLOOR, direct.ALL_KGRAMS_MAX, direct.SAMPLE)
     assert direct.BOILERPLATE_MAX == B._RowCache.MAX_BOILERPLATE
+    assert direct.MMAP_BYTES == db.MMAP_BYTES
     for denom in range(1, 2 * direct.SAMPLE * direct.ALL_KGRAMS_MAX):
         least = direct.least_hits(denom)
         assert min(1.0, least / denom) > explain.DIRECT_FLOOR
