@@ -56,6 +56,9 @@ log = logging.getLogger(__name__)
 
 BATCH_EVENTS = 50_000
 BATCH_BYTES = 64 << 20          # ... or this many bytes of source logs: a commit per batch
+TAIL_MIN_BYTES = 4 << 20        # ... or, once what is left to index is less than the batch, at
+#                                 least this many: the last batches shrink by half, so the last
+#                                 commit (the worker has nothing left to parse) is a short one
 PARSE_AHEAD = 4
 PROCESS_MIN_BYTES = 16 << 20    # this much to parse: in a worker process (``worker.py``)
 PROCESS_AHEAD_BYTES = 16 << 20  # source bytes sent to the worker ahead of the indexing (the rest
@@ -282,7 +285,9 @@ class Ingestor:
                 batch_bytes += size
                 summary["bytes"] += size
                 summary["parsed"] += 1
-                if streamed or batch.n_events >= BATCH_EVENTS or batch_bytes >= BATCH_BYTES:
+                if streamed or batch.n_events >= BATCH_EVENTS or batch_bytes >= BATCH_BYTES or (
+                        run.procs is not None
+                        and batch_bytes >= max(TAIL_MIN_BYTES, total_bytes - done_bytes)):
                     parses.refill(COMMIT_AHEAD_BYTES)  # the worker's work during the commit
                     self._commit(batch, run.pending, summary)
                     batch, run.pending, batch_bytes = store.Batch(self.conn, self.cache), [], 0

@@ -143,3 +143,25 @@ def test_tapes_made_by_the_parse_index_what_the_ingest_stages(tmp_path, monkeypa
     assert res["error_count"] == 0 and res.get("tapes_repaired") == 1
     assert _index(root, home) == plain
     assert not list(home.rglob("*.tmp"))
+
+
+def test_the_last_batches_shrink_and_index_the_same(tmp_path, monkeypatch, capsys):
+    """With a worker, once what is left is less than the batch, a batch is committed at
+    ``TAIL_MIN_BYTES``: the last ones halve (the last commit is short); the same index."""
+    root, home = _setup(tmp_path, monkeypatch)
+    sizes = []
+    real = ingestor.Ingestor._commit
+    monkeypatch.setattr(ingestor.Ingestor, "_commit",
+                        lambda self, batch, *a: sizes.append(len(batch.sessions)) or real(self, batch, *a))
+    monkeypatch.setattr(ingestor, "PROCESS_MIN_BYTES", 1 << 62)
+    _run(home, capsys)
+    plain = _index(root, home)
+    assert sizes[:1] == [8]
+    sizes.clear()
+    monkeypatch.setattr(ingestor, "PROCESS_MIN_BYTES", 0)
+    monkeypatch.setattr(ingestor, "TAIL_MIN_BYTES", 1)
+    res = _run(home, capsys)
+    assert res["error_count"] == 0 and res["sessions"] == 8
+    assert _index(root, home) == plain
+    got = [n for n in sizes if n]
+    assert sum(got) == 8 and len(got) >= 2, sizes   # (not one batch of 8)
