@@ -518,9 +518,12 @@ class EngramLanguageServer(LanguageServer):
             if finish is not None:
                 result = finish(result)
             if direct and not protocol._shutdown:
-                protocol.answer(msg_id, result)
-                if self.backend is not None:  # the next request waits for this thread
+                # before the write: the client may read the answer and send its next request
+                # while this thread waits to get the interpreter back after it; that request
+                # waits for this thread (``QueryThreads.answered``)
+                if self.backend is not None:
                     self.backend.answered()
+                protocol.answer(msg_id, result)
                 return ANSWERED
             return result
 
