@@ -10,14 +10,16 @@ The counts of a saved file's lenses are also kept on disk for the index's genera
 buffer this server has not answered yet is answered from there when its text and the index are
 still the same (``engram_lsp.lenses``): the first lenses after a start need no engine. Before the
 engine is imported, a buffer's lenses are counted without it (``engram.query.direct``), from the
-moment the buffer opens (``opened``: its text is there) on a thread of its own, so that the lens
-request an editor sends after the open finds the count done or under way.
+moment the buffer opens (``opened``: its text is there) on a thread of their own, one buffer after
+the other in the order they opened, so that the lens request an editor sends after the open finds
+the count done or under way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import queue
 import threading
 from concurrent.futures import Future
 
@@ -100,14 +102,17 @@ def direct(ls, backend, doc: documents.Doc) -> list[dict] | None:
 
 
 # Counts started as their buffer opened (``opened``), by uri: (the buffer's ``lens_key``, the
-# count's Future). Only while the engine is not imported, a few at a time.
+# count's Future). Only while the engine is not imported, a few at a time, counted one after the
+# other in the order the buffers opened (an editor restoring several tabs asks for the first one's
+# lens first: counting them all at once would make it wait for the others).
 _OPENED_MAX = 8
 
 
 def opened(ls, backend, doc: documents.Doc) -> None:
     """Start counting the lenses of a buffer that just opened without the engine (``direct``),
-    on a thread of its own, when its lens would be counted that way and no counts are kept on
-    disk (their lookup answers first): the lens request that follows finds it done or under way."""
+    on the server's first-lens thread, when its lens would be counted that way and no counts are
+    kept on disk (their lookup answers first): the lens request that follows finds it done or
+    under way."""
     try:
         if (not ls.settings.code_lens_enabled or not doc.uri.startswith("file:")
                 or not _without_engine(ls, backend, doc) or _kept(backend)):
@@ -120,15 +125,34 @@ def opened(ls, backend, doc: documents.Doc) -> None:
 
         def count() -> None:
             log.debug("code lens counted from the open: %s", doc.uri)
+            results = None  # (_count catches what it can; on None the lens counts again)
             try:
-                future.set_result(_count(backend, doc))
-            except BaseException:  # (_count catches what it can; the lens counts again)
-                future.set_result(None)
-                raise
+                results = _count(backend, doc)
+            finally:
+                future.set_result(results)
 
-        threading.Thread(target=count, name="engram-first-lens", daemon=True).start()
+        _first_lens_queue(ls).put(count)
     except Exception:  # a head start only
         log.debug("counting an opened buffer's lenses failed", exc_info=True)
+
+
+def _first_lens_queue(ls) -> queue.SimpleQueue:
+    """The jobs of the server's first-lens thread (started on first use; idle once the engine
+    is imported, as nothing more is queued)."""
+    jobs = getattr(ls, "lens_count_jobs", None)
+    if jobs is None:
+        jobs = ls.lens_count_jobs = queue.SimpleQueue()
+        threading.Thread(target=_run_jobs, args=(jobs,), name="engram-first-lens",
+                         daemon=True).start()
+    return jobs
+
+
+def _run_jobs(jobs: queue.SimpleQueue) -> None:
+    while True:
+        try:
+            jobs.get()()
+        except BaseException:  # (logged by the job; the next one still runs)
+            log.debug("a first-lens job failed", exc_info=True)
 
 
 async def _opened_count(ls, doc: documents.Doc) -> list[dict] | None:
