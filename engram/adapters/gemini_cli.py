@@ -440,7 +440,7 @@ class _Clean:
             if self.eof:
                 b, self.carry = self.carry, b""
                 return self._clean(b) if b else b""
-            raw = self.f.read(max(n, _PIECE))
+            raw = self.f.read(_PIECE)
             if not raw:
                 self.eof = True
                 continue
