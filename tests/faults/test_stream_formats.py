@@ -331,3 +331,76 @@ def test_aider_histories_of_many_sessions_are_parsed_whole_and_read_by_lines(tmp
     assert not A.streams_source(one)
     one.write_text("# aider chat started at 2026-01-16 11:01:00\n#### hi\n\x00\nhello\n")
     assert not A.streams_source(one)
+
+
+# -- the real ingest: streamed and whole give the same index and tape files ---------------------
+
+
+def test_streamed_gemini_and_aider_ingests_index_what_whole_ones_index(tmp_path, monkeypatch,
+                                                                        capsys):
+    """``engram ingest --rebuild --seal`` over the real Gemini CLI documents and one-session Aider
+    histories: parsed whole, then as streams in-process (parts of 3 events), then in the parse
+    worker — the same index rows and the same tape files."""
+    import os
+    import shutil
+
+    from engram.index import store
+    from engram.ingest import ingestor, worker
+    from tests.faults.test_ingest_stream import _index, _run
+
+    chats = tmp_path / "gemini" / "proj" / "chats"
+    chats.mkdir(parents=True)
+    for p in (S1, S2):
+        shutil.copy(p, chats / p.name.split("__")[-1])
+    one = 0
+    for h in AIDER:
+        for i, body in enumerate(re.split(r"(?m)^(?=# aider chat started at )", h.read_text())):
+            if body.strip():
+                d = tmp_path / "aider" / f"{h.name.split('__')[0]}-{i}"
+                d.mkdir(parents=True)
+                (d / ".aider.chat.history.md").write_text(body)
+                one += 1
+    root = tmp_path / "repo"
+    (root / ".git").mkdir(parents=True)
+    (root / ".engram").mkdir()
+    (root / ".engram" / "config.yml").write_text(
+        f"harnesses:\n  gemini_cli:\n    paths: [{tmp_path / 'gemini'}]\n"
+        f"  aider:\n    paths: [{tmp_path / 'aider'}]\n" + "".join(
+            f"  {h}: false\n" for h in ("claude_code", "codex", "opencode", "cursor", "openclaw")))
+    monkeypatch.chdir(root)
+    home = Path(os.environ["ENGRAM_HOME"])
+
+    def index(home: Path) -> dict:   # (rows name their tape by its path under the home)
+        return {k: [r.replace(str(home), "~") for r in v] if isinstance(v, list) else v
+                for k, v in _index(root, home).items()}
+
+    streamed = []
+    real = worker.stream
+    monkeypatch.setattr(worker, "stream", lambda *a: streamed.append(a[1]) or real(*a))
+    monkeypatch.setattr(store, "BOILERPLATE_MIN", 2)
+    monkeypatch.setattr(ingestor, "STREAM_MIN_BYTES", 1 << 62)
+    monkeypatch.setattr(ingestor, "PROCESS_MIN_BYTES", 1 << 62)
+    res = _run(home, capsys)
+    n = res["sessions"]
+    assert res["error_count"] == 0 and n >= 4 and res["tapes_written"] == n
+    plain = index(home)
+    assert not streamed
+
+    # each run on an index of its own: a source sealed before is not streamed again
+    home = tmp_path / "home-streamed"
+    monkeypatch.setenv("ENGRAM_HOME", str(home))
+    monkeypatch.setattr(ingestor, "STREAM_MIN_BYTES", 0)
+    monkeypatch.setattr(worker, "STREAM_CHUNK_EVENTS", 3)
+    monkeypatch.setattr(store, "BOILERPLATE_DEFER", 1)
+    res = _run(home, capsys)
+    assert res["error_count"] == 0 and res["sessions"] == n and res["tapes_written"] == n
+    assert len(streamed) == 2 + one and res["streamed"] == n   # (empty starts: no session)
+    assert index(home) == plain
+
+    home = tmp_path / "home-worker"   # (the worker's own process: ``streamed`` does not see it)
+    monkeypatch.setenv("ENGRAM_HOME", str(home))
+    monkeypatch.setattr(ingestor, "PROCESS_MIN_BYTES", 0)
+    res = _run(home, capsys)
+    assert res["error_count"] == 0 and res["streamed"] == n and res["tapes_written"] == n
+    assert index(home) == plain
+    assert not list(home.rglob("*.tmp"))
