@@ -64,8 +64,6 @@ PROCESS_MIN_BYTES = 16 << 20    # this much to parse: in a worker process (``wor
 PROCESS_AHEAD_BYTES = 16 << 20  # source bytes sent to the worker ahead of the indexing (the rest
 #                                 stays queued: this process parses from it while it would wait)
 PROCESS_AHEAD = 1024            # ... and sources: enough for the worker to go on during a commit
-COMMIT_AHEAD_BYTES = 32 << 20   # ... and this many more just before a commit: a batch's commit
-#                                 outlasted the worker's 16 MB (it then waited, ~1 s a commit)
 AHEAD_BYTES = 64 << 20          # at most this many source bytes parsed or being parsed ahead in all
 STEAL_MAX_BYTES = 16 << 20      # a bigger source is left to the worker (parsed here, it and its
 #                                 events would be held by this process too)
@@ -288,7 +286,6 @@ class Ingestor:
                 if streamed or batch.n_events >= BATCH_EVENTS or batch_bytes >= BATCH_BYTES or (
                         run.procs is not None
                         and batch_bytes >= max(TAIL_MIN_BYTES, total_bytes - done_bytes)):
-                    parses.refill(COMMIT_AHEAD_BYTES)  # the worker's work during the commit
                     self._commit(batch, run.pending, summary)
                     batch, run.pending, batch_bytes = store.Batch(self.conn, self.cache), [], 0
             self._commit(batch, run.pending, summary)
@@ -748,9 +745,7 @@ class _ParseQueue:
         self.ahead.append((nxt, (fut, None)))
         self.ahead_bytes += max(nxt[1][0], 0)
 
-    def refill(self, extra: int = 0) -> None:
-        """Parses started ahead, up to ``PROCESS_AHEAD_BYTES`` (and ``extra`` more) of sources
-        with a worker, ``PARSE_AHEAD`` sources without."""
+    def refill(self) -> None:
         if self.procs is None:
             while len(self.ahead) < PARSE_AHEAD and self.queue:
                 if self._streams(self.queue[0]):
@@ -760,7 +755,7 @@ class _ParseQueue:
                 self.ahead.append((nxt, self.pool.submit(self.ing._parse, nxt[0])))
             return
         # the worker parses groups of sources (fewer, bigger batches of its block work)
-        while len(self.ahead) < PROCESS_AHEAD and self.ahead_bytes < PROCESS_AHEAD_BYTES + extra:
+        while len(self.ahead) < PROCESS_AHEAD and self.ahead_bytes < PROCESS_AHEAD_BYTES:
             if self.queue and self._streams(self.queue[0]):
                 self._stream()
                 continue
