@@ -86,7 +86,11 @@ async def test_auto_pull_brings_a_teammates_session_to_the_hover(lsp, team):
 async def test_no_pull_unless_asked(lsp, team):
     client = await lsp(team)
     await wait_indexed(client)
-    state = (await _status(client))["server"]["pull"]
+
+    async def pull_state():  # the pull loop starts once the startup ingest's watcher is set up
+        return (await _status(client))["server"]["pull"]
+
+    state = await async_wait_until(pull_state, 60, interval=0.1, message="the pull loop")
     assert state["enabled"] is False and state["pulls"] == 0
     uri = open_doc(client, team, "src/beta.py")
     assert await hover(client, uri, 2) is None  # bob's session never came
