@@ -154,29 +154,33 @@ class _Reader:
         self.nul_error: dict | None = None
 
     def lines(self):
-        """The file's lines (decoded, NUL bytes dropped: reported once, at the first)."""
+        """The file's lines (decoded, NUL bytes dropped: reported once, at the first), a
+        block of whole lines decoded at a time."""
         with open(self.path, "rb") as f:
             pending = b""
             no = 0
             while True:
                 chunk = f.read(1 << 20)
+                data = pending + chunk
+                if chunk:
+                    end = data.rfind(b"\n")
+                    if end < 0:
+                        pending = data
+                        continue
+                    data, pending = data[:end], data[end + 1:]
+                elif not data:
+                    return
+                if b"\x00" in data:
+                    if self.nul_error is None:
+                        at = no + data[:data.index(b"\x00")].count(b"\n") + 1
+                        self.nul_error = parse_error(self.path, at,
+                                                     "NUL bytes in a Markdown history (dropped)")
+                    data = data.replace(b"\x00", b"")
+                block = data.decode("utf-8", "replace").split("\n")
+                no += len(block)
+                yield from block
                 if not chunk:
-                    break
-                parts = (pending + chunk).split(b"\n")
-                pending = parts.pop()
-                for raw in parts:
-                    no += 1
-                    yield self._decode(raw, no)
-            if pending:
-                yield self._decode(pending, no + 1)
-
-    def _decode(self, raw: bytes, no: int) -> str:
-        if b"\x00" in raw:
-            if self.nul_error is None:
-                self.nul_error = parse_error(self.path, no,
-                                             "NUL bytes in a Markdown history (dropped)")
-            raw = raw.replace(b"\x00", b"")
-        return raw.decode("utf-8", "replace")
+                    return
 
     def run(self, stream: bool = False):
         gen = self._run(stream)
