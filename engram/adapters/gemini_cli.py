@@ -407,7 +407,7 @@ _BOM = b"\xef\xbb\xbf"
 _SURROGATE_HINT = re.compile(rb"\\u[dD][89a-fA-F]")
 _SURROGATE_ESC = re.compile(rb"(\\+)u[dD]([89a-fA-F])[0-9a-fA-F]{2}")
 _CONSTANT_SCAN = re.compile(rb'\\.|"|-?Infinity|NaN', re.S)
-_ESCAPED_QUOTE = re.compile(rb'(?<!\\)(?:\\\\)*\\"')
+_QUOTE_AFTER_BACKSLASHES = re.compile(rb'\\+"')
 #: what ``NaN``, ``Infinity`` and ``-Infinity`` outside strings are fed to the parser as (yajl
 #: refuses the constants): integers no log holds, turned back into floats once a message is built
 _CONSTANTS = {b"NaN": (b"10000000000000000000000000000000000000000000000011", float("nan")),
@@ -466,8 +466,7 @@ class _Clean:
         if b"NaN" in b or b"Infinity" in b:
             b = self._constants(b)
         else:
-            quotes = b.count(b'"') - len(_ESCAPED_QUOTE.findall(b))
-            self.in_str ^= bool(quotes & 1)
+            self.in_str ^= bool(_unescaped_quotes(b) & 1)
         self.lines += b.count(b"\n")
         return b
 
@@ -522,6 +521,15 @@ class _Clean:
             return b
         out.append(b[last:])
         return b"".join(out)
+
+
+def _unescaped_quotes(b: bytes) -> int:
+    """How many quotes in ``b`` (a piece that starts outside any escape) open or close a
+    string: those after an odd run of backslashes are escaped."""
+    escaped = b.count(b'\\"')
+    if escaped and b"\\\\" in b:   # runs of several backslashes: count the odd ones
+        escaped = sum(1 for r in _QUOTE_AFTER_BACKSLASHES.findall(b) if len(r) % 2 == 0)
+    return b.count(b'"') - escaped
 
 
 def _restore_constants(value):
