@@ -42,6 +42,10 @@ HARNESS = REPO / "tests" / "data" / "harness"
 GEMINI_SID = "5e551011-0000-4000-8000-0000000000g1"
 _WORD = re.compile(r"[A-Za-z]{5,}")
 _KEEP_VALUES = {"type", "status", "name", "timestamp", "model", "id", "kind"}
+#: ``--same-paths``: the arguments naming files keep their value, so every pass reads and edits
+#: the same files (as real sessions do); without it each pass touches files of its own, and what
+#: the adapter knows of each file (the text later ``replace`` calls are placed against) grows
+_PATH_KEYS = {"file_path", "absolute_path", "path", "dir_path", "directory"}
 _AIDER_KEEP = {"aider", "applied", "search", "replace", "model", "tokens", "create", "started",
                "thinking", "content", "format", "weak", "whole", "fenced", "message", "messages",
                "sent", "received", "commit", "chat", "added", "readonly", "files", "repo",
@@ -64,17 +68,17 @@ def _vary_text(text: str, sfx: str, keep: set[str] = frozenset()) -> str:
                      text)
 
 
-def _vary(value, sfx: str, key: str | None = None):
+def _vary(value, sfx: str, key: str | None = None, keep=_KEEP_VALUES):
     if isinstance(value, str):
-        return value if key in _KEEP_VALUES else _vary_text(value, sfx)
+        return value if key in keep else _vary_text(value, sfx)
     if isinstance(value, list):
-        return [_vary(v, sfx, key) for v in value]
+        return [_vary(v, sfx, key, keep) for v in value]
     if isinstance(value, dict):
-        return {k: _vary(v, sfx, k) for k, v in value.items()}
+        return {k: _vary(v, sfx, k, keep) for k, v in value.items()}
     return value
 
 
-def gemini_log(path: Path, target: int) -> dict:
+def gemini_log(path: Path, target: int, same_paths: bool = False) -> dict:
     msgs = []
     for p in sorted((HARNESS / "gemini_cli").glob("*session-*.json")):
         msgs.extend(json.loads(p.read_text())["messages"])
@@ -87,7 +91,7 @@ def gemini_log(path: Path, target: int) -> dict:
         while f.tell() < target:
             sfx = _suffix(passes)
             for m in msgs:
-                m = _vary(m, sfx)
+                m = _vary(m, sfx, keep=_KEEP_VALUES | _PATH_KEYS if same_paths else _KEEP_VALUES)
                 m["id"] = f"{m.get('id')}-{passes}"
                 body = json.dumps(m, indent=2, ensure_ascii=False).replace("\n", "\n    ")
                 f.write(("\n    " if first else ",\n    ") + body)
@@ -119,14 +123,16 @@ def aider_log(path: Path, target: int) -> dict:
     return {"bytes": path.stat().st_size, "passes": passes}
 
 
-def setup(tmp: Path, harness: str, log_bytes: int) -> tuple[Path, Path, dict]:
+def setup(tmp: Path, harness: str, log_bytes: int,
+          same_paths: bool = False) -> tuple[Path, Path, dict]:
     root = tmp / "repo"
     (root / ".git").mkdir(parents=True)
     (root / ".engram").mkdir()
     if harness == "gemini":
         logs = tmp / "gemini" / "b3ac4c" / "chats"
         logs.mkdir(parents=True)
-        info = gemini_log(logs / f"session-2026-01-16T11-01-{GEMINI_SID[:8]}.json", log_bytes)
+        info = gemini_log(logs / f"session-2026-01-16T11-01-{GEMINI_SID[:8]}.json", log_bytes,
+                          same_paths)
         name, where = "gemini_cli", tmp / "gemini"
     else:
         logs = tmp / "aider-project"
@@ -148,20 +154,22 @@ def main(argv=None) -> int:
                     help="source tree(s) to run engram from, each on the same logs "
                          "(default: this one)")
     ap.add_argument("--keep", type=Path, help="generate into (and keep) this directory")
+    ap.add_argument("--same-paths", action="store_true",
+                    help="gemini: every pass reads and edits the same files (default: its own)")
     a = ap.parse_args(argv)
     srcs = a.src or [REPO]
     print(json.dumps({"machine": platform.platform(), "cpus": os.cpu_count(),
                       "python": platform.python_version()}), flush=True)
     for mb in (int(x) for x in a.sizes.split(",")):
         base = a.keep or Path(tempfile.mkdtemp(prefix="engram-stream-bench-"))
-        tmp = base / f"{a.harness}-{mb}"
+        tmp = base / f"{a.harness}-{mb}" if not a.same_paths else base / f"{a.harness}-{mb}-same"
         if (tmp / "repo").exists():
             root, home = tmp / "repo", tmp / "engram-home"
             info = {"bytes": sum(p.stat().st_size for p in tmp.rglob("*")
                                  if p.is_file() and ("chats" in p.parts
                                                      or p.name.endswith(".history.md")))}
         else:
-            root, home, info = setup(tmp, a.harness, mb * 1_000_000)
+            root, home, info = setup(tmp, a.harness, mb * 1_000_000, a.same_paths)
         for src in srcs:
             r = bim.measure(root, home, True, src.resolve())
             print(json.dumps({"harness": a.harness, "log_mb": round(info["bytes"] / 1e6),
