@@ -112,6 +112,7 @@ class AiderAdapter(Adapter):
 
 
 _HEADER_START = b"# aider chat started at "
+_BLOCK = 1 << 18   # bytes read at a time (its lines: a few copies of it live while split)
 
 
 def _one_session(path: Path) -> bool:
@@ -160,7 +161,7 @@ class _Reader:
             pending = b""
             no = 0
             while True:
-                chunk = f.read(1 << 20)
+                chunk = f.read(_BLOCK)
                 data = pending + chunk
                 if chunk:
                     end = data.rfind(b"\n")
