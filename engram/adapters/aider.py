@@ -146,7 +146,7 @@ def _one_session(path: Path) -> bool:
         return False
 
 
-class _Reader:
+class _Reader(base.StreamParser):
     """A history read line by line (never the whole file), each session parsed when the next
     header (or the end) shows it complete."""
 
@@ -182,14 +182,6 @@ class _Reader:
                 yield from block
                 if not chunk:
                     return
-
-    def run(self, stream: bool = False):
-        gen = self._run(stream)
-        if stream:
-            return gen
-        for _ in gen:
-            pass
-        return self.output
 
     def _run(self, stream: bool):
         path = self.path

@@ -877,6 +877,26 @@ def _merge_coverage(meta: dict, degraded_reasons, redactions: int) -> None:
     cov["redactions"] = cov.get("redactions", 0) + redactions
 
 
+class StreamParser:
+    """A parser run whole or as a stream. A subclass's ``_run(stream)`` is a generator (of the
+    finished events after the ``meta``, with ``stream``) that leaves the ``ParseOutput`` in
+    ``self.output``; ``run()`` drains it and gives that, ``run(stream=True)`` gives the generator
+    (``Adapter.stream_source``)."""
+
+    output: ParseOutput
+
+    def run(self, stream: bool = False):
+        gen = self._run(stream)
+        if stream:
+            return gen
+        for _ in gen:
+            pass
+        return self.output
+
+    def _run(self, stream: bool):
+        raise NotImplementedError
+
+
 class StreamFinish:
     """``finish_session`` one event at a time, for a session parsed as a stream (its ``meta``
     depends on the whole log, so it comes last): ``event(ev, meta_t)`` for each event after the

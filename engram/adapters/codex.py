@@ -450,7 +450,7 @@ class CodexAdapter(Adapter):
         return base.SessionStream(_Parser(self, Path(path), mode).run(stream=True))
 
 
-class _Parser:
+class _Parser(base.StreamParser):
     def __init__(self, adapter: CodexAdapter, path: Path, mode: str) -> None:
         self.a, self.path, self.mode = adapter, path, mode
         self.meta: dict = {}
@@ -465,16 +465,6 @@ class _Parser:
         self.line: int | None = None   # of the record being read
 
     # ---- driver
-    def run(self, stream: bool = False):
-        """The ``ParseOutput``; with ``stream``, a generator of the finished events after the
-        meta that returns it (``Adapter.stream_source``)."""
-        gen = self._run(stream)
-        if stream:
-            return gen
-        for _ in gen:
-            pass
-        return self.output
-
     def _run(self, stream: bool):
         fin = base.StreamFinish() if stream else None
         made = False

@@ -575,7 +575,7 @@ def _encodable_at(value, level: int, counts: dict):
         return base._fix_value(value, level, counts)
 
 
-class _Document:
+class _Document(base.StreamParser):
     """One legacy ``session-*.json`` ``ConversationRecord`` parsed a message at a time."""
 
     def __init__(self, adapter: GeminiCliAdapter, path: Path, mode: str) -> None:
@@ -590,14 +590,6 @@ class _Document:
         self.crashed: list[dict] = []  # a message that raised
         self.clean: _Clean | None = None
         self.rewritten_at: list[str] = []   # where values were rewritten (ints, depth)
-
-    def run(self, stream: bool = False):
-        gen = self._run(stream)
-        if stream:
-            return gen
-        for _ in gen:
-            pass
-        return self.output
 
     # ---- passes
     def _open(self):

@@ -502,26 +502,21 @@ class Ingestor:
                 if lines is not None:
                     lines = [None] + lines[sealed:]
             lid = live_tape_id(src, sess.key)
-            if taped is not None:  # (sealed whole: asked for only without a cursor, and quiet)
-                ref, tmp, kept = taped[i]
-                taped[i] = (ref, None, kept)  # the stager's now
-                ref = self.stager.adopt(ref, tmp)
-                if not self._sound(ref, summary) and not self.stager.staged(ref.path):
-                    return False  # (a tape staged by this run, a twin session's, is sound)
-                if self.cache is not None and hasattr(orjson, "Fragment"):
-                    self.cache.keep_tape(ref.tape_id, events,
-                                         {o: orjson.Fragment(b) for o, b in kept.items()})
-                counts["tapes_written"] += int(ref.created)
-                counts["sealed"] += 1
-                rec = store.SessionRecord(ref.tape_id, events, path=str(ref.path),
-                                          source_path=src, source_key=sess.key, prepared=prep,
-                                          replaces=lid if lid in self.live_ids else None)
-                state[sess.key] = {"sealed": len(sess.events), "tape": ref.tape_id}
-            elif quiet:
-                tape_events = events
-                if lines is not None:  # the same bytes as the whole events would give
-                    tape_events = [events[0]] + [orjson.Fragment(b) for b in lines[1:]]
-                ref = self._stage(self._tape_dir_for(events[0]), tape_events, events, summary)
+            if taped is not None or quiet:
+                if taped is not None:  # (sealed whole: asked for only without a cursor, and quiet)
+                    ref, tmp, kept = taped[i]
+                    taped[i] = (ref, None, kept)  # the stager's now
+                    ref = self.stager.adopt(ref, tmp)
+                    if not self._sound(ref, summary) and not self.stager.staged(ref.path):
+                        return False  # (a tape staged by this run, a twin session's, is sound)
+                    if self.cache is not None and hasattr(orjson, "Fragment"):
+                        self.cache.keep_tape(ref.tape_id, events,
+                                             {o: orjson.Fragment(b) for o, b in kept.items()})
+                else:
+                    tape_events = events
+                    if lines is not None:  # the same bytes as the whole events would give
+                        tape_events = [events[0]] + [orjson.Fragment(b) for b in lines[1:]]
+                    ref = self._stage(self._tape_dir_for(events[0]), tape_events, events, summary)
                 counts["tapes_written"] += int(ref.created)
                 counts["sealed"] += 1
                 rec = store.SessionRecord(ref.tape_id, events, path=str(ref.path),

@@ -14,27 +14,13 @@ from pathlib import Path
 
 from engram import adapters
 from engram.cli import main
-from engram.engine import Engine
 from engram.index import store
 from engram.ingest import ingestor, worker
 from engram.lineage.cache import wanted
 from engram.tape import writer
+from tests.faults.test_ingest_stream import _index  # every table and tape file
 
 HARNESS = Path(__file__).resolve().parents[1] / "data" / "harness"
-TABLES = ("tapes", "events", "blocks", "refs", "fingerprints", "block_lines", "boilerplate",
-          "edges", "tombstones", "continuations", "live_events", "cursors", "errors", "fts")
-
-
-def _index(root: Path, home: Path) -> dict:
-    eng = Engine(root)
-    try:
-        conn = eng.conn()
-        out = {t: sorted(map(repr, conn.execute(f"SELECT * FROM {t}"))) for t in TABLES}
-    finally:
-        eng.close()
-    out["cursors"] = [c.split(", '20")[0] for c in out["cursors"]]  # (the time of the run)
-    out["tape files"] = {p.name: p.read_bytes() for p in (home / "tapes").glob("*.zst")}
-    return out
 
 
 def _setup(tmp_path: Path, monkeypatch) -> tuple[Path, Path]:
