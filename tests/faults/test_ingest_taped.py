@@ -19,22 +19,14 @@ from engram.ingest import ingestor, worker
 from engram.lineage.cache import wanted
 from engram.tape import writer
 from tests.faults.test_ingest_stream import _index  # every table and tape file
+from tests.faults.test_ingest_stream import _setup as _stream_setup
 
 HARNESS = Path(__file__).resolve().parents[1] / "data" / "harness"
 
 
 def _setup(tmp_path: Path, monkeypatch) -> tuple[Path, Path]:
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    for p in sorted((HARNESS / "claude_code").glob("*.jsonl")):
-        shutil.copy(p, logs / p.name)
-    root = tmp_path / "repo"
-    (root / ".git").mkdir(parents=True)
-    (root / ".engram").mkdir()
-    (root / ".engram" / "config.yml").write_text(
-        f"harnesses:\n  claude_code:\n    paths: [{logs}]\n" + "".join(
-            f"  {h}: false\n" for h in ("codex", "gemini_cli", "opencode", "cursor", "openclaw",
-                                         "aider")))
+    """The Claude Code fixture logs as a repository's only source (``test_ingest_stream``'s)."""
+    root, _logs = _stream_setup(tmp_path)
     monkeypatch.chdir(root)
     return root, Path(os.environ["ENGRAM_HOME"])
 

@@ -17,17 +17,24 @@ def _titles(result) -> list[str]:
     return [lens.command.title for lens in result]
 
 
-async def test_a_first_lens_without_the_engine_is_the_engines(lsp, ws):
+async def _counted_by_the_engine(lsp, ws) -> tuple[str, list[str]]:
+    """mixed.py's text and lens titles from a server with the engine; then that server is shut
+    down and the lens counts it kept are removed (the next server starts with nothing kept)."""
     text = ws.files["hello.py"] + "\n\ndef mine(a, b):\n    return a * b + 42\n"
     (ws.root / "mixed.py").write_text(text)
     client = await lsp(ws)
     await wait_indexed(client)
     uri = open_doc(client, ws, "mixed.py")
     computed = _titles(await lenses(client, uri))
-    assert computed == ["1 session"]
     await client.shutdown_session()
-    assert DIRECT not in (ws.base / "server.log").read_text()
     (ws.engram_home / "index" / ("index.sqlite" + lens_store.SUFFIX)).unlink(missing_ok=True)
+    return text, computed
+
+
+async def test_a_first_lens_without_the_engine_is_the_engines(lsp, ws):
+    text, computed = await _counted_by_the_engine(lsp, ws)
+    assert computed == ["1 session"]
+    assert DIRECT not in (ws.base / "server.log").read_text()
 
     # a fresh server, nothing kept: the first lens before the engine's import, the same titles
     client = await lsp(ws)
@@ -62,14 +69,7 @@ async def test_a_big_buffer_waits_for_the_engine(lsp, ws):
 async def test_the_first_lens_is_counted_from_the_open(lsp, ws):
     """Nothing kept: the count starts as the buffer opens (its text is there) and the lens
     request takes it; a buffer changed before the request is counted again, as it is now."""
-    text = ws.files["hello.py"] + "\n\ndef mine(a, b):\n    return a * b + 42\n"
-    (ws.root / "mixed.py").write_text(text)
-    client = await lsp(ws)
-    await wait_indexed(client)
-    uri = open_doc(client, ws, "mixed.py")
-    computed = _titles(await lenses(client, uri))
-    await client.shutdown_session()
-    (ws.engram_home / "index" / ("index.sqlite" + lens_store.SUFFIX)).unlink(missing_ok=True)
+    text, computed = await _counted_by_the_engine(lsp, ws)
 
     client = await lsp(ws)
     uri = open_doc(client, ws, "mixed.py")
