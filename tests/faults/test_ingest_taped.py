@@ -12,14 +12,15 @@ import os
 import shutil
 from pathlib import Path
 
+from test_ingest_stream import _index  # every table and tape file
+from test_ingest_stream import _setup as _stream_setup
+
 from engram import adapters
 from engram.cli import main
 from engram.index import store
 from engram.ingest import ingestor, worker
 from engram.lineage.cache import wanted
 from engram.tape import writer
-from tests.faults.test_ingest_stream import _index  # every table and tape file
-from tests.faults.test_ingest_stream import _setup as _stream_setup
 
 HARNESS = Path(__file__).resolve().parents[1] / "data" / "harness"
 

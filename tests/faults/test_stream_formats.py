@@ -344,9 +344,10 @@ def test_streamed_gemini_and_aider_ingests_index_what_whole_ones_index(tmp_path,
     import os
     import shutil
 
+    from test_ingest_stream import _index, _run
+
     from engram.index import store
     from engram.ingest import ingestor, worker
-    from tests.faults.test_ingest_stream import _index, _run
 
     chats = tmp_path / "gemini" / "proj" / "chats"
     chats.mkdir(parents=True)
