@@ -79,6 +79,15 @@ class Engine:
                 self._conns.append(c)
         return c
 
+    def refresh(self) -> None:
+        """The start of a request on this thread: its connection's row cache and memos, keyed
+        on ``data_version``, then answer from the index as of now, not as of this connection's
+        last read (``queries.refresh``). Nothing to do before the thread's first connection."""
+        c = getattr(self._local, "conn", None)
+        if c is not None:
+            with contextlib.suppress(apsw.Error):  # its first query reports what is wrong
+                queries.refresh(c)
+
     def close(self) -> None:
         with self._lock:
             for c in self._conns:

@@ -316,6 +316,7 @@ class Backend:
                     # deletion and the next request) would take the one ``NotIndexed`` and with it
                     # the rebuild offer, and its caller looks at no error
                     self.check_index()
+                engine.refresh()  # the row cache as of now, not this connection's last read
                 try:
                     return fn(engine)
                 finally:

@@ -92,6 +92,7 @@ def _kept(root: Path | None, index: Path | None, semantic: bool) -> _Kept:
         eng.client = "cli"
         held = kept_engines[key] = (eng, stamp, _file_id(eng.index_path))
     held[0]._display.clear()  # memoised from the file system: as fresh as a new process's
+    held[0].refresh()  # its row cache as of now, not as of the last command's reads
     return _Kept(held[0])
 
 

@@ -102,6 +102,7 @@ class EngramMCP:
             return _error(f"unknown tool {name!r}; tools: {', '.join(self.names)}", "unknown-tool")
         try:
             args = tools.check(name, arguments)
+            self.engine.refresh()  # this thread's row cache as of now (an ingest may have committed)
             result = tools.TOOLS[name][2](self.engine, args)
         except ValueError as e:
             return _error(str(e), "bad-arguments")
