@@ -76,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
 
     heap.keep_heap()  # before any thread starts (see engram_lsp.heap)
 
+    from engram_lsp import early
+
+    early.start()  # pygls' converter and the first lens's modules, while the rest imports
+
     from engram_lsp.features import lifecycle
     from engram_lsp.server import create_server
 
@@ -83,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     # most for one that holds it (an ingest, a query computing); the default is 5 ms
     sys.setswitchinterval(0.001)
 
-    server = create_server()
+    server = create_server(converter_factory=early.converter)
     _configure_logging(server, args.log_level, args.log_file)
     try:
         if args.tcp:

@@ -379,8 +379,11 @@ def _short(exc: BaseException) -> str:
 class EngramLanguageServer(LanguageServer):
     """pygls server plus Engram session state (see the module docstring)."""
 
-    def __init__(self) -> None:
-        super().__init__("engram-lsp", __version__, protocol_cls=EngramProtocol, max_workers=4)
+    def __init__(self, converter_factory=None) -> None:
+        # (``engram_lsp.early`` gives one already taken through the first messages)
+        extra = {"converter_factory": converter_factory} if converter_factory else {}
+        super().__init__("engram-lsp", __version__, protocol_cls=EngramProtocol, max_workers=4,
+                         **extra)
         self.settings = Settings()
         self.init_options: Any = None
         self.backend: Backend | None = None
@@ -649,11 +652,12 @@ FEATURES = (
 )
 
 
-def create_server() -> EngramLanguageServer:
-    """Build a server with every feature module in ``FEATURES`` registered."""
+def create_server(converter_factory=None) -> EngramLanguageServer:
+    """Build a server with every feature module in ``FEATURES`` registered (``converter_factory``:
+    pygls' converter, by default its ``default_converter``)."""
     import importlib
 
-    server = EngramLanguageServer()
+    server = EngramLanguageServer(converter_factory)
     for name in FEATURES:
         module = importlib.import_module(f"engram_lsp.features.{name}")
         module.register(server)
