@@ -256,17 +256,20 @@ class GeminiCliAdapter(Adapter):
         model = next((m["model"] for m in msgs if isinstance(m.get("model"), str)), None)
         meta = self._meta(path, rec, cwd, model, fmt)
         events = [meta]
-        known: dict[str, str] = {}
-        for m in msgs:
-            try:
-                events.extend(self._message(m, cwd, known))
-            except Exception as e:  # one odd message never loses the rest
-                out.errors.append(parse_error(path, None, f"message {m.get('id')}: "
-                                                          f"{type(e).__name__}: {e}"))
+        known = _Known()
+        try:
+            for m in msgs:
+                try:
+                    events.extend(self._message(m, cwd, known))
+                except Exception as e:  # one odd message never loses the rest
+                    out.errors.append(parse_error(path, None, f"message {m.get('id')}: "
+                                                              f"{type(e).__name__}: {e}"))
+        finally:
+            known.close()
         finish_session(events)
         out.sessions.append(SessionLog(key=meta["session"], events=events))
 
-    def _message(self, m: dict, cwd: str | None, known: dict[str, str]) -> list[dict]:
+    def _message(self, m: dict, cwd: str | None, known: _Known) -> list[dict]:
         t = _ts(m.get("timestamp"))
         typ = m.get("type")
         text = _parts_text(m.get("content"))
@@ -295,7 +298,7 @@ class GeminiCliAdapter(Adapter):
                 evs.extend(self._tool(tc, t, cwd, known))
         return evs
 
-    def _tool(self, tc: dict, t, cwd: str | None, known: dict[str, str]) -> list[dict]:
+    def _tool(self, tc: dict, t, cwd: str | None, known: _Known) -> list[dict]:
         t = _ts(tc.get("timestamp")) or t
         name = tc.get("name") if isinstance(tc.get("name"), str) else "unknown"
         call_id = tc.get("id") if isinstance(tc.get("id"), str) else None
@@ -376,6 +379,142 @@ class GeminiCliAdapter(Adapter):
                 evs.append(ev_edit(t, path, 1, old, 1, new, cwd=cwd, range_known=False, **extra))
                 known.pop(key, None)
         return evs
+
+
+#: characters of file texts ``_Known`` keeps in memory (the most recently used); the rest spill
+KNOWN_MEM_CHARS = 8_000_000
+#: the spill file is copied without its dead texts (those since replaced) past this many of them
+KNOWN_COMPACT_BYTES = 64 << 20
+
+
+class _Known:
+    """What the session knows of each file: its path → its last full text (an earlier full read
+    or write), what a later ``replace`` is placed against. A session that touches new files all
+    along would hold every text it ever saw; here only the most recently used
+    ``KNOWN_MEM_CHARS`` characters stay in memory, the rest are spilled, zstd-compressed, to a
+    private unnamed temp file (0600, ``O_TMPFILE``: nothing is left behind, even by a kill -9)
+    of the user's tape directory and read back when asked for: the same texts, so the same
+    events. Memory: the recent texts, and per spilled path its name and place in the file."""
+
+    def __init__(self, cap: int | None = None) -> None:
+        from collections import OrderedDict
+
+        self.cap = KNOWN_MEM_CHARS if cap is None else cap
+        self.mem: OrderedDict[str, str] = OrderedDict()
+        self.chars = 0                               # characters in ``mem``
+        self.disk: dict[str, tuple[int, int]] = {}   # path → (offset, length) in ``f``
+        self.f = None
+        self.end = 0       # bytes written to ``f``
+        self.dead = 0      # of them, no longer any path's
+        self._z = None
+
+    def get(self, key: str, default=None):
+        text = self.mem.get(key)
+        if text is not None:
+            self.mem.move_to_end(key)
+            return text
+        at = self.disk.get(key)
+        if at is None:
+            return default
+        text = self._read(at)
+        self._hold(key, text)   # (its copy on disk stays good until the text changes)
+        return text
+
+    def __setitem__(self, key: str, text: str) -> None:
+        self.pop(key)
+        self._hold(key, text)
+
+    def pop(self, key: str, default=None):
+        at = self.disk.pop(key, None)
+        if at is not None:
+            self.dead += at[1]
+        old = self.mem.pop(key, None)
+        if old is not None:
+            self.chars -= len(old)
+        return default
+
+    def close(self) -> None:
+        if self.f is not None:
+            self.f.close()
+            self.f = None
+        self.mem.clear()
+        self.disk.clear()
+
+    def __enter__(self) -> _Known:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _hold(self, key: str, text: str) -> None:
+        self.mem[key] = text
+        self.chars += len(text)
+        while self.chars > self.cap and len(self.mem) > 1:
+            k, v = self.mem.popitem(last=False)
+            self.chars -= len(v)
+            if k in self.disk:
+                continue
+            try:
+                self._write(k, v)
+            except OSError:   # no room to spill (disk full): kept here, as all of them were
+                self.mem[k] = v
+                self.mem.move_to_end(k, last=False)
+                self.chars += len(v)
+                self.cap = float("inf")
+                return
+
+    def _codec(self):
+        if self._z is None:
+            import zstandard
+
+            self._z = (zstandard.ZstdCompressor(level=1), zstandard.ZstdDecompressor())
+        return self._z
+
+    def _write(self, key: str, text: str) -> None:
+        if self.f is None:
+            self.f = _private_temp_file()
+        if self.dead > KNOWN_COMPACT_BYTES and self.dead > self.end // 2:
+            self._compact()
+        data = self._codec()[0].compress(text.encode("utf-8", "surrogatepass"))
+        self.f.seek(self.end)
+        self.f.write(data)
+        self.disk[key] = (self.end, len(data))
+        self.end += len(data)
+
+    def _read(self, at: tuple[int, int]) -> str:
+        self.f.seek(at[0])
+        data = self.f.read(at[1])
+        return self._codec()[1].decompress(data).decode("utf-8", "surrogatepass")
+
+    def _compact(self) -> None:
+        """The live texts copied to a new file (most of the old one was texts since replaced)."""
+        new = _private_temp_file()
+        moved: dict[str, tuple[int, int]] = {}
+        end = 0
+        try:
+            for key, (ofs, n) in self.disk.items():
+                self.f.seek(ofs)
+                new.write(self.f.read(n))
+                moved[key] = (end, n)
+                end += n
+        except BaseException:
+            new.close()
+            raise
+        self.f.close()
+        self.f, self.disk, self.end, self.dead = new, moved, end, 0
+
+
+def _private_temp_file():
+    """An unnamed temp file (``O_TMPFILE`` where the system has it; 0600 in any case) of the
+    user's tape directory (the disk the tapes go to), else of the system's temp directory."""
+    import tempfile
+
+    from engram import paths
+
+    try:
+        return tempfile.TemporaryFile(dir=paths.private_dir(paths.user_tapes_dir()))
+    except OSError:
+        return tempfile.TemporaryFile()
 
 
 def _located_edit(t, path: str, before: str, old: str, new: str, cwd, extra: dict) -> dict:
@@ -642,12 +781,12 @@ class _Document(base.StreamParser):
         fin = base.StreamFinish() if stream else None
         cwd = self._cwd()
         model = None
-        known: dict[str, str] = {}
+        known = _Known()
         events: list[dict] = []
         failure = None
         meta_t = lambda: _ts(self.rec.get("startTime"))  # noqa: E731
         f, self.clean = self._open()
-        with f:
+        with f, known:
             try:
                 for m in self._messages():
                     if model is None and isinstance(m.get("model"), str):
