@@ -45,13 +45,15 @@ def _warm(backend, doc: documents.Doc, parse: bool, window: tuple[int | None, in
     meanwhile (``is_open``): an editor that opens and closes files in a row would otherwise
     have each closed one parsed while it asks about the next."""
     time.sleep(_GRACE_S)
+    deadline = time.monotonic() + _GIVE_UP_S
+    while backend.busy() and time.monotonic() < deadline and not backend.closing:
+        time.sleep(_POLL_S)  # (a first code lens counting: even the kept table's look waits)
     if not is_open():
         return
     text = doc.source()
     # hovers read their blocks from a kept table (``engram_lsp.blocks``): then the parse (kept for
     # an incremental one after an edit) waits until no request has come or gone for a moment
     kept = parse and backend.kept_block_table(doc.path, text) is not None
-    deadline = time.monotonic() + _GIVE_UP_S
     while parse and time.monotonic() < deadline and not backend.closing and is_open():
         idle = backend.since_request() >= _QUIET_S if kept else not backend.busy()
         if idle and backend.parse(text, doc.path):
