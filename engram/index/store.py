@@ -594,8 +594,15 @@ class PreparedSpill(PickledParts):
     back one at a time (``Batch.commit`` indexes such a session a part at a time);
     ``discard()`` removes the file."""
 
+    rows = 0   # fingerprint rows of its texts: at least as many as its commit inserts
+
+    def write(self, part) -> None:
+        super().write(part)
+        if part[1] is not None:
+            self.rows += len(part[1].H)
+
     def __getstate__(self) -> dict:
-        return {"path": self.path, "_f": None}
+        return {"path": self.path, "_f": None, "rows": self.rows}
 
 
 PREPARE_CHUNK_CHARS = 8_000_000   # texts fingerprinted in one vectorised call by ``prepare``
@@ -759,6 +766,8 @@ class Batch:
         then its new blocks and their fingerprints, so that what is held is one part's, not the
         session's. The rows are those of the whole-session path; the next event id."""
         conn, cache = self.conn, self.cache
+        if cache is not None:
+            cache.expect_postings(rec.prepared.rows)
         lined: set[int] = set()
         ofs = 0
         # the boilerplate counts of the parts' hashes, updated once ``BOILERPLATE_DEFER`` of them

@@ -198,6 +198,15 @@ class IngestCache:
         self.post_range = (lo if self.post_range is None else self.post_range[0], hi)
         self._merged = None
 
+    def expect_postings(self, rows: int) -> None:
+        """A streamed session is about to be indexed whose new blocks hold at most ``rows``
+        fingerprint rows (``store.PreparedSpill.rows``): if they would not all fit in
+        ``MAX_POSTINGS`` with those kept, nothing is kept from now on (``keep_postings`` would
+        give up part of the way through, after holding up to ``MAX_POSTINGS`` rows for nothing).
+        The lineage pass then reads every posting from the index: the same rows."""
+        if self._post is not None and self._post_rows + rows > MAX_POSTINGS:
+            self._post, self.post_range, self._merged = None, None, None
+
     def bind(self, conn: apsw.Connection) -> None:
         """Before the lineage pass (no blocks are added during it): note whether the index holds
         blocks besides the kept ones, whose postings must still be read from it."""
