@@ -165,3 +165,90 @@ def test_parsing_here_while_the_worker_is_busy_indexes_the_same(world, capsys, m
     bounded = _ingest(capsys)
     assert "parsed_here" not in bounded
     assert _dump(world) == want
+
+
+def test_the_worker_is_kept_parsing_during_a_commit(world, capsys, monkeypatch):
+    """While a batch commits (in a thread of its own), the next groups go to the worker as its
+    queue runs dry; the index is the one the plain path makes."""
+    monkeypatch.setattr(ingest, "PROCESS_MIN_BYTES", 1 << 62)
+    plain = _ingest(capsys)
+    want = _dump(world)
+
+    import threading
+    import time
+
+    from engram.index import store
+    from engram.ingest import worker as parse_worker
+
+    committing = threading.Event()
+    seen = {"sent_during_commit": 0, "commit_threads": set()}
+    real_commit, real_submit = store.Batch.commit, parse_worker.ParseProcess.submit
+
+    def slow_commit(self, also=()):
+        committing.set()
+        try:
+            if self.sessions:
+                seen["commit_threads"].add(threading.current_thread().name)
+                time.sleep(0.3)  # long enough for the worker to run dry
+            return real_commit(self, also)
+        finally:
+            committing.clear()
+
+    def submit(self, *args, **kw):
+        seen["sent_during_commit"] += committing.is_set()
+        return real_submit(self, *args, **kw)
+
+    monkeypatch.setattr(store.Batch, "commit", slow_commit)
+    monkeypatch.setattr(parse_worker.ParseProcess, "submit", submit)
+    monkeypatch.setattr(ingest, "PROCESS_MIN_BYTES", 0)
+    monkeypatch.setattr(ingest, "GROUP_SOURCES", 1)
+    monkeypatch.setattr(ingest, "PROCESS_AHEAD_BYTES", 1)  # one group ahead, but for the feeding
+    monkeypatch.setattr(ingest, "BATCH_BYTES", 1)          # a commit per source
+    monkeypatch.setattr(ingest._ParseQueue, "steal", lambda self: False)
+    fed = _ingest(capsys)
+    assert seen["sent_during_commit"] >= 1
+    assert seen["commit_threads"] == {"engram-commit"}
+    assert _dump(world) == want
+    for k in ("sessions", "sealed", "events", "blocks", "fingerprints", "tapes_indexed"):
+        assert fed[k] == plain[k], k
+
+
+def _queue_with_a_worker(pending: list):
+    from collections import deque
+
+    q = object.__new__(ingest._ParseQueue)
+    q.procs = type("Procs", (), {"pending": pending})()
+    q.queue, q.ahead_bytes = deque(), 0
+    return q
+
+
+def test_a_failed_commit_fails_in_the_caller():
+    q = _queue_with_a_worker([])
+
+    def work():
+        raise ValueError("disk said no")
+
+    with pytest.raises(ValueError, match="disk said no"):
+        q.feeding(work)
+    assert q.feeding(lambda: {"tapes": 1}) == {"tapes": 1}
+
+
+def test_an_interrupt_during_a_commit_waits_for_its_transaction():
+    import threading
+    import time
+
+    q = _queue_with_a_worker([])
+    ended = threading.Event()
+
+    def work():
+        time.sleep(0.2)
+        ended.set()
+        return {}
+
+    def feed():
+        raise KeyboardInterrupt
+
+    q.feed = feed
+    with pytest.raises(KeyboardInterrupt):
+        q.feeding(work)
+    assert ended.is_set()  # raised only once the commit's thread was done
