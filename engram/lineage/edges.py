@@ -44,13 +44,14 @@ from engram.sortedset import member, uniq
 
 log = logging.getLogger(__name__)
 
-LINK_PASS_HASHES = 2_000_000   # query hashes matched in one pass of ``_link`` (memory bound)
-LINK_PASS_POSTINGS = 2_000_000  # postings one pass holds: more, and its edits are split in two
+LINK_PASS_HASHES = 1_000_000   # query hashes matched in one pass of ``_link`` (memory bound)
+LINK_PASS_POSTINGS = 1_000_000  # postings one pass holds: more, and its edits are split in two
 # postings gathered by one ``match_all`` (queries x their postings): its arrays take ~90 bytes a
 # row at their peak, on top of the pass's postings (at 1 M, the peak of a big session's lineage
 # pass grew with the log up to ~800 MB of it; at 500 k it was still the peak at 1.5 GB; the groups
 # of a pass never change a row)
 LINK_MATCH_ROWS = 250_000
+READ_EVENTS = 1_024              # a new tape's edits parsed at a time (``run``)
 QUERY_BATCH = 256               # edits whose texts are fingerprinted in one batch (``_queried``),
 QUERY_BATCH_CHARS = 1 << 20     # ... and characters of their texts (what the batch holds stays small)
 FETCH_HASHES = 1_000            # hashes whose postings are fetched at once: fewer than
@@ -373,13 +374,16 @@ class Linker:
             wanted = ev_ids.get(t.id)
             if not wanted:
                 continue
-            for ofs, ev in self._events_of(t, set(wanted)):
-                if ofs not in wanted:
-                    continue
-                if ev.get("k") == "code.edit":
-                    nodes.append(Node(wanted[ofs], t, ofs, ev))
-                elif ev.get("k") == "span.link":
-                    links.append((t, ofs, ev))
+            # a sealed tape's events parsed a chunk at a time: a node keeps only its texts, the
+            # events' dicts of a big session all at once would be as big again for a moment
+            for part in ([wanted] if t.live else _chunks(sorted(wanted), READ_EVENTS)):
+                for ofs, ev in self._events_of(t, set(part)):
+                    if ofs not in wanted:
+                        continue
+                    if ev.get("k") == "code.edit":
+                        nodes.append(Node(wanted[ofs], t, ofs, ev))
+                    elif ev.get("k") == "span.link":
+                        links.append((t, ofs, ev))
         # edits indexed earlier but later in time may continue text of the new tapes
         nodes.extend(self._later_edits(new_tapes, {n.eid for n in nodes}))
         ids = [n.eid for n in nodes]
