@@ -144,6 +144,7 @@ class EngramMCP:
     def read_tape(self, uri: str) -> str:
         if not uri.startswith(URI_PREFIX):
             raise EngramError(f"unknown resource {uri!r}; tapes are {URI_PREFIX}<tape id>")
+        self.engine.refresh()  # as ``call``: the index as of now
         return _dumps(self.engine.show(uri[len(URI_PREFIX):]))
 
 
