@@ -1,9 +1,9 @@
-"""Peak memory of ingesting one big Gemini CLI or Aider session: ``engram ingest --seal`` on a
-generated single log of a given size, in a fresh process tree (``bench_ingest_memory.measure``:
+"""Peak memory of ingesting one big Gemini CLI or Aider log: ``engram ingest --seal`` on a
+generated single log of a given size (one session; ``aider-many``: many), in a fresh process tree (``bench_ingest_memory.measure``:
 ``ru_maxrss`` of the largest process, CPU seconds, heap and file pages sampled apart).
 
-    python bench/bench_stream_formats.py --harness gemini|aider [--sizes 200,800] [--src TREE]
-                                         [--keep DIR]
+    python bench/bench_stream_formats.py --harness gemini|aider|aider-many [--sizes 200,800]
+                                         [--src TREE] [--keep DIR]
 
 The logs are made of the real fixture logs of ``tests/data/harness`` repeated with varied text:
 
@@ -15,7 +15,10 @@ The logs are made of the real fixture logs of ``tests/data/harness`` repeated wi
   the text its ``read_file`` showed), and ids get the pass number;
 * ``aider``: one ``.aider.chat.history.md`` holding one session (one ``# aider chat started at``
   header) whose body is the bodies of every real session, pass after pass, words suffixed the
-  same way (the markers Aider writes — ``####``, ``>``, SEARCH/REPLACE, ``Applied edit to`` — kept).
+  same way (the markers Aider writes — ``####``, ``>``, SEARCH/REPLACE, ``Applied edit to`` — kept);
+* ``aider-many``: one ``.aider.chat.history.md`` holding many sessions: every real session, header
+  included (its minutes and seconds made those of the session's number), pass after pass, words
+  suffixed the same way — ~7 sessions for each 330 kB.
 
 ``--src`` runs another checkout on the same logs (the tree before a change: ``git worktree add
 /tmp/base-stream <commit>``). Byte-compile both trees first (``python -m compileall -q``).
@@ -123,6 +126,25 @@ def aider_log(path: Path, target: int) -> dict:
     return {"bytes": path.stat().st_size, "passes": passes}
 
 
+def aider_many_log(path: Path, target: int) -> dict:
+    sessions = []
+    for p in sorted((HARNESS / "aider").glob("*.aider.chat.history.md")):
+        sessions.extend(x for x in re.split(r"(?m)^(?=# aider chat started at )", p.read_text())
+                        if x.strip())
+    n = passes = 0
+    with open(path, "w") as f:
+        while f.tell() < target:
+            sfx = _suffix(passes)
+            for body in sessions:
+                head, _, rest = body.partition("\n")
+                if head.startswith("# aider chat started at "):
+                    head = head[:-5] + f"{n // 60 % 60:02d}:{n % 60:02d}"
+                f.write(head + "\n" + _vary_text(rest, sfx, _AIDER_KEEP))
+                n += 1
+            passes += 1
+    return {"bytes": path.stat().st_size, "passes": passes, "bodies": n}
+
+
 def setup(tmp: Path, harness: str, log_bytes: int,
           same_paths: bool = False) -> tuple[Path, Path, dict]:
     root = tmp / "repo"
@@ -137,7 +159,8 @@ def setup(tmp: Path, harness: str, log_bytes: int,
     else:
         logs = tmp / "aider-project"
         logs.mkdir(parents=True)
-        info = aider_log(logs / ".aider.chat.history.md", log_bytes)
+        make = aider_many_log if harness == "aider-many" else aider_log
+        info = make(logs / ".aider.chat.history.md", log_bytes)
         name, where = "aider", logs
     cfg = f"harnesses:\n  {name}:\n    paths: [{where}]\n"
     cfg += "".join(f"  {h}: false\n" for h in ("claude_code", "codex", "gemini_cli", "opencode",
@@ -148,7 +171,7 @@ def setup(tmp: Path, harness: str, log_bytes: int,
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--harness", choices=("gemini", "aider"), required=True)
+    ap.add_argument("--harness", choices=("gemini", "aider", "aider-many"), required=True)
     ap.add_argument("--sizes", default="200,800", help="log sizes in MB (comma separated)")
     ap.add_argument("--src", type=Path, action="append",
                     help="source tree(s) to run engram from, each on the same logs "

@@ -103,47 +103,57 @@ class AiderAdapter(Adapter):
     streams = True
 
     def streams_source(self, path: Path) -> bool:
-        """A history that holds one session (one header, nothing before it) is read as a
-        stream; one of many sessions is parsed a session at a time (``_Reader``)."""
-        return _one_session(Path(path))
+        """Every history is read as a stream, a session at a time (``stream_sessions``)."""
+        return True
 
     def stream_source(self, path: Path, *, mode: str = "permissive") -> base.SessionStream:
+        """The history's first session as a stream (a history of one session: all of it)."""
         return base.SessionStream(_Reader(self, Path(path), mode).run(stream=True))
 
+    def stream_sessions(self, path: Path, *, mode: str = "permissive") -> SessionStreams:
+        """``parse_source`` of a history of any number of sessions as one ``SessionStream`` per
+        session, in order, each given as its session is read (drain each before the next):
+        the same events, metas and errors, never more than one session's run of lines at once."""
+        return SessionStreams(_Reader(self, Path(path), mode).run_many())
 
-_HEADER_START = b"# aider chat started at "
+
+class _SessionEnd:
+    """(``_Reader.run_many``) the end of one session's events: its output (its ``meta``, or no
+    session)."""
+
+    __slots__ = ("output",)
+
+    def __init__(self, output: ParseOutput) -> None:
+        self.output = output
+
+
+class SessionStreams:
+    """The sessions of one source parsed as streams one after another (``stream_sessions``):
+    iterate it for a ``base.SessionStream`` per session — each drained before the next is asked
+    for; once all are, ``output`` is the source's ``ParseOutput``: its errors (as
+    ``parse_source`` gives them) and every session's ``meta``."""
+
+    def __init__(self, gen) -> None:
+        self.gen = gen
+        self.output: ParseOutput | None = None
+
+    def __iter__(self):
+        while True:
+            try:
+                item = next(self.gen)
+            except StopIteration as e:
+                self.output = e.value
+                return
+            yield base.SessionStream(self._one(item))
+
+    def _one(self, item):
+        while not isinstance(item, _SessionEnd):
+            yield item
+            item = next(self.gen)
+        return item.output
+
+
 _BLOCK = 1 << 18   # bytes read at a time (its lines: a few copies of it live while split)
-
-
-def _one_session(path: Path) -> bool:
-    """Whether the history holds exactly one session: one line starting ``# aider chat started
-    at`` (a line that only looks like one counts too: the answer errs towards parsing whole)
-    and nothing but blank lines before it. Read a chunk at a time."""
-    headers = 0
-    carry = b""   # the start of a line not ended yet
-    try:
-        with open(path, "rb") as f:
-            while True:
-                chunk = f.read(1 << 20)
-                if b"\x00" in chunk:
-                    return False    # NUL bytes are dropped before lines are read: parse whole
-                data = carry + chunk
-                if chunk:
-                    end = data.rfind(b"\n") + 1
-                    data, carry = data[:end], data[end:]
-                n = data.startswith(_HEADER_START) + data.count(b"\n" + _HEADER_START)
-                if headers == 0:
-                    first = 0 if data.startswith(_HEADER_START) else \
-                        data.find(b"\n" + _HEADER_START) + 1
-                    if (data[:first] if n else data).strip():
-                        return False   # something before the first header
-                headers += n
-                if headers > 1:
-                    return False
-                if not chunk:
-                    return headers == 1
-    except OSError:
-        return False
 
 
 class _Reader(base.StreamParser):
@@ -245,6 +255,86 @@ class _Reader(base.StreamParser):
                 errors.append(sess.broken)
         out.errors = ([self.nul_error] if self.nul_error else []) + errors
         return out
+
+    def run_many(self):
+        """(``stream_sessions``) a generator of every session's finished events, each session
+        ended by a ``_SessionEnd``; it returns the source's ``ParseOutput``. The same sessions,
+        events and errors as ``run()``: each session's prompt times are matched before the next
+        header's time (known from a first pass over the headers, when there is an input
+        history)."""
+        path = self.path
+        out = self.output = ParseOutput()
+        errors: list[dict] = []
+        inputs = input_history(path.with_name(path.name.replace("chat.history.md",
+                                                                 "input.history")))
+        self.last_version = None
+        self.keys = {}
+        self.cursor = 0
+        heads = self._header_times() if inputs else []
+        hi = 0      # headers read
+        cwd = str(path.parent)
+        st = None   # the session being read: [session, StreamFinish, _Times, released]
+        try:
+            for i, ln in enumerate(self.lines(), 1):
+                m = _HEADER.match(ln)
+                if m or (st is None and ln.strip()):
+                    if st is not None:
+                        yield from self._end_streamed(st, out, errors)
+                    sess = _Session(self.a, path, m.group(1) if m else None, i, cwd)
+                    self.t0 = sess.t
+                    hi += bool(m)   # (the next header ends the session)
+                    st = [sess, base.StreamFinish(),
+                          _Times(inputs, self.cursor, sess.t, heads[hi] if hi < len(heads)
+                                 else None), False]
+                    if m:
+                        continue
+                if st is None:
+                    continue
+                sess = st[0]
+                sess.feed(ln)
+                if sess.events and not sess.broken:
+                    if not st[3] and sess.has_content():
+                        st[3] = True
+                    if st[3]:
+                        made, sess.events = sess.events, []
+                        for ev in made:
+                            yield from st[1].event(self._timed(ev, st[2], sess), self._meta_t)
+        except OSError as e:
+            errors.append(parse_error(path, None, f"cannot read: {e}"))
+            out.errors = errors
+            return out
+        if st is not None:
+            yield from self._end_streamed(st, out, errors)
+        out.errors = ([self.nul_error] if self.nul_error else []) + errors
+        return out
+
+    def _end_streamed(self, st: list, out: ParseOutput, errors: list[dict]):
+        """(``run_many``) the end of a session: the events it still holds, then a
+        ``_SessionEnd`` with its ``meta`` (none: a start-up with no exchange, or a session whose
+        parse broke, reported); as ``_finish`` does."""
+        sess, fin, times, released = st
+        sess.close()
+        made, sess.events = sess.events, []
+        one = ParseOutput()
+        if sess.broken:
+            errors.append(sess.broken)
+        else:
+            errors.extend(sess.errors)
+            self.last_version = sess.version or self.last_version
+            if released or any(e["k"] in ("msg.in", "msg.out", "code.edit") for e in made):
+                for ev in made:
+                    yield from fin.event(self._timed(ev, times, sess), self._meta_t)
+                meta = self._meta(sess, errors)
+                meta, rest = fin.finish(meta, self._reasons)
+                yield from rest
+                self.cursor = times.cursor
+                one.sessions.append(SessionLog(key=self._key, events=[meta]))
+                out.sessions.append(SessionLog(key=self._key, events=[meta]))
+        yield _SessionEnd(one)
+
+    def _header_times(self) -> list[str]:
+        """The time of every ``# aider chat started at`` header, in order (a first pass)."""
+        return [m.group(1) for m in map(_HEADER.match, self.lines()) if m]
 
     def _meta_t(self) -> str | None:
         return self.t0

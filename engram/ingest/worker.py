@@ -14,6 +14,7 @@ reader thread in the parent collects the answers so the worker never blocks on a
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import os
 import pickle
@@ -144,30 +145,73 @@ def tape_dir_for(meta: dict, root: str) -> Path:
 
 
 def stream(harness: str, path: str, mode: str, root: str) -> tuple:
-    """Parse, tape and prepare one single-session source to be sealed, as a stream: the adapter
-    gives an event at a time (``stream_source``), each goes to the tape (``writer.Streamed``, the
-    meta last) and, ``STREAM_CHUNK_EVENTS`` at a time, to ``store.Preparer``; what is kept of it
-    is what the indexing reads (``store.light_event``) and the lines of the events the lineage
-    pass reads (``lineage.cache.wanted``). Nothing holds the session whole, whatever its size.
+    """Parse, tape and prepare a source to be sealed, as a stream, a session at a time: the
+    adapter gives an event at a time (``stream_source``; ``stream_sessions`` for an adapter whose
+    sources hold several sessions: one stream per session, in order), each goes to the tape
+    (``writer.Streamed``, the meta last) and, ``STREAM_CHUNK_EVENTS`` at a time, to
+    ``store.Preparer``; what is kept of it is what the indexing reads (``store.light_event``) and
+    the lines of the events the lineage pass reads (``lineage.cache.wanted``). Nothing holds a
+    session whole, whatever its size, nor one session while the next is read.
 
     ``("ok", ParseOutput, [PreparedSpill], None, (TapeRef, temp file or None, {offset:
     line}))``: the output's session is the ``meta`` and the light events, its blocks prepared a
     part at a time into a temp file (``store.PreparedSpill``: the ingest indexes it a part at a
     time and removes it), its tape compressed into a temp file of its directory
-    (``tape_dir_for``) for the ingest to ``adopt``; or ``parse``'s ``error`` /
-    ``crash``; or ``("oserror", errno, strerror, filename)``, raised again by the ingest (a log
-    that cannot be read; a tape that cannot be written, disk full: as in-process)."""
+    (``tape_dir_for``) for the ingest to ``adopt``; with several sessions, one
+    ``PreparedSpill`` and one such tuple per session (the fifth item a tuple of them); or
+    ``parse``'s ``error`` / ``crash``; or ``("oserror", errno, strerror, filename)``, raised
+    again by the ingest (a log that cannot be read; a tape that cannot be written, disk full:
+    as in-process)."""
     from engram import adapters, paths
     from engram.errors import EngramError
+
+    done: list[tuple] = []   # per session kept: (SessionLog, PreparedSpill, staged tape)
+    try:
+        ad = adapters.get(harness)
+        work = paths.private_dir(paths.user_tapes_dir())
+        many = getattr(ad, "stream_sessions", None)
+        if many is not None:
+            src = many(Path(path), mode=mode)
+            for st in src:
+                _stream_session(st, work, root, done)
+            out = src.output
+        else:
+            st = ad.stream_source(Path(path), mode=mode)
+            _stream_session(st, work, root, done)
+            out = st.output
+        out.sessions = [d[0] for d in done]
+        if not done:
+            return ("ok", out, [], None, None)
+        staged = done[0][2] if len(done) == 1 else tuple(d[2] for d in done)
+        res = ("ok", out, [d[1] for d in done], None, staged)
+        done = []   # the ingest's now (it removes the files)
+        return res
+    except EngramError as e:
+        return ("error", e.to_dict())
+    except OSError as e:  # the log unreadable, or the tape's spill or file not written
+        return ("oserror", e.errno, e.strerror or str(e), e.filename or path)
+    except Exception as e:  # noqa: BLE001 — an adapter bug: reported for this source
+        return ("crash", f"{type(e).__name__}: {e}", traceback.format_exc())
+    finally:
+        for sess, spill, staged in done:
+            spill.discard()
+            discard_spilled(sess.events)
+            if staged[1] is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(staged[1])
+
+
+def _stream_session(st, work: Path, root: str, done: list) -> None:
+    """(``stream``) one session's stream drained: its tape staged, its blocks prepared, its light
+    events spilled; appended to ``done`` as ``(SessionLog, PreparedSpill, (TapeRef, temp file or
+    None, {offset: line}))`` — nothing when it has no session (its files removed)."""
     from engram.index import store
     from engram.lineage.cache import wanted
     from engram.tape import writer
 
-    enc = spill = light = None
+    enc = writer.Streamed(work)
+    spill = light = None
     try:
-        ad = adapters.get(harness)
-        work = paths.private_dir(paths.user_tapes_dir())
-        enc = writer.Streamed(work)
         spill = store.PreparedSpill.create(work, writer.temp_name("prepared"))
         light = SpilledEvents.create(work, writer.temp_name("events"))
         prep = store.Preparer(wanted, sink=spill.write)
@@ -193,7 +237,6 @@ def stream(harness: str, path: str, mode: str, root: str) -> tuple:
             # parse's state) would otherwise add up with the session
             release_freed_memory()
 
-        st = ad.stream_source(Path(path), mode=mode)
         for ev in st:
             # a part ends between calls: a call's output and the code events made of it together
             if len(chunk) >= STREAM_CHUNK_EVENTS and (ev.get("call_id") is None
@@ -205,10 +248,9 @@ def stream(harness: str, path: str, mode: str, root: str) -> tuple:
         spill.close()
         light.close()
         if not out.sessions:
-            enc.close()
-            spill.discard()
-            return ("ok", out, [], None, None)
-        meta = out.sessions[0].events[0]
+            return
+        sess = out.sessions[0]
+        meta = sess.events[0]
         enc.finish(meta)
         ref, tmp = writer.write_streamed(enc, tape_dir_for(meta, root))
         lines = kept.lines()
@@ -216,19 +258,11 @@ def stream(harness: str, path: str, mode: str, root: str) -> tuple:
         if wanted(0, meta):
             lines[0] = writer.encode_event(meta)
         light.meta = meta
-        out.sessions[0].events = light
-        res = ("ok", out, [spill], None, (ref, tmp, lines))
-        spill = light = None   # the ingest's now (it removes the files)
-        return res
-    except EngramError as e:
-        return ("error", e.to_dict())
-    except OSError as e:  # the log unreadable, or the tape's spill or file not written
-        return ("oserror", e.errno, e.strerror or str(e), e.filename or path)
-    except Exception as e:  # noqa: BLE001 — an adapter bug: reported for this source
-        return ("crash", f"{type(e).__name__}: {e}", traceback.format_exc())
+        sess.events = light
+        done.append((sess, spill, (ref, tmp, lines)))
+        spill = light = None   # ``done``'s now
     finally:
-        if enc is not None:
-            enc.close()
+        enc.close()
         if spill is not None:
             spill.discard()
         if light is not None:

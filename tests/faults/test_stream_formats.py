@@ -316,21 +316,82 @@ def test_a_big_aider_session_streams_in_bounded_memory_and_the_same_events(tmp_p
     assert _digest(streamed) == _digest(got) and sout.errors == out.errors
 
 
-def test_aider_histories_of_many_sessions_are_parsed_whole_and_read_by_lines(tmp_path):
-    """A history of several sessions is not streamed (the ingest streams one session a source;
-    ``parse_source`` reads it a line at a time, a session parsed when the next header comes);
-    nor one with text before its header or NUL bytes (both change where sessions start)."""
+def _sessions_streamed(path: Path) -> tuple[list[bytes], ParseOutput]:
+    """``stream_sessions``: each session's ``meta`` and events, digested; the source's output."""
+    src = A.stream_sessions(path)
+    got = []
+    for st in src:
+        rest = list(st)
+        if st.output.sessions:
+            got.append(_digest([st.output.sessions[0].events[0]] + rest))
+    return got, src.output
+
+
+def _many_same_as_whole(path: Path) -> ParseOutput:
+    out = A.parse_source(path)
+    got, sout = _sessions_streamed(path)
+    assert got == [_digest(s.events) for s in out.sessions]
+    assert sout.errors == out.errors
+    assert [s.key for s in sout.sessions] == [s.key for s in out.sessions]
+    return out
+
+
+def test_aider_histories_of_many_sessions_stream_a_session_at_a_time(tmp_path):
+    """Every history streams (``stream_sessions``): the real ones (several sessions each, with
+    their input histories: prompt times matched before the next header), one with text before
+    its first header, NUL bytes, a start-up without an exchange between sessions, an unknown
+    version after a known one — the same sessions, events, keys and errors as parsed whole."""
     for h in AIDER:
-        assert not A.streams_source(h)
+        assert A.streams_source(h)
+        d = tmp_path / h.name.split("__")[0]
+        d.mkdir()
+        p = d / ".aider.chat.history.md"
+        p.write_bytes(h.read_bytes())
+        inp = h.with_name(h.name.replace("chat.history.md", "input.history"))
+        (d / ".aider.input.history").write_bytes(inp.read_bytes())
+        assert len(_many_same_as_whole(p).sessions) >= 2
+        text = h.read_text()
+        p.write_text("stray text\n" + text.replace("\n#### ", "\n#### \x00", 1)
+                     + "# aider chat started at 2026-01-16 11:01:00\n\n"   # (no exchange)
+                     + text.replace("Aider v", "Aider v9"))
+        out = _many_same_as_whole(p)
+        assert out.errors and len(out.sessions) >= 5
+        (d / ".aider.input.history").unlink()
+        _many_same_as_whole(p)
+
+
+def test_a_big_history_of_many_sessions_streams_in_bounded_memory(tmp_path, no_redaction_memo):
+    """5 MB of sessions (each real session, again and again, under a header of its own):
+    parsed whole, every session's events are held at once (past the history's size in Python
+    allocations); streamed a session at a time, under 4 MB (one session, 170 kB at most; a 256
+    KiB read; the metas)."""
     d = tmp_path / "proj"
     d.mkdir()
-    one = d / ".aider.chat.history.md"
-    one.write_text("\n\n# aider chat started at 2026-01-16 11:01:00\n#### hi\n\nhello\n")
-    assert A.streams_source(one)
-    one.write_text("stray\n# aider chat started at 2026-01-16 11:01:00\n#### hi\n\nhello\n")
-    assert not A.streams_source(one)
-    one.write_text("# aider chat started at 2026-01-16 11:01:00\n#### hi\n\x00\nhello\n")
-    assert not A.streams_source(one)
+    p = d / ".aider.chat.history.md"
+    bodies = []
+    for h in AIDER:
+        bodies.extend(x for x in re.split(r"(?m)^(?=# aider chat started at )", h.read_text())
+                      if x.strip())
+    n = 0
+    with open(p, "w") as f:
+        while f.tell() < 5_000_000:
+            for b in bodies:
+                f.write(re.sub(r"(?m)^(# aider chat started at \S+ \d\d:\d\d):\d\d",
+                               rf"\g<1>:{n % 60:02d}", b).replace("the ", f"the{n} "))
+                n += 1
+    size = p.stat().st_size
+
+    def drain():
+        src = A.stream_sessions(p)
+        for st in src:
+            for _ev in st:
+                pass
+        assert len(src.output.sessions) > 50
+
+    whole = _peak_while(lambda: A.parse_source(p))
+    streamed = _peak_while(drain)
+    assert whole > size, (whole, size)
+    assert streamed < 4_000_000, streamed
 
 
 # -- the real ingest: streamed and whole give the same index and tape files ---------------------
@@ -338,9 +399,10 @@ def test_aider_histories_of_many_sessions_are_parsed_whole_and_read_by_lines(tmp
 
 def test_streamed_gemini_and_aider_ingests_index_what_whole_ones_index(tmp_path, monkeypatch,
                                                                         capsys):
-    """``engram ingest --rebuild --seal`` over the real Gemini CLI documents and one-session Aider
-    histories: parsed whole, then as streams in-process (parts of 3 events), then in the parse
-    worker — the same index rows and the same tape files."""
+    """``engram ingest --rebuild --seal`` over the real Gemini CLI documents, one-session Aider
+    histories and the real histories of several sessions: parsed whole, then as streams
+    in-process (parts of 3 events; a session at a time), then in the parse worker — the same
+    index rows and the same tape files."""
     import os
     import shutil
 
@@ -361,6 +423,11 @@ def test_streamed_gemini_and_aider_ingests_index_what_whole_ones_index(tmp_path,
                 d.mkdir(parents=True)
                 (d / ".aider.chat.history.md").write_text(body)
                 one += 1
+        d = tmp_path / "aider" / f"{h.name.split('__')[0]}-all"   # the history of many sessions
+        d.mkdir(parents=True)
+        shutil.copy(h, d / ".aider.chat.history.md")
+        shutil.copy(h.with_name(h.name.replace("chat.history.md", "input.history")),
+                    d / ".aider.input.history")
     root = tmp_path / "repo"
     (root / ".git").mkdir(parents=True)
     (root / ".engram").mkdir()
@@ -395,7 +462,8 @@ def test_streamed_gemini_and_aider_ingests_index_what_whole_ones_index(tmp_path,
     monkeypatch.setattr(store, "BOILERPLATE_DEFER", 1)
     res = _run(home, capsys)
     assert res["error_count"] == 0 and res["sessions"] == n and res["tapes_written"] == n
-    assert len(streamed) == 2 + one and res["streamed"] == n   # (empty starts: no session)
+    # (empty starts: no session)
+    assert len(streamed) == 2 + one + len(AIDER) and res["streamed"] == n
     assert index(home) == plain
 
     home = tmp_path / "home-worker"   # (the worker's own process: ``streamed`` does not see it)
