@@ -14,7 +14,10 @@ of first-time work used to be there, each holding the GIL:
 * **what a lens counted without the engine needs** (``engram.query.direct``: ``apsw``,
   ``xxhash``, the symbols module, the Python grammar and its first parse): ~16 ms of CPU,
   formerly imported by the preload thread once ``initialize`` was answered, i.e. while the first
-  ``didOpen`` was being handled. The engine needs all of it too, so it is never wasted work.
+  ``didOpen`` was being handled; unless lens counts are kept for the machine's index (then the
+  first lenses are read from them, and these imports come with the engine's, after them). The
+  engine needs all of it too, so it is not wasted work; but it is CPU spent before the answer to
+  an ``initialize`` that is already waiting (as an editor sends it), moved there from the lens.
 
 Neither changes an answer: the same converter (pygls' ``default_converter``), the same modules.
 The thread starts after ``heap.keep_heap`` (before any other thread, see ``engram_lsp.heap``)
@@ -25,7 +28,9 @@ import locks make it wait for them, not redo them).
 from __future__ import annotations
 
 import logging
+import os
 import threading
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -71,11 +76,26 @@ def _run() -> None:
     finally:
         _ready.set()
     try:
-        from engram.query import direct
+        if not _lenses_kept():
+            from engram.query import direct
 
-        direct.warm()
+            direct.warm()
     except Exception:  # a warm-up: the first lens imports it and reports what fails
         log.debug("importing the lens count failed", exc_info=True)
+
+
+def _lenses_kept() -> bool:
+    """Whether lens counts are kept for the machine's index (``engram_lsp.lenses``): a first lens
+    is then answered from them, no count needed, and the imports wait for the engine's, after it
+    (a repository's own ``index.path`` is not known before ``initialize``: the machine's index
+    stands for it here; only the timing depends on it)."""
+    try:
+        from engram.config import resolve_index_path
+        from engram_lsp.lenses import SUFFIX
+
+        return os.path.exists(str(resolve_index_path(Path.cwd(), None)) + SUFFIX)
+    except Exception:
+        return False
 
 
 def prime(conv) -> None:

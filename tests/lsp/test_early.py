@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from lsprotocol import types
 from pygls.protocol import default_converter
@@ -69,6 +70,33 @@ def test_the_thread_gives_its_converter_and_imports_the_count():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, check=True)
     assert json.loads(out.stdout) == [True, True, True, True]
+
+
+def test_with_lens_counts_kept_the_count_is_not_imported(tmp_path):
+    # kept counts answer the first lenses: the count's modules wait for the engine's import
+    import os
+
+    from engram.config import resolve_index_path
+    from engram_lsp.lenses import SUFFIX
+
+    store = Path(str(resolve_index_path(tmp_path, None)) + SUFFIX)
+    store.parent.mkdir(parents=True, exist_ok=True)
+    store.write_bytes(b"")
+    code = (
+        "import json, sys, threading\n"
+        "from engram_lsp import early\n"
+        "early.start()\n"
+        "from engram_lsp.server import create_server\n"
+        "server = create_server(converter_factory=early.converter)\n"
+        "for t in threading.enumerate():\n"
+        "    if t.name == 'engram-early':\n"
+        "        t.join(30)\n"
+        "print(json.dumps([server.protocol._converter is early._primed,\n"
+        "                  'engram.query.direct' in sys.modules]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True, env=dict(os.environ))
+    assert json.loads(out.stdout) == [True, False]
 
 
 def test_without_the_thread_a_new_converter():
