@@ -132,14 +132,16 @@ class GeminiCliAdapter(Adapter):
     streams = True
 
     def streams_source(self, path: Path) -> bool:
-        """Legacy ``session-*.json`` documents stream (``_Document``); JSONL chats and
-        ``logs.json`` are parsed whole (their messages are rewritten in place by later lines)."""
+        """Legacy ``session-*.json`` documents (``_Document``) and JSONL chats (``_Jsonl``)
+        stream; ``logs.json`` (user prompts only) is parsed whole."""
         p = Path(path)
-        return p.suffix == ".json" and not p.name.endswith("logs.json")
+        return p.suffix == ".jsonl" or (p.suffix == ".json" and not p.name.endswith("logs.json"))
 
     def stream_source(self, path: Path, *, mode: str = "permissive") -> base.SessionStream:
         """A legacy ``session-*.json`` document as a stream: its messages read one at a time
-        (``ijson``), never the whole document (``streams_source``)."""
+        (``ijson``), never the whole document; a JSONL chat in two passes (``_Jsonl``)."""
+        if Path(path).suffix == ".jsonl":
+            return base.SessionStream(_Jsonl(self, Path(path), mode).run(stream=True))
         return base.SessionStream(_Document(self, Path(path), mode).run(stream=True))
 
     def _parse_jsonl(self, path: Path, mode: str) -> ParseOutput:
@@ -913,6 +915,128 @@ class _Document(base.StreamParser):
                 if restore:
                     v = _restore_constants(v)
                 self.rec[key] = _encodable_at(v, 2, self.counts)
+
+
+class _Jsonl(base.StreamParser):
+    """A JSONL chat as a stream, in two passes: a later line can rewrite any earlier message
+    (re-appended when updated, first place kept; ``$rewindTo``; a ``$set`` checkpoint), so the
+    first pass reads every line and keeps, per message still there, only where its last version
+    lies (``_parse_jsonl``'s rules, the same errors); the second reads those versions, in order,
+    one at a time. Memory: an id and a place per message, one line."""
+
+    def __init__(self, adapter: GeminiCliAdapter, path: Path, mode: str) -> None:
+        self.a, self.path, self.mode = adapter, path, mode
+        self._line: tuple[int, dict] | None = None   # the last line read back: (start, record)
+
+    def _index(self, out: ParseOutput) -> tuple[dict, list[str], dict]:
+        path = self.path
+        meta: dict = {}
+        order: list[str] = []
+        at: dict[str, tuple] = {}   # id → (start, end, index in a list or -1, in a $set)
+
+        def put(m, loc) -> None:
+            if not isinstance(m, dict) or not isinstance(m.get("id"), str):
+                return
+            if m["id"] not in at:
+                order.append(m["id"])
+            at[m["id"]] = loc
+
+        prev = out.end_offset = 0
+        for no, off, rec, err in base.iter_jsonl(path):
+            start, prev = prev, off
+            out.end_offset = off
+            if err:
+                out.errors.append(base.record_error(path, no, err, rec))
+                if rec is None:
+                    continue
+            if "$rewindTo" in rec:
+                target = rec["$rewindTo"]
+                if target in at:
+                    cut = order.index(target)
+                    for mid in order[cut:]:
+                        at.pop(mid, None)
+                    del order[cut:]
+                continue
+            if "$set" in rec:
+                upd = rec["$set"]
+                if not isinstance(upd, dict):
+                    out.errors.append(parse_error(path, no, "$set value is not an object"))
+                    continue
+                if isinstance(upd.get("messages"), list):
+                    order, at = [], {}
+                    for i, m in enumerate(upd["messages"]):
+                        put(m, (start, off, i, True))
+                meta.update({k: v for k, v in upd.items() if k != "messages"})
+                continue
+            if isinstance(rec.get("id"), str) and isinstance(rec.get("type"), str):
+                put(rec, (start, off, -1, False))
+                continue
+            if "sessionId" in rec and "type" not in rec:
+                if isinstance(rec.get("messages"), list):  # a resumed legacy record
+                    for i, m in enumerate(rec["messages"]):
+                        put(m, (start, off, i, False))
+                meta.update({k: v for k, v in rec.items() if k != "messages"})
+                continue
+            out.errors.append(parse_error(path, no, "unrecognised Gemini CLI chat line"))
+        return meta, order, at
+
+    def _messages(self, f, order: list[str], at: dict):
+        """The final version of each message, in order (read back from its line)."""
+        for mid in order:
+            start, end, i, in_set = at[mid]
+            if self._line is None or self._line[0] != start:
+                f.seek(start)
+                data = f.read(end - start)
+                raw = data[data.rfind(b"\n", 0, len(data) - 1) + 1:]   # (blank lines before it)
+                self._line = (start, base.parse_line(raw)[0])
+            rec = self._line[1]
+            if i < 0:
+                yield rec
+            else:
+                yield (rec["$set"] if in_set else rec)["messages"][i]
+
+    def _run(self, stream: bool):
+        path = self.path
+        out = self.output = ParseOutput()
+        meta_rec, order, at = self._index(out)
+        if not meta_rec and not order:
+            if self.mode == "strict" and out.errors:
+                raise UnsupportedLog("no Gemini CLI chat records found", path=str(path))
+            return out
+        fin = base.StreamFinish() if stream else None
+        events: list[dict] = []
+        crashed: list[dict] = []
+        model = None
+        with open(path, "rb") as f, _Known() as known:
+            cwd = _dirs_cwd(meta_rec.get("directories"))
+            if cwd is None:
+                cwd = _infer_cwd(self._messages(f, order, at))
+            for m in self._messages(f, order, at):
+                if model is None and isinstance(m.get("model"), str):
+                    model = m["model"]
+                try:
+                    made = self.a._message(m, cwd, known)
+                except Exception as e:  # one odd message never loses the rest
+                    crashed.append(parse_error(path, None, f"message {m.get('id')}: "
+                                                           f"{type(e).__name__}: {e}"))
+                    continue
+                if fin is None:
+                    events.extend(made)
+                else:
+                    for ev in made:
+                        yield from fin.event(ev, lambda: _ts(meta_rec.get("startTime")))
+        self._line = None
+        out.errors.extend(crashed)
+        meta = self.a._meta(path, meta_rec, cwd, model, "jsonl")
+        if fin is None:
+            events.insert(0, meta)
+            finish_session(events)
+            out.sessions.append(SessionLog(key=meta["session"], events=events))
+            return out
+        meta, rest = fin.finish(meta)
+        yield from rest
+        out.sessions.append(SessionLog(key=meta["session"], events=[meta]))
+        return out
 
 
 def _lines(lines: list[int]) -> str:

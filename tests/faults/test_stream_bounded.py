@@ -181,3 +181,91 @@ def test_a_session_of_new_files_streams_in_bounded_memory(tmp_path, monkeypatch)
     bounded = _peak_while(drain)
     assert unbounded > chars, (unbounded, chars)
     assert bounded < chars // 2, (bounded, chars)
+
+
+# -- the JSONL form as a stream (two passes) ------------------------------------------------------
+
+
+def _jsonl_variants(tmp_path: Path) -> list[Path]:
+    """JSONL chats made of S2's messages: plain; updated in place (a message re-appended, its
+    first place kept); ``$rewindTo``; a ``$set`` checkpoint with messages and one without; a
+    resumed legacy record; bad lines, blank lines, a lone surrogate, a ``$set`` not an object."""
+    rec = json.loads(S2.read_text())
+    msgs = rec.pop("messages")
+    head = dict(rec, kind="main")
+    variants = {
+        "plain": [head] + msgs,
+        "updated": [head] + msgs + [dict(msgs[1], content="updated in place"), msgs[0]],
+        "rewound": [head] + msgs + [{"$rewindTo": msgs[len(msgs) // 2]["id"]}] + msgs[-2:],
+        "checkpoint": [head] + msgs[:3] + [{"$set": {"messages": msgs[1:], "summary": "s"}}]
+        + [{"$set": {"lastUpdated": "2026-01-16T12:00:00.000Z"}}, dict(msgs[2], content="late")],
+        "legacy": [dict(head, messages=msgs[:4])] + msgs[4:],
+        "odd": [head, "@BAD@", {"$set": 3}, {"what": 1}, "@BLANK@"] + msgs[:2]
+        + ["@SURROGATE@"] + msgs[2:],
+    }
+    out = []
+    for name, lines in variants.items():
+        text = []
+        for x in lines:
+            if x == "@BAD@":
+                text.append('{"id": "broken", ')
+            elif x == "@BLANK@":
+                text.append("")
+            elif x == "@SURROGATE@":
+                text.append(json.dumps(dict(msgs[3], id="sur", content="half \ud83d emoji")))
+            else:
+                text.append(json.dumps(x))
+        p = tmp_path / f"session-2026-01-16T11-01-{name}.jsonl"
+        p.write_bytes(("\n".join(text) + "\n").encode("utf-8", "surrogatepass"))
+        out.append(p)
+    return out
+
+
+def test_jsonl_chats_stream_to_the_same_events(tmp_path):
+    for p in _jsonl_variants(tmp_path):
+        assert G.streams_source(p)
+        whole, out = _parsed(G, p)
+        streamed, sout = _streamed(G, p)
+        assert _digest(streamed) == _digest(whole), p.name
+        assert sout.errors == out.errors and sout.end_offset == out.end_offset, p.name
+        if "odd" in p.name:
+            assert len(out.errors) == 4
+    empty = tmp_path / "session-empty.jsonl"
+    empty.write_text('{"what": 1}\n')
+    st = G.stream_source(empty)
+    assert list(st) == [] and st.output.sessions == [] and st.output.errors == \
+        G.parse_source(empty).errors
+
+
+def test_a_big_jsonl_chat_streams_in_bounded_memory(tmp_path):
+    """A 6 MB JSONL chat (S2's messages again and again, each later updated once): parsed
+    whole, every final message is held (past the log's size in Python allocations); streamed,
+    an id and a place per message, one line, one message's events (2.4 MB: under half the log,
+    ~720 messages)."""
+    from engram.adapters import redact
+
+    rec = json.loads(S2.read_text())
+    msgs = rec.pop("messages")
+    p = tmp_path / "session-2026-01-16T11-01-bigjsonl.jsonl"
+    n = 0
+    with open(p, "w") as f:
+        f.write(json.dumps(rec) + "\n")
+        while f.tell() < 6_000_000:
+            for m in msgs:
+                m = dict(m, id=f"{m['id']}-{n}")
+                f.write(json.dumps(m) + "\n")
+                f.write(json.dumps(dict(m, content=f"updated {n}")) + "\n")
+                n += 1
+    size = p.stat().st_size
+
+    def drain():
+        for _ev in G.stream_source(p):
+            pass
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(redact, "_redact_cached", redact._redact)
+        mp.setattr(redact, "_redact_short", redact._redact)
+        whole = _peak_while(lambda: G.parse_source(p))
+        streamed = _peak_while(drain)
+    assert whole > size, (whole, size)
+    assert streamed < size // 2, (streamed, size)

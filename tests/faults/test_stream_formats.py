@@ -399,10 +399,10 @@ def test_a_big_history_of_many_sessions_streams_in_bounded_memory(tmp_path, no_r
 
 def test_streamed_gemini_and_aider_ingests_index_what_whole_ones_index(tmp_path, monkeypatch,
                                                                         capsys):
-    """``engram ingest --rebuild --seal`` over the real Gemini CLI documents, one-session Aider
-    histories and the real histories of several sessions: parsed whole, then as streams
-    in-process (parts of 3 events; a session at a time), then in the parse worker — the same
-    index rows and the same tape files."""
+    """``engram ingest --rebuild --seal`` over the real Gemini CLI documents (and one as JSONL),
+    one-session Aider histories and the real histories of several sessions: parsed whole, then
+    as streams in-process (parts of 3 events; a session at a time), then in the parse worker —
+    the same index rows and the same tape files."""
     import os
     import shutil
 
@@ -415,6 +415,14 @@ def test_streamed_gemini_and_aider_ingests_index_what_whole_ones_index(tmp_path,
     chats.mkdir(parents=True)
     for p in (S1, S2):
         shutil.copy(p, chats / p.name.split("__")[-1])
+    rec = json.loads(S2.read_text())   # the JSONL form: a message updated in place, a rewind
+    msgs = rec.pop("messages")
+    rec["sessionId"] = "37b7abef-0000-4000-8000-00000000j5o1"
+    jsonl = chats.parent.parent / "proj2" / "chats"
+    jsonl.mkdir(parents=True)
+    (jsonl / "session-2026-01-16T11-01-37b7abef.jsonl").write_text("".join(
+        json.dumps(x) + "\n" for x in [rec] + msgs + [dict(msgs[1], content="updated"),
+                                                     {"$rewindTo": msgs[-1]["id"]}]))
     one = 0
     for h in AIDER:
         for i, body in enumerate(re.split(r"(?m)^(?=# aider chat started at )", h.read_text())):
@@ -463,7 +471,7 @@ def test_streamed_gemini_and_aider_ingests_index_what_whole_ones_index(tmp_path,
     res = _run(home, capsys)
     assert res["error_count"] == 0 and res["sessions"] == n and res["tapes_written"] == n
     # (empty starts: no session)
-    assert len(streamed) == 2 + one + len(AIDER) and res["streamed"] == n
+    assert len(streamed) == 3 + one + len(AIDER) and res["streamed"] == n
     assert index(home) == plain
 
     home = tmp_path / "home-worker"   # (the worker's own process: ``streamed`` does not see it)
