@@ -330,8 +330,8 @@ from engram_lsp.__main__ import main
 
 make = server.create_server
 
-def create_server():
-    srv = make()
+def create_server(**kw):
+    srv = make(**kw)
 
     @srv.feature("test/crash")
     async def crash(ls, params):
