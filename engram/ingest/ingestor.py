@@ -33,7 +33,6 @@ import json
 import logging
 import os
 import sys
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -72,8 +71,6 @@ COMPACT_MIN_BYTES = 16 << 20    # a group this big comes back from the worker co
 #                                 cut to what the index reads, and their canonical JSON for the
 #                                 tape (``worker._encoded``): a big session held once, not twice
 GROUP_SOURCES, GROUP_BYTES = 32, 2 << 20  # sources sent to the worker at a time
-FEED_PENDING = 2                # during a commit, the worker's unanswered requests kept at least
-FEED_POLL_S = 0.01              # ... checked this often (``_ParseQueue.feeding``)
 STREAM_MIN_BYTES = 32 << 20     # a log this big, of one session to be sealed, is parsed, taped and
 #                                 prepared as a stream (``worker.stream``): never held whole
 _WRITE_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)  # a write failed, not a read
@@ -277,7 +274,7 @@ class Ingestor:
                     progress(done_bytes, total_bytes, str(s.path))
                 streamed = isinstance(ticket, tuple) and ticket[1] is None
                 if streamed and len(batch):  # a streamed session is indexed in a batch alone
-                    self._commit(batch, run.pending, summary, parses)
+                    self._commit(batch, run.pending, summary)
                     batch, run.pending, batch_bytes = store.Batch(self.conn, self.cache), [], 0
                 self._ingest_one(s, sk, ticket, batch, run)
                 del ticket  # its parse result: the batch holds what the index needs of it
@@ -289,9 +286,9 @@ class Ingestor:
                 if streamed or batch.n_events >= BATCH_EVENTS or batch_bytes >= BATCH_BYTES or (
                         run.procs is not None
                         and batch_bytes >= max(TAIL_MIN_BYTES, total_bytes - done_bytes)):
-                    self._commit(batch, run.pending, summary, parses)
+                    self._commit(batch, run.pending, summary)
                     batch, run.pending, batch_bytes = store.Batch(self.conn, self.cache), [], 0
-            self._commit(batch, run.pending, summary, parses)
+            self._commit(batch, run.pending, summary)
             run.pending = []
         except BaseException:
             if run.procs is not None:
@@ -437,22 +434,19 @@ class Ingestor:
         summary = run.summary
         state = json.loads(cur[5]) if cur is not None and cur[5] else {}
         rec = None
-        # one session: ``staged`` is its tape; several (``worker.stream`` of a source of many
-        # sessions): a tuple of them, one per session, in order
-        per = staged if staged and isinstance(staged[0], tuple) else (staged,)
-        refs = []   # every tape adopted and checked before any session is added
-        for ref, tmp, _kept in per[:len(out.sessions)]:
-            refs.append(self.stager.adopt(ref, tmp))
-            if not self._sound(refs[-1], summary):
-                return False
-        for sess, ref, (_ref, _tmp, kept), prep in zip(out.sessions, refs, per, prepared):
+        if out.sessions:
+            sess = out.sessions[0]
             events = sess.events
+            ref, tmp, kept = staged
+            ref = self.stager.adopt(ref, tmp)
+            if not self._sound(ref, summary):
+                return False
             if self.cache is not None and hasattr(orjson, "Fragment"):
                 self.cache.keep_tape(ref.tape_id, events,
                                      {o: orjson.Fragment(b) for o, b in kept.items()})
             lid = live_tape_id(src, sess.key)
             rec = store.SessionRecord(ref.tape_id, events, path=str(ref.path), source_path=src,
-                                      source_key=sess.key, prepared=prep,
+                                      source_key=sess.key, prepared=prepared[0],
                                       replaces=lid if lid in self.live_ids else None)
             rec.encode()
             state[sess.key] = {"sealed": len(events), "tape": ref.tape_id}
@@ -596,20 +590,15 @@ class Ingestor:
             pending.append(("INSERT INTO errors(source, line, code, message) VALUES (?,?,?,?)",
                             (src, err.get("line"), err.get("code"), err.get("message"))))
 
-    def _commit(self, batch: store.Batch, pending_cursors: list, summary: dict,
-                parses: _ParseQueue | None = None) -> None:
+    def _commit(self, batch: store.Batch, pending_cursors: list, summary: dict) -> None:
         """The batch's rows with the cursors and errors of its sources, in one transaction;
-        the tapes its rows point at are durable first. With ``parses`` (a run with a worker),
-        the worker is kept parsing meanwhile (``_ParseQueue.feeding``)."""
+        the tapes its rows point at are durable first."""
         stager = getattr(self, "stager", None)
         if stager is not None:
             stager.flush()  # tapes are durable before any index row points at them
         parse_worker.release_freed_memory()  # what the batch's parsing freed, before its arrays
         try:
-            if parses is not None:
-                stats = parses.feeding(lambda: batch.commit(pending_cursors))
-            else:
-                stats = batch.commit(pending_cursors)
+            stats = batch.commit(pending_cursors)
         finally:
             for rec in batch.sessions:  # a streamed session's prepared parts and events
                 if isinstance(rec.prepared, store.PreparedSpill):
@@ -762,65 +751,14 @@ class _ParseQueue:
             return
         # the worker parses groups of sources (fewer, bigger batches of its block work)
         while len(self.ahead) < PROCESS_AHEAD and self.ahead_bytes < PROCESS_AHEAD_BYTES:
-            if not self._send_next():
+            if self.queue and self._streams(self.queue[0]):
+                self._stream()
+                continue
+            group, size = self._next_group()
+            if not group:
                 return
-
-    def _send_next(self) -> bool:
-        """The next source streamed, or the next group, sent to the worker; False if none."""
-        if self.queue and self._streams(self.queue[0]):
-            self._stream()
-            return True
-        group, size = self._next_group()
-        if not group:
-            return False
-        self._queue_group(group, size, self.procs.submit(
-            self._items(group), self.ing.config.mode, self._compact(size), self.tapes(group)))
-        return True
-
-    def feeding(self, work: Callable[[], dict]) -> dict:
-        """``work()`` (a batch's commit) run in a thread of its own while this one keeps the
-        worker parsing: whenever fewer than ``FEED_PENDING`` of its requests are unanswered, the
-        next group of the queue is sent, as long as less than ``AHEAD_BYTES`` is ahead of the
-        indexing. Without it the worker, sent ``PROCESS_AHEAD_BYTES`` ahead, ran dry in the
-        commits' tails and this process then parsed, after the commit, what it could have
-        parsed meanwhile. Only when the sends change: the same groups, in the same order, so
-        the same results in the same order (the indexing still takes them one by one). The
-        commit's thread is always joined before this returns or raises (an interrupt here
-        waits for the transaction to end, committed or rolled back)."""
-        if self.procs is None:
-            return work()
-        box: dict = {}
-        done = threading.Event()
-
-        def run() -> None:
-            try:
-                box["value"] = work()
-            except BaseException as e:  # noqa: BLE001 — raised again in the caller's thread
-                box["error"] = e
-            finally:
-                done.set()
-
-        th = threading.Thread(target=run, name="engram-commit")
-        th.start()
-        interrupted: BaseException | None = None
-        while not done.is_set():
-            try:
-                if not done.wait(FEED_POLL_S):
-                    self.feed()
-            except BaseException as e:  # noqa: BLE001 — an interrupt: the transaction ends first
-                interrupted = interrupted or e
-        th.join()
-        if interrupted is not None:
-            raise interrupted
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
-
-    def feed(self) -> None:
-        """The next group sent to the worker if its queue runs dry (``feeding``)."""
-        while len(self.procs.pending) < FEED_PENDING and self.ahead_bytes < AHEAD_BYTES:
-            if not self._send_next():
-                return
+            self._queue_group(group, size, self.procs.submit(
+                self._items(group), self.ing.config.mode, self._compact(size), self.tapes(group)))
 
     def steal(self) -> bool:
         """While the worker is still on the next source and no tape is left to write, parse
