@@ -434,19 +434,22 @@ class Ingestor:
         summary = run.summary
         state = json.loads(cur[5]) if cur is not None and cur[5] else {}
         rec = None
-        if out.sessions:
-            sess = out.sessions[0]
-            events = sess.events
-            ref, tmp, kept = staged
-            ref = self.stager.adopt(ref, tmp)
-            if not self._sound(ref, summary):
+        # one session: ``staged`` is its tape; several (``worker.stream`` of a source of many
+        # sessions): a tuple of them, one per session, in order
+        per = staged if staged and isinstance(staged[0], tuple) else (staged,)
+        refs = []   # every tape adopted and checked before any session is added
+        for ref, tmp, _kept in per[:len(out.sessions)]:
+            refs.append(self.stager.adopt(ref, tmp))
+            if not self._sound(refs[-1], summary):
                 return False
+        for sess, ref, (_ref, _tmp, kept), prep in zip(out.sessions, refs, per, prepared):
+            events = sess.events
             if self.cache is not None and hasattr(orjson, "Fragment"):
                 self.cache.keep_tape(ref.tape_id, events,
                                      {o: orjson.Fragment(b) for o, b in kept.items()})
             lid = live_tape_id(src, sess.key)
             rec = store.SessionRecord(ref.tape_id, events, path=str(ref.path), source_path=src,
-                                      source_key=sess.key, prepared=prepared[0],
+                                      source_key=sess.key, prepared=prep,
                                       replaces=lid if lid in self.live_ids else None)
             rec.encode()
             state[sess.key] = {"sealed": len(events), "tape": ref.tape_id}
