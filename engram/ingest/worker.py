@@ -454,7 +454,8 @@ class ParseProcess:
         root = str(Path(__file__).resolve().parents[2])
         self.proc = subprocess.Popen(
             [sys.executable, "-c", ("import sys; sys.path.insert(0, sys.argv[1]); "
-                                    "from engram.ingest.worker import main; main()"), root],
+                                    "from engram.ingest.worker import main; "
+                                    "main(int(sys.argv[2]))"), root, str(os.getpid())],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         _widen_pipe(self.proc.stdin)
         _widen_pipe(self.proc.stdout)
@@ -694,9 +695,29 @@ def _crashes(n: int) -> list[tuple]:
     return [("crash", "unpicklable parse result", traceback.format_exc())] * n
 
 
-def main() -> None:
+PARENT_POLL_S = 0.5
+
+
+def _exit_with_parent(parent: int) -> None:
+    """End this worker as soon as the ingest that started it (``parent``) is gone, killed even
+    before the worker got here: the requests it sent ahead would otherwise be parsed for nobody.
+    A daemon thread watches for the worker being handed to another parent. What a killed worker
+    leaves half-written are temp files that the next ingest sweeps (``writer.sweep_temp``), as
+    after a kill of the ingest itself."""
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(3)
+
+    threading.Thread(target=watch, name="engram-parse-parent", daemon=True).start()
+
+
+def main(parent: int | None = None) -> None:
     """The worker: answer requests from stdin on a private copy of stdout (anything printed
-    goes to stderr) until stdin closes."""
+    goes to stderr) until stdin closes, or until ``parent`` (the ingest's pid) is gone."""
+    _exit_with_parent(os.getppid() if parent is None else parent)
     reply = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     requests = sys.stdin.buffer

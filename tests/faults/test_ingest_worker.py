@@ -128,3 +128,54 @@ def test_compact_groups_index_what_whole_events_index(tmp_path, monkeypatch, cap
     assert run() == plain
     assert lightened
     assert (len(plain["tape files"]) == 8) is seal and (len(plain["live_events"]) > 0) is not seal
+
+
+
+ORPHAN_PARENT = """
+import subprocess, sys, time
+from engram.ingest import worker
+p = worker.ParseProcess()
+# another process holds the worker's request pipe open, as the worker's own long request would
+# keep it from reading the end of the pipe: only its parent's death can tell it to stop
+holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                          pass_fds=(p.proc.stdin.fileno(),))
+print(p.proc.pid, holder.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] == "Z"  # exited, not yet reaped
+    except FileNotFoundError:
+        return True
+
+
+def test_a_worker_whose_ingest_is_killed_exits():
+    """kill -9 of the process that started a parse worker: the worker goes too, within about a
+    second, even when the end of its request pipe does not reach it (a worker busy with a long
+    request reads it only when it is done, having parsed what was sent ahead for nobody)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    parent = subprocess.Popen([sys.executable, "-c", ORPHAN_PARENT], stdout=subprocess.PIPE,
+                              cwd=str(Path(worker.__file__).resolve().parents[2]))
+    pid, holder = (int(x) for x in parent.stdout.readline().split())
+    try:
+        assert not _gone(pid)
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 5
+        while not _gone(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _gone(pid), "the parse worker outlived its ingest by 5 s"
+    finally:
+        for p in (pid, holder):
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
