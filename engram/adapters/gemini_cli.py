@@ -146,60 +146,13 @@ class GeminiCliAdapter(Adapter):
 
     def _parse_jsonl(self, path: Path, mode: str) -> ParseOutput:
         out = ParseOutput()
-        meta: dict = {}
-        order: list[str] = []
-        msgs: dict[str, dict] = {}
-        end = 0
-        for no, off, rec, err in base.iter_jsonl(path):
-            end = off
-            if err:
-                out.errors.append(base.record_error(path, no, err, rec))
-                if rec is None:
-                    continue
-            if "$rewindTo" in rec:
-                target = rec["$rewindTo"]
-                if target in msgs:
-                    cut = order.index(target)
-                    for mid in order[cut:]:
-                        msgs.pop(mid, None)
-                    del order[cut:]
-                continue
-            if "$set" in rec:
-                upd = rec["$set"]
-                if not isinstance(upd, dict):
-                    out.errors.append(parse_error(path, no, "$set value is not an object"))
-                    continue
-                if isinstance(upd.get("messages"), list):
-                    order, msgs = [], {}
-                    for m in upd["messages"]:
-                        self._put(order, msgs, m)
-                meta.update({k: v for k, v in upd.items() if k != "messages"})
-                continue
-            if isinstance(rec.get("id"), str) and isinstance(rec.get("type"), str):
-                self._put(order, msgs, rec)
-                continue
-            if "sessionId" in rec and "type" not in rec:
-                if isinstance(rec.get("messages"), list):  # a resumed legacy record
-                    for m in rec["messages"]:
-                        self._put(order, msgs, m)
-                meta.update({k: v for k, v in rec.items() if k != "messages"})
-                continue
-            out.errors.append(parse_error(path, no, "unrecognised Gemini CLI chat line"))
-        out.end_offset = end
+        meta, order, msgs = _walk_jsonl(path, out, lambda m, *_loc: m)
         if not meta and not msgs:
             if mode == "strict" and out.errors:
                 raise UnsupportedLog("no Gemini CLI chat records found", path=str(path))
             return out
         self._session(out, path, meta, [msgs[i] for i in order], "jsonl")
         return out
-
-    @staticmethod
-    def _put(order: list[str], msgs: dict[str, dict], m) -> None:
-        if not isinstance(m, dict) or not isinstance(m.get("id"), str):
-            return
-        if m["id"] not in msgs:
-            order.append(m["id"])
-        msgs[m["id"]] = m
 
     def _parse_logs(self, path: Path, mode: str) -> ParseOutput:
         out = ParseOutput()
@@ -782,7 +735,7 @@ class _Document(base.StreamParser):
         path = self.path
         fin = base.StreamFinish() if stream else None
         cwd = self._cwd()
-        model = None
+        model: list = []   # the first message's model (``_made``), kept if the document is cut
         known = _Known()
         events: list[dict] = []
         failure = None
@@ -790,20 +743,8 @@ class _Document(base.StreamParser):
         f, self.clean = self._open()
         with f, known:
             try:
-                for m in self._messages():
-                    if model is None and isinstance(m.get("model"), str):
-                        model = m["model"]
-                    try:
-                        made = self.a._message(m, cwd, known)
-                    except Exception as e:  # one odd message never loses the rest
-                        self.crashed.append(parse_error(path, None, f"message {m.get('id')}: "
-                                                                    f"{type(e).__name__}: {e}"))
-                        continue
-                    if fin is None:
-                        events.extend(made)
-                    else:
-                        for ev in made:
-                            yield from fin.event(ev, meta_t)
+                yield from _made(self.a, path, self._messages(), cwd, known, fin, events,
+                                 self.crashed, meta_t, model)
             except Exception as e:  # noqa: BLE001 — malformed or cut short: what was read stays
                 failure = e
         out = self.output = ParseOutput()
@@ -831,16 +772,8 @@ class _Document(base.StreamParser):
             return out
         out.errors.extend(self.bad)
         out.errors.extend(self.crashed)
-        meta = self.a._meta(path, self.rec, cwd, model, "json")
-        if fin is None:
-            events.insert(0, meta)
-            finish_session(events)
-            out.sessions.append(SessionLog(key=meta["session"], events=events))
-            return out
-        meta, rest = fin.finish(meta)
-        yield from rest
-        out.sessions.append(SessionLog(key=meta["session"], events=[meta]))
-        return out
+        meta = self.a._meta(path, self.rec, cwd, model[0] if model else None, "json")
+        return (yield from _end_session(out, meta, events, fin))
 
     def _first_rewrite(self) -> int | None:
         lines = self.clean.surrogates + self.clean.constants
@@ -917,6 +850,65 @@ class _Document(base.StreamParser):
                 self.rec[key] = _encodable_at(v, 2, self.counts)
 
 
+def _walk_jsonl(path: Path, out: ParseOutput, keep) -> tuple[dict, list[str], dict]:
+    """A JSONL chat's lines under its rules (a later line can rewrite any earlier message:
+    re-appended when updated, first place kept; ``$rewindTo`` cuts the messages from one on; a
+    ``$set`` checkpoint replaces them; a resumed legacy record adds its own), each bad line an
+    error of ``out`` (``out.end_offset``: the end of the last line). ``(meta, ids in order, id →
+    keep(message, start, end, index in a list or -1, in a $set))`` for the messages still there:
+    the messages themselves for the whole parse, where they lie for the stream's (``_Jsonl``)."""
+    meta: dict = {}
+    order: list[str] = []
+    got: dict[str, object] = {}
+
+    def put(m, *loc) -> None:
+        if not isinstance(m, dict) or not isinstance(m.get("id"), str):
+            return
+        if m["id"] not in got:
+            order.append(m["id"])
+        got[m["id"]] = keep(m, *loc)
+
+    prev = out.end_offset = 0
+    for no, off, rec, err in base.iter_jsonl(path):
+        start, prev = prev, off
+        out.end_offset = off
+        if err:
+            out.errors.append(base.record_error(path, no, err, rec))
+            if rec is None:
+                continue
+        if "$rewindTo" in rec:
+            target = rec["$rewindTo"]
+            if target in got:
+                cut = order.index(target)
+                for mid in order[cut:]:
+                    got.pop(mid, None)
+                del order[cut:]
+            continue
+        if "$set" in rec:
+            upd = rec["$set"]
+            if not isinstance(upd, dict):
+                out.errors.append(parse_error(path, no, "$set value is not an object"))
+                continue
+            if isinstance(upd.get("messages"), list):
+                order.clear()
+                got.clear()
+                for i, m in enumerate(upd["messages"]):
+                    put(m, start, off, i, True)
+            meta.update({k: v for k, v in upd.items() if k != "messages"})
+            continue
+        if isinstance(rec.get("id"), str) and isinstance(rec.get("type"), str):
+            put(rec, start, off, -1, False)
+            continue
+        if "sessionId" in rec and "type" not in rec:
+            if isinstance(rec.get("messages"), list):  # a resumed legacy record
+                for i, m in enumerate(rec["messages"]):
+                    put(m, start, off, i, False)
+            meta.update({k: v for k, v in rec.items() if k != "messages"})
+            continue
+        out.errors.append(parse_error(path, no, "unrecognised Gemini CLI chat line"))
+    return meta, order, got
+
+
 class _Jsonl(base.StreamParser):
     """A JSONL chat as a stream, in two passes: a later line can rewrite any earlier message
     (re-appended when updated, first place kept; ``$rewindTo``; a ``$set`` checkpoint), so the
@@ -929,56 +921,8 @@ class _Jsonl(base.StreamParser):
         self._line: tuple[int, dict] | None = None   # the last line read back: (start, record)
 
     def _index(self, out: ParseOutput) -> tuple[dict, list[str], dict]:
-        path = self.path
-        meta: dict = {}
-        order: list[str] = []
-        at: dict[str, tuple] = {}   # id → (start, end, index in a list or -1, in a $set)
-
-        def put(m, loc) -> None:
-            if not isinstance(m, dict) or not isinstance(m.get("id"), str):
-                return
-            if m["id"] not in at:
-                order.append(m["id"])
-            at[m["id"]] = loc
-
-        prev = out.end_offset = 0
-        for no, off, rec, err in base.iter_jsonl(path):
-            start, prev = prev, off
-            out.end_offset = off
-            if err:
-                out.errors.append(base.record_error(path, no, err, rec))
-                if rec is None:
-                    continue
-            if "$rewindTo" in rec:
-                target = rec["$rewindTo"]
-                if target in at:
-                    cut = order.index(target)
-                    for mid in order[cut:]:
-                        at.pop(mid, None)
-                    del order[cut:]
-                continue
-            if "$set" in rec:
-                upd = rec["$set"]
-                if not isinstance(upd, dict):
-                    out.errors.append(parse_error(path, no, "$set value is not an object"))
-                    continue
-                if isinstance(upd.get("messages"), list):
-                    order, at = [], {}
-                    for i, m in enumerate(upd["messages"]):
-                        put(m, (start, off, i, True))
-                meta.update({k: v for k, v in upd.items() if k != "messages"})
-                continue
-            if isinstance(rec.get("id"), str) and isinstance(rec.get("type"), str):
-                put(rec, (start, off, -1, False))
-                continue
-            if "sessionId" in rec and "type" not in rec:
-                if isinstance(rec.get("messages"), list):  # a resumed legacy record
-                    for i, m in enumerate(rec["messages"]):
-                        put(m, (start, off, i, False))
-                meta.update({k: v for k, v in rec.items() if k != "messages"})
-                continue
-            out.errors.append(parse_error(path, no, "unrecognised Gemini CLI chat line"))
-        return meta, order, at
+        """meta, message ids in order, id → (start, end, index in a list or -1, in a ``$set``)."""
+        return _walk_jsonl(self.path, out, lambda _m, *loc: loc)
 
     def _messages(self, f, order: list[str], at: dict):
         """The final version of each message, in order (read back from its line)."""
@@ -1006,37 +950,53 @@ class _Jsonl(base.StreamParser):
         fin = base.StreamFinish() if stream else None
         events: list[dict] = []
         crashed: list[dict] = []
-        model = None
+        model: list = []
         with open(path, "rb") as f, _Known() as known:
             cwd = _dirs_cwd(meta_rec.get("directories"))
             if cwd is None:
                 cwd = _infer_cwd(self._messages(f, order, at))
-            for m in self._messages(f, order, at):
-                if model is None and isinstance(m.get("model"), str):
-                    model = m["model"]
-                try:
-                    made = self.a._message(m, cwd, known)
-                except Exception as e:  # one odd message never loses the rest
-                    crashed.append(parse_error(path, None, f"message {m.get('id')}: "
-                                                           f"{type(e).__name__}: {e}"))
-                    continue
-                if fin is None:
-                    events.extend(made)
-                else:
-                    for ev in made:
-                        yield from fin.event(ev, lambda: _ts(meta_rec.get("startTime")))
+            yield from _made(self.a, path, self._messages(f, order, at), cwd, known, fin,
+                             events, crashed, lambda: _ts(meta_rec.get("startTime")), model)
         self._line = None
         out.errors.extend(crashed)
-        meta = self.a._meta(path, meta_rec, cwd, model, "jsonl")
+        meta = self.a._meta(path, meta_rec, cwd, model[0] if model else None, "jsonl")
+        return (yield from _end_session(out, meta, events, fin))
+
+
+def _made(a: GeminiCliAdapter, path: Path, msgs, cwd, known: _Known, fin, events: list[dict],
+          crashed: list[dict], when, model: list):
+    """(a parser's body) each message's events (``a._message``): added to ``events``, or, as a
+    stream, through ``fin`` (``when``: the session's start time, asked for when needed); a
+    message that fails is an error in ``crashed`` and the rest are kept. ``model`` gets the first
+    message's model as soon as it is read (it stays if ``msgs`` fails part of the way)."""
+    for m in msgs:
+        if not model and isinstance(m.get("model"), str):
+            model.append(m["model"])
+        try:
+            made = a._message(m, cwd, known)
+        except Exception as e:  # one odd message never loses the rest
+            crashed.append(parse_error(path, None, f"message {m.get('id')}: "
+                                                   f"{type(e).__name__}: {e}"))
+            continue
         if fin is None:
-            events.insert(0, meta)
-            finish_session(events)
-            out.sessions.append(SessionLog(key=meta["session"], events=events))
-            return out
-        meta, rest = fin.finish(meta)
-        yield from rest
-        out.sessions.append(SessionLog(key=meta["session"], events=[meta]))
+            events.extend(made)
+        else:
+            for ev in made:
+                yield from fin.event(ev, when)
+
+
+def _end_session(out: ParseOutput, meta: dict, events: list[dict], fin):
+    """(a parser's end) its session: whole (``fin`` None: ``meta`` first, then every event) or,
+    as a stream (``fin``, a ``base.StreamFinish``), what it held back and the meta, last."""
+    if fin is None:
+        events.insert(0, meta)
+        finish_session(events)
+        out.sessions.append(SessionLog(key=meta["session"], events=events))
         return out
+    meta, rest = fin.finish(meta)
+    yield from rest
+    out.sessions.append(SessionLog(key=meta["session"], events=[meta]))
+    return out
 
 
 def _lines(lines: list[int]) -> str:
