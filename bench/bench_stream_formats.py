@@ -1,6 +1,7 @@
 """Peak memory of ingesting one big Gemini CLI or Aider log: ``engram ingest --seal`` on a
-generated single log of a given size (one session; ``aider-many``: many), in a fresh process tree (``bench_ingest_memory.measure``:
-``ru_maxrss`` of the largest process, CPU seconds, heap and file pages sampled apart).
+generated single log of a given size (one session; ``aider-many``: many), in a fresh process
+tree (``bench_ingest_memory.measure``: ``ru_maxrss`` of the largest process, CPU seconds, heap
+and file pages sampled apart).
 
     python bench/bench_stream_formats.py --harness gemini|aider|aider-many [--sizes 200,800]
                                          [--src TREE] [--keep DIR]
