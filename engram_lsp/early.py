@@ -28,7 +28,6 @@ import locks make it wait for them, not redo them).
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from pathlib import Path
 
@@ -85,17 +84,12 @@ def _run() -> None:
 
 
 def _lenses_kept() -> bool:
-    """Whether lens counts are kept for the machine's index (``engram_lsp.lenses``): a first lens
-    is then answered from them, no count needed, and the imports wait for the engine's, after it
-    (a repository's own ``index.path`` is not known before ``initialize``: the machine's index
-    stands for it here; only the timing depends on it)."""
-    try:
-        from engram.config import resolve_index_path
-        from engram_lsp.lenses import SUFFIX
+    """``lenses.kept_for`` the machine's index: a repository's own ``index.path`` is not known
+    before ``initialize``, so the machine's index stands for it here (only the timing depends on
+    it: with counts kept, the count's imports wait for the engine's, after the first lenses)."""
+    from engram_lsp import lenses
 
-        return os.path.exists(str(resolve_index_path(Path.cwd(), None)) + SUFFIX)
-    except Exception:
-        return False
+    return lenses.kept_for(Path.cwd())
 
 
 def prime(conv) -> None:

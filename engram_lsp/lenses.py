@@ -47,6 +47,17 @@ VERSION = 1
 _GENERATION_SQL = "SELECT value FROM meta WHERE key = 'generation'"
 
 
+def kept_for(root, index_path=None) -> bool:
+    """Whether lens counts are kept for the index ``root`` resolves to (with a configured
+    ``index.path``, if any): a first lens is then read from them, no count needed."""
+    try:
+        from engram.config import resolve_index_path
+
+        return os.path.exists(str(resolve_index_path(root, index_path)) + SUFFIX)
+    except Exception:
+        return False
+
+
 def key(path: str | os.PathLike, text: str) -> str:
     """The entry of a document: its path and its text, hashed."""
     import hashlib  # here: OpenSSL's load (~3 ms) is not a server start's cost when none is kept

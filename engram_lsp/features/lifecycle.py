@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 import time
 
@@ -63,7 +62,9 @@ def _preload(ls) -> None:
     ``initialize`` is not held for it: this runs on its own thread."""
     done: threading.Event = ls.preloaded
     try:
-        if not _lenses_kept(ls):
+        from engram_lsp import lenses
+
+        if not lenses.kept_for(ls.root, ls.settings.index_path):
             from engram.query import direct
 
             direct.warm()
@@ -75,16 +76,6 @@ def _preload(ls) -> None:
         log.debug("preload failed", exc_info=True)
     finally:
         done.set()
-
-
-def _lenses_kept(ls) -> bool:
-    try:
-        from engram.config import resolve_index_path
-        from engram_lsp.lenses import SUFFIX
-
-        return os.path.exists(str(resolve_index_path(ls.root, ls.settings.index_path)) + SUFFIX)
-    except Exception:
-        return False
 
 
 # The startup's own work (checking the index, reading ahead the rows lenses look up, the startup
