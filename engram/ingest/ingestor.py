@@ -444,9 +444,7 @@ class Ingestor:
                 return False
         for sess, ref, (_ref, _tmp, kept), prep in zip(out.sessions, refs, per, prepared):
             events = sess.events
-            if self.cache is not None and hasattr(orjson, "Fragment"):
-                self.cache.keep_tape(ref.tape_id, events,
-                                     {o: orjson.Fragment(b) for o, b in kept.items()})
+            self._keep_taped(ref, events, kept)
             lid = live_tape_id(src, sess.key)
             rec = store.SessionRecord(ref.tape_id, events, path=str(ref.path), source_path=src,
                                       source_key=sess.key, prepared=prep,
@@ -512,9 +510,7 @@ class Ingestor:
                     ref = self.stager.adopt(ref, tmp)
                     if not self._sound(ref, summary) and not self.stager.staged(ref.path):
                         return False  # (a tape staged by this run, a twin session's, is sound)
-                    if self.cache is not None and hasattr(orjson, "Fragment"):
-                        self.cache.keep_tape(ref.tape_id, events,
-                                             {o: orjson.Fragment(b) for o, b in kept.items()})
+                    self._keep_taped(ref, events, kept)
                 else:
                     tape_events = events
                     if lines is not None:  # the same bytes as the whole events would give
@@ -551,6 +547,13 @@ class Ingestor:
             (src, s.adapter.name, sk[0], sk[1], out.end_offset,
              json.dumps(state, sort_keys=True), int(any_live), utc_iso(now))))
         return True
+
+    def _keep_taped(self, ref: writer.TapeRef, events, kept: dict[int, bytes]) -> None:
+        """A tape made by the parse: its lines the lineage pass reads (``kept``, offset → line)
+        kept for it, as the ingest's own staging keeps them."""
+        if self.cache is not None and hasattr(orjson, "Fragment"):
+            self.cache.keep_tape(ref.tape_id, events,
+                                 {o: orjson.Fragment(b) for o, b in kept.items()})
 
     def _sound(self, ref: writer.TapeRef, summary: dict) -> bool:
         """Whether a staged tape can be indexed: written now, or already indexed, or a file
