@@ -110,11 +110,14 @@ class AiderAdapter(Adapter):
         """The history's first session as a stream (a history of one session: all of it)."""
         return base.SessionStream(_Reader(self, Path(path), mode).run(stream=True))
 
-    def stream_sessions(self, path: Path, *, mode: str = "permissive") -> SessionStreams:
+    def stream_sessions(self, path: Path, *, mode: str = "permissive",
+                        keep_metas: bool = True) -> SessionStreams:
         """``parse_source`` of a history of any number of sessions as one ``SessionStream`` per
         session, in order, each given as its session is read (drain each before the next):
-        the same events, metas and errors, never more than one session's run of lines at once."""
-        return SessionStreams(_Reader(self, Path(path), mode).run_many())
+        the same events, metas and errors, never more than one session's run of lines at once.
+        Without ``keep_metas`` the source's ``output`` leaves out the sessions (each one's
+        ``meta`` is its stream's): nothing is held per session but its key's count."""
+        return SessionStreams(_Reader(self, Path(path), mode).run_many(keep_metas))
 
 
 class _SessionEnd:
@@ -256,7 +259,7 @@ class _Reader(base.StreamParser):
         out.errors = ([self.nul_error] if self.nul_error else []) + errors
         return out
 
-    def run_many(self):
+    def run_many(self, keep_metas: bool = True):
         """(``stream_sessions``) a generator of every session's finished events, each session
         ended by a ``_SessionEnd``; it returns the source's ``ParseOutput``. The same sessions,
         events and errors as ``run()``: each session's prompt times are matched before the next
@@ -279,7 +282,7 @@ class _Reader(base.StreamParser):
                 m = _HEADER.match(ln)
                 if m or (st is None and ln.strip()):
                     if st is not None:
-                        yield from self._end_streamed(st, out, errors)
+                        yield from self._end_streamed(st, out, errors, keep_metas)
                     sess = _Session(self.a, path, m.group(1) if m else None, i, cwd)
                     self.t0 = sess.t
                     hi += bool(m)   # (the next header ends the session)
@@ -304,11 +307,11 @@ class _Reader(base.StreamParser):
             out.errors = errors
             return out
         if st is not None:
-            yield from self._end_streamed(st, out, errors)
+            yield from self._end_streamed(st, out, errors, keep_metas)
         out.errors = ([self.nul_error] if self.nul_error else []) + errors
         return out
 
-    def _end_streamed(self, st: list, out: ParseOutput, errors: list[dict]):
+    def _end_streamed(self, st: list, out: ParseOutput, errors: list[dict], keep_metas: bool):
         """(``run_many``) the end of a session: the events it still holds, then a
         ``_SessionEnd`` with its ``meta`` (none: a start-up with no exchange, or a session whose
         parse broke, reported); as ``_finish`` does."""
@@ -329,7 +332,8 @@ class _Reader(base.StreamParser):
                 yield from rest
                 self.cursor = times.cursor
                 one.sessions.append(SessionLog(key=self._key, events=[meta]))
-                out.sessions.append(SessionLog(key=self._key, events=[meta]))
+                if keep_metas:
+                    out.sessions.append(SessionLog(key=self._key, events=[meta]))
         yield _SessionEnd(one)
 
     def _header_times(self) -> list[str]:

@@ -73,6 +73,8 @@ COMPACT_MIN_BYTES = 16 << 20    # a group this big comes back from the worker co
 GROUP_SOURCES, GROUP_BYTES = 32, 2 << 20  # sources sent to the worker at a time
 STREAM_MIN_BYTES = 32 << 20     # a log this big, of one session to be sealed, is parsed, taped and
 #                                 prepared as a stream (``worker.stream``): never held whole
+STREAM_COMMIT_SESSIONS = 1      # sessions of a streamed history (``_ingest_parts``) committed
+#                                 together: each as it completes
 _WRITE_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)  # a write failed, not a read
 WALK_DEPTH = 8                  # directory levels under a location checked for unreadable ones
 Progress = Callable[[int, int, str], None]
@@ -303,6 +305,9 @@ class Ingestor:
         sessions are then not indexed, its cursor not moved: the next run tries again)."""
         src = str(s.path)
         try:
+            if _in_parts(ticket):
+                self._ingest_parts(s, sk, ticket, run)
+                return
             parsed, prepared, encoded, staged = self._parsed(s, ticket, run.procs)
             taped = staged if isinstance(staged, list) else None  # tapes made by the parse
             if taped is not None:
@@ -464,6 +469,106 @@ class Ingestor:
             (src, s.adapter.name, sk[0], sk[1], out.end_offset,
              json.dumps(state, sort_keys=True), 0, utc_iso(run.now))))
         return True
+
+    def _ingest_parts(self, s: Source, sk, ticket, run: _Run) -> None:
+        """A history of many sessions streamed a session at a time (``worker.stream`` with
+        ``emit``: in the worker, its ``Parts``; in this process, at its turn): each session is
+        indexed as it completes — its tape adopted, its rows committed (``_take_part``) — and
+        the source's errors and cursor go to ``run.pending`` last, once every session is in. A
+        kill part of the way leaves the sessions committed so far and no cursor: the next run
+        streams the history again, and the sessions already there are found under their tape
+        ids (a sealed tape is indexed once). Nothing of a finished session is held here but its
+        key's line of the cursor's state. A tape found corrupt under its name is removed, and
+        the history streamed again here (its tape then written afresh)."""
+        src = str(s.path)
+        summary = run.summary
+        cur = run.cursors.get(src)
+        state = json.loads(cur[5]) if cur is not None and cur[5] else {}
+        box = [store.Batch(self.conn, self.cache)]
+
+        def take(item) -> None:
+            self._take_part(src, item, box, state, summary)
+
+        def here() -> tuple:
+            return parse_worker.stream(s.adapter.name, src, self.config.mode, str(self.root), take)
+
+        fut = ticket[0]
+        try:
+            try:
+                if isinstance(fut, _Deferred):
+                    res = here()
+                else:
+                    parts = fut.engram_parts
+                    try:
+                        while (item := parts.get()) is not None:
+                            take(item)
+                    finally:
+                        parts.abandon()   # (stopped early: what comes later is removed)
+                    try:
+                        res = run.procs.result(fut)
+                    except WorkerGone:
+                        log.warning("parse worker exited; parsing %s in-process", s.path)
+                        res = here()
+            except _CorruptTape:
+                res = here()
+            if res[0] == "error":
+                raise _WorkerError(res[1])
+            if res[0] == "oserror":
+                raise OSError(res[1], res[2], res[3])
+            if res[0] != "ok":
+                raise _WorkerCrash(res[1], res[2])
+            out = res[1]
+            batch, box[0] = box[0], None
+            self._commit(batch, [], summary)
+        finally:
+            for rec in box[0].sessions if box[0] is not None else ():
+                if isinstance(rec.prepared, store.PreparedSpill):   # not committed (the source
+                    rec.prepared.discard()                          # failed): their files
+                parse_worker.discard_spilled(rec.events)
+        self._record_errors(src, out.errors, summary, run.pending)
+        run.pending.append((
+            "INSERT OR REPLACE INTO cursors(source, adapter, size, mtime_ns, end_offset, state, live,"
+            " updated) VALUES (?,?,?,?,?,?,?,?)",
+            (src, s.adapter.name, sk[0], sk[1], out.end_offset,
+             json.dumps(state, sort_keys=True), 0, utc_iso(run.now))))
+
+    def _take_part(self, src: str, item: tuple, box: list, state: dict, summary: dict) -> None:
+        """(``_ingest_parts``) one streamed session, ``(SessionLog, PreparedSpill, (TapeRef,
+        temp file or None, {offset: line}))``: its tape adopted (a file already there under its
+        name that the index does not know is checked first: a corrupt one is removed), its lines
+        kept for the lineage pass, its record added to ``box[0]``, committed once
+        ``STREAM_COMMIT_SESSIONS`` are there (or ``BATCH_EVENTS`` events). Its files are taken
+        over, removed when it is not added."""
+        sess, prep, (ref, tmp, kept) = item
+        added = False
+        try:
+            if tmp is not None and ref.path.exists() and not self.stager.staged(ref.path):
+                # (a corrupt file under its name is removed: the temp file takes its place)
+                self._sound(dataclasses.replace(ref, created=False), summary)
+            ref, tmp = self.stager.adopt(ref, tmp), None
+            if not (self.stager.staged(ref.path) or self._sound(ref, summary)):
+                raise _CorruptTape()   # (removed: the history is streamed again, its tape written)
+            events = sess.events
+            self._keep_taped(ref, events, kept)
+            lid = live_tape_id(src, sess.key)
+            rec = store.SessionRecord(ref.tape_id, events, path=str(ref.path), source_path=src,
+                                      source_key=sess.key, prepared=prep,
+                                      replaces=lid if lid in self.live_ids else None)
+            rec.encode()
+            box[0].add(rec)
+            added = True
+        finally:
+            if not added:
+                parse_worker.discard_part((sess, prep, (ref, tmp, kept)))
+        state[sess.key] = {"sealed": len(events), "tape": ref.tape_id}
+        summary["sessions"] += 1
+        summary["sealed"] += 1
+        summary["streamed"] = summary.get("streamed", 0) + 1
+        summary["tapes_written"] += int(ref.created)
+        summary["events"] += len(events)
+        if len(box[0]) >= STREAM_COMMIT_SESSIONS or box[0].n_events >= BATCH_EVENTS:
+            batch, box[0] = box[0], store.Batch(self.conn, self.cache)
+            self._commit(batch, [], summary)
 
     def _ingest_source(self, s: Source, sk, cur, seal: bool, now: float, batch: store.Batch,
                        pending_cursors: list, summary: dict, parsed: ParseOutput | None = None,
@@ -674,6 +779,10 @@ class _ParseQueue:
         self.queue: deque = deque(todo)
         self.ahead: deque = deque()
         self.ahead_bytes = 0
+        # a history streamed in the worker a session at a time is queued: nothing more is sent
+        # until the ingest has taken it (the worker, its pipe full of sessions, reads no request;
+        # a request written now could wait on it, and the ingest with it)
+        self.streaming = False
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-parse")
 
     def __iter__(self):
@@ -686,6 +795,9 @@ class _ParseQueue:
             self.ahead_bytes -= max(item[1][0], 0)
             self.refill()
             yield item, ticket
+            if _in_parts(ticket) and not isinstance(ticket[0], _Deferred):
+                self.streaming = False
+                self.refill()
             del item, ticket  # the parse result is not held past its source's turn
 
     def close(self) -> None:
@@ -741,8 +853,15 @@ class _ParseQueue:
         nxt = self.queue.popleft()
         s = nxt[0]
         args = (s.adapter.name, str(s.path), self.ing.config.mode, str(self.ing.root))
-        fut = (self.procs.submit_stream(*args) if self.procs is not None
-               else self.pool.submit(parse_worker.stream, *args))
+        if getattr(s.adapter, "stream_sessions", None) is not None:   # many sessions: in parts
+            if self.procs is not None:
+                fut = self.procs.submit_stream(*args, parts=True)
+                self.streaming = True
+            else:
+                fut = _Deferred()
+        else:
+            fut = (self.procs.submit_stream(*args) if self.procs is not None
+                   else self.pool.submit(parse_worker.stream, *args))
         self.ahead.append((nxt, (fut, None)))
         self.ahead_bytes += max(nxt[1][0], 0)
 
@@ -756,7 +875,8 @@ class _ParseQueue:
                 self.ahead.append((nxt, self.pool.submit(self.ing._parse, nxt[0])))
             return
         # the worker parses groups of sources (fewer, bigger batches of its block work)
-        while len(self.ahead) < PROCESS_AHEAD and self.ahead_bytes < PROCESS_AHEAD_BYTES:
+        while (len(self.ahead) < PROCESS_AHEAD and self.ahead_bytes < PROCESS_AHEAD_BYTES
+               and not self.streaming):
             if self.queue and self._streams(self.queue[0]):
                 self._stream()
                 continue
@@ -813,8 +933,30 @@ def _new_summary() -> dict:
 
 def _ready(ticket) -> bool:
     """Whether a parse in the queue is done: the thread's ``Future`` or the worker's
-    ``(future, index)``."""
-    return (ticket if isinstance(ticket, Future) else ticket[0]).done()
+    ``(future, index)``; a history streamed in parts: once its first session (or its answer)
+    is there."""
+    fut = ticket if isinstance(ticket, Future) else ticket[0]
+    parts = getattr(fut, "engram_parts", None)
+    return fut.done() if parts is None else parts.ready()
+
+
+def _in_parts(ticket) -> bool:
+    """Whether a ticket is a history streamed a session at a time (``Ingestor._ingest_parts``)."""
+    return isinstance(ticket, tuple) and ticket[1] is None and (
+        isinstance(ticket[0], _Deferred) or hasattr(ticket[0], "engram_parts"))
+
+
+class _Deferred:
+    """The ticket of a history of many sessions streamed in this process at its turn
+    (``Ingestor._ingest_parts``), each session indexed as it completes."""
+
+    @staticmethod
+    def done() -> bool:
+        return True
+
+
+class _CorruptTape(Exception):
+    """(``Ingestor._take_part``) a tape already there under a session's name was corrupt."""
 
 
 def _ingest_cache():

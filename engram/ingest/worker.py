@@ -144,7 +144,7 @@ def tape_dir_for(meta: dict, root: str) -> Path:
     return paths.user_tapes_dir()
 
 
-def stream(harness: str, path: str, mode: str, root: str) -> tuple:
+def stream(harness: str, path: str, mode: str, root: str, emit=None) -> tuple:
     """Parse, tape and prepare a source to be sealed, as a stream, a session at a time: the
     adapter gives an event at a time (``stream_source``; ``stream_sessions`` for an adapter whose
     sources hold several sessions: one stream per session, in order), each goes to the tape
@@ -161,7 +161,15 @@ def stream(harness: str, path: str, mode: str, root: str) -> tuple:
     ``PreparedSpill`` and one such tuple per session (the fifth item a tuple of them); or
     ``parse``'s ``error`` / ``crash``; or ``("oserror", errno, strerror, filename)``, raised
     again by the ingest (a log that cannot be read; a tape that cannot be written, disk full:
-    as in-process)."""
+    as in-process).
+
+    ``emit`` (for an adapter with ``stream_sessions``): each session, once complete, is handed
+    to ``emit((SessionLog, PreparedSpill, (TapeRef, temp file or None, {offset: line})))``,
+    whose files are then the caller's, and not kept here: what a history of many sessions
+    holds is one session's, whatever its number of sessions. The answer is then ``("ok",
+    ParseOutput, [], None, None)``: the source's errors and end, no session. What ``emit``
+    raises is raised again here as it is (the source's parse stops; the session it was given
+    is the caller's)."""
     from engram import adapters, paths
     from engram.errors import EngramError
 
@@ -171,9 +179,15 @@ def stream(harness: str, path: str, mode: str, root: str) -> tuple:
         work = paths.private_dir(paths.user_tapes_dir())
         many = getattr(ad, "stream_sessions", None)
         if many is not None:
-            src = many(Path(path), mode=mode)
+            src = many(Path(path), mode=mode, keep_metas=emit is None)
             for st in src:
                 _stream_session(st, work, root, done)
+                if emit is not None and done:
+                    item = done.pop()
+                    try:
+                        emit(item)
+                    except BaseException as e:
+                        raise _EmitFailed() from e
             out = src.output
         else:
             st = ad.stream_source(Path(path), mode=mode)
@@ -186,6 +200,8 @@ def stream(harness: str, path: str, mode: str, root: str) -> tuple:
         res = ("ok", out, [d[1] for d in done], None, staged)
         done = []   # the ingest's now (it removes the files)
         return res
+    except _EmitFailed as e:   # the caller's own error, not the log's
+        raise e.__cause__ from None
     except EngramError as e:
         return ("error", e.to_dict())
     except OSError as e:  # the log unreadable, or the tape's spill or file not written
@@ -193,12 +209,76 @@ def stream(harness: str, path: str, mode: str, root: str) -> tuple:
     except Exception as e:  # noqa: BLE001 — an adapter bug: reported for this source
         return ("crash", f"{type(e).__name__}: {e}", traceback.format_exc())
     finally:
-        for sess, spill, staged in done:
-            spill.discard()
-            discard_spilled(sess.events)
-            if staged[1] is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(staged[1])
+        for item in done:
+            discard_part(item)
+
+
+class _EmitFailed(Exception):
+    """(``stream``) ``emit`` raised (its exception is the cause)."""
+
+
+class Parts:
+    """The sessions of a source streamed in the worker (``stream`` with ``emit``), as they
+    arrive, for the ingest to take in order: the reader thread ``put``s each (waiting while
+    ``MAX`` are waiting: the worker then waits on its pipe, and neither process holds more
+    than a few sessions), ``end()`` once the request is answered (or failed); the ingest
+    ``get``s them (None after the last) and ``abandon``s the rest when it stops early (their
+    files removed, and those of any put later)."""
+
+    MAX = 8
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._items: collections.deque = collections.deque()
+        self._ended = self._abandoned = False
+
+    def put(self, item) -> None:
+        with self._cond:
+            while len(self._items) >= self.MAX and not self._abandoned:
+                self._cond.wait()
+            if not self._abandoned:
+                self._items.append(item)
+                self._cond.notify_all()
+                return
+        discard_part(item)
+
+    def end(self) -> None:
+        with self._cond:
+            self._ended = True
+            self._cond.notify_all()
+
+    def ready(self) -> bool:
+        """Whether ``get`` would answer now."""
+        with self._cond:
+            return bool(self._items) or self._ended
+
+    def get(self):
+        with self._cond:
+            while not self._items and not self._ended:
+                self._cond.wait()
+            if not self._items:
+                return None
+            item = self._items.popleft()
+            self._cond.notify_all()
+            return item
+
+    def abandon(self) -> None:
+        with self._cond:
+            self._abandoned = True
+            items, self._items = list(self._items), collections.deque()
+            self._cond.notify_all()
+        for item in items:
+            discard_part(item)
+
+
+def discard_part(item) -> None:
+    """Remove the files of one streamed session (``stream``'s ``emit``) not taken in."""
+    sess, spill, staged = item
+    spill.discard()
+    discard_spilled(sess.events)
+    if staged[1] is not None:
+        with contextlib.suppress(OSError):
+            os.unlink(staged[1])
 
 
 def _stream_session(st, work: Path, root: str, done: list) -> None:
@@ -472,16 +552,26 @@ class ParseProcess:
         list."""
         return self._send(("parse", items, mode, compact, tapes))
 
-    def submit_stream(self, harness: str, path: str, mode: str, root: str) -> Future:
-        """``stream(harness, path, mode, root)`` in the worker; ``result()`` gives its tuple."""
-        return self._send(("stream", harness, path, mode, root))
+    def submit_stream(self, harness: str, path: str, mode: str, root: str,
+                      parts: bool = False) -> Future:
+        """``stream(harness, path, mode, root)`` in the worker; ``result()`` gives its tuple.
+        With ``parts`` (an adapter with ``stream_sessions``), each session comes as soon as it
+        is complete (``stream``'s ``emit``), taken from the future's ``engram_parts``
+        (``Parts``)."""
+        if not parts:
+            return self._send(("stream", harness, path, mode, root))
+        box = Parts()
+        return self._send(("stream", harness, path, mode, root, True), box)
 
     def submit_continuations(self, db_path: str, tape_rows: list[int], kept=None) -> Future:
         """``continuations.compute_remote(db_path, tape_rows, kept)`` in the worker."""
         return self._send(("continuations", db_path, tape_rows, kept))
 
-    def _send(self, request: tuple) -> Future:
+    def _send(self, request: tuple, parts: Parts | None = None) -> Future:
         fut: Future = Future()
+        if parts is not None:
+            fut.engram_parts = parts
+            fut.add_done_callback(lambda _f: parts.end())
         data = pickle.dumps(request)
         with self._write_lock:
             with self._lock:
@@ -508,6 +598,12 @@ class ParseProcess:
                 val = _read_answer(out)
                 if val is _END:
                     break
+                if type(val) is tuple and val and val[0] == "part":   # one session of a stream
+                    with self._lock:
+                        fut = self.pending[0]
+                    fut.engram_parts.put(val[1])   # (waits while the ingest is behind)
+                    del val, fut
+                    continue
                 with self._lock:
                     fut = self.pending.popleft()
                 fut.engram_value = val
@@ -690,6 +786,18 @@ def _write_answer(f, res, fallback) -> None:
     frames.end()
 
 
+def _write_part(f, item) -> None:
+    """(``stream``'s ``emit`` in the worker) one session of a stream, answered ahead of the
+    request's own answer as ``("part", item)``; one that cannot be pickled stops the stream."""
+    frames = _Frames(f)
+    try:
+        pickle.dump(("part", item), frames, protocol=pickle.HIGHEST_PROTOCOL)
+    except BaseException:
+        frames.end(abort=True)
+        raise
+    frames.end()
+
+
 def _crashes(n: int) -> list[tuple]:
     """An unpicklable parse result, reported as a crash of each of its ``n`` sources."""
     return [("crash", "unpicklable parse result", traceback.format_exc())] * n
@@ -727,7 +835,13 @@ def main(parent: int | None = None) -> None:
             return
         request = pickle.loads(requests.read(int.from_bytes(head, "little")))
         if request[0] == "stream":
-            res = stream(*request[1:])
+            if len(request) > 5:   # each session answered as it is complete (``Parts``)
+                try:
+                    res = stream(*request[1:5], functools.partial(_write_part, reply))
+                except Exception as e:  # noqa: BLE001 — a session that could not be answered
+                    res = ("crash", f"{type(e).__name__}: {e}", traceback.format_exc())
+            else:
+                res = stream(*request[1:])
             _write_answer(reply, res, lambda: ("crash", "unpicklable parse result", ""))
             del res
             release_freed_memory()
