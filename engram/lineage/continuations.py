@@ -782,11 +782,11 @@ def _tail_refs(conn: apsw.Connection, a: queries.TapeRow, tails: dict) -> np.nda
     return got
 
 
-def _quotes(text: TapeText, o: queries.TapeRow, e, task: str) -> bool:
-    """Whether the event ``e`` of tape ``o`` holds ``task`` verbatim (whitespace aside): a task
-    too short for its fingerprints to tell a quote from a sentence naming the same things."""
+def _quotes(text: TapeText, o: queries.TapeRow, ofs: int, task: str) -> bool:
+    """Whether the event at ``ofs`` of tape ``o`` holds ``task`` verbatim (whitespace aside): a
+    task too short for its fingerprints to tell a quote from a sentence naming the same things."""
     try:
-        got = text.access.read(o, [e.ofs])
+        got = text.access.read(o, [ofs])
     except (CorruptTape, OSError):
         return False
     words = " ".join(task.split())
@@ -828,6 +828,29 @@ def _hashes_per_block(rows: np.ndarray) -> dict[int, int]:
     return dict(zip(b[starts][order].tolist(), counts[order].tolist()))
 
 
+# The refs of a dispatch's candidate blocks that may dispatch (``_dispatch_of``), with their
+# event's tape, time and offset and the tape's tier: what an agent or a session wrote, or an
+# orchestrator's input, outside the agent tape itself — the rows of ``refs_for_blocks`` that its
+# loop would not skip on role, tier or tape, in the same (block, event, role) order, without an
+# event and a tape row made in Python for each of the many others (most refs of a task's blocks
+# are the task given as input to sessions that are not orchestrators)
+DISPATCH_REFS_SQL = ("SELECT r.block, r.event, r.role, e.tape, e.t, e.ofs, t.tier FROM refs r"
+                     " CROSS JOIN events e ON e.id=r.event CROSS JOIN tapes t ON t.id=e.tape"
+                     " WHERE r.block IN carray(?) AND r.role IN (?,?,?) AND e.tape<>?"
+                     " AND (r.role<>? OR t.tier IS 'orchestrator') ORDER BY r.block, r.event, r.role")
+
+
+def _dispatch_refs(conn: apsw.Connection, blocks: list[int], agent: int) -> list[tuple]:
+    """``(block, event, role, tape, t, ofs, tier)`` of ``DISPATCH_REFS_SQL`` for ``blocks``
+    (distinct), in block order; ``agent``: the agent tape's row id."""
+    out: list[tuple] = []
+    for ch in _chunks(sorted(blocks)):
+        out.extend(conn.execute(DISPATCH_REFS_SQL, (
+            apsw.carray(queries._i64(ch)), schema.ROLE_MSG_OUT, schema.ROLE_TOOL_CALL,
+            schema.ROLE_MSG_IN, agent, schema.ROLE_MSG_IN)))
+    return out
+
+
 def _dispatch_of(conn: apsw.Connection, a: queries.TapeRow, text: TapeText, stats: dict) -> None:
     text.write("DELETE FROM continuations WHERE to_tape=? AND markers LIKE '%dispatch%'", (a.id,))
     task = text.get(a)["task"]
@@ -846,22 +869,13 @@ def _dispatch_of(conn: apsw.Connection, a: queries.TapeRow, text: TapeText, stat
     blocks = [b for b, n in n_of.items() if n / nq >= DISPATCH_THRESHOLD]
     if not blocks:
         return
-    refs = queries.refs_for_blocks(conn, blocks)
-    ev = queries.events(conn, {r[1] for r in refs})
-    trows = queries.tapes(conn, {e.tape for e in ev.values()})
     best = None
     n_fp: dict[int, int] | None = None
-    for b, eid, role, _l in refs:
-        e = ev.get(eid)
-        if e is None or e.tape == a.id:
-            continue
-        o = trows[e.tape]
-        if role not in (schema.ROLE_MSG_OUT, schema.ROLE_TOOL_CALL, schema.ROLE_MSG_IN):
-            continue
-        if a.first_t and e.t and (e.t > a.first_t or _hours(e.t, a.first_t) > DISPATCH_MAX_HOURS):
+    for b, eid, role, tape, et, ofs, tier in _dispatch_refs(conn, blocks, a.id):
+        if a.first_t and et and (et > a.first_t or _hours(et, a.first_t) > DISPATCH_MAX_HOURS):
             continue
         sim = round(min(1.0, n_of[b] / nq), ROUND)
-        orch = o.tier == "orchestrator"
+        orch = tier == "orchestrator"
         if not orch:
             # any session dispatches by handing the whole task over (a Claude Code session that
             # gives work to another agent is of the agent tier) in what it wrote: a task of some
@@ -873,14 +887,15 @@ def _dispatch_of(conn: apsw.Connection, a: queries.TapeRow, text: TapeText, stat
             if nq < AGENT_DISPATCH_PRINTS:
                 if n_fp is None:
                     n_fp = _block_sizes(conn, blocks)
-                if n_fp.get(b, 0) < AGENT_DISPATCH_QUOTED * nq or not _quotes(text, o, e, task):
+                if n_fp.get(b, 0) < AGENT_DISPATCH_QUOTED * nq or not _quotes(
+                        text, queries.tapes(conn, [tape])[tape], ofs, task):
                     continue
-        cand = (orch, sim, e.t or "", -eid, o, eid)
+        cand = (orch, sim, et or "", -eid, tape, eid)
         if best is None or cand[:4] > best[:4]:
             best = cand
     if best is None:
         return
     _orch, sim, _, _, o, eid = best
     text.write("INSERT OR REPLACE INTO continuations(from_tape, to_tape, score, markers, anchor)"
-               " VALUES (?,?,?,?,?)", (o.id, a.id, sim, json.dumps(["dispatch"]), eid))
+               " VALUES (?,?,?,?,?)", (o, a.id, sim, json.dumps(["dispatch"]), eid))
     stats["dispatch"] += 1
