@@ -403,7 +403,14 @@ class Engine:
         large; None when ``stop()`` (asked every few ms) said to leave the rest for later."""
         from engram.index import postings
 
-        return postings.prefill(self.conn(), stop)
+        done = postings.prefill(self.conn(), stop)
+        if done is None:
+            return None
+        # the lineage walk's plans at this engine's options (``walk.prefill``): a span's first
+        # explain then follows prepared steps instead of reading each node's rows
+        if walk.prefill(self.conn(), self.config.min_confidence, stop) is None:
+            return None
+        return done
 
     def prefetch_steps(self, file: str, text: str, before: int | None = None,
                        after: int | None = None):

@@ -231,8 +231,9 @@ def _carry_back(ordered, bounds, start: int, span: list[int], edit_diffs) -> dic
             if lo >= hi:
                 carried.append([])
                 continue
-            if diffs is None:
-                diffs = edit_diffs([r[4] for r in regions])
+            if diffs is None:  # the edits of the regions holding live lines (a call of a
+                # whole session's edits can have hundreds of regions, most far from the span)
+                diffs = edit_diffs([r[4] for r, (lo_, hi_) in zip(regions, ranges) if lo_ < hi_])
             carried.append(_region(P, idx, lo, hi, a_s, b_s, eid, diffs.get(eid), span, owner))
         if simple:
             pos, idx = _move_simple(P, idx, regions, ranges, carried)

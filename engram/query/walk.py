@@ -122,6 +122,8 @@ class _Plans:
         self._steps: dict[tuple[int, int], tuple[bool, tuple]] = {}
         self._hops: dict[int, tuple] = {}
         self._tombs: dict[int, tuple[dict, ...]] = {}
+        self.prefilled = False  # every node, tape and tombstone ``prefill`` prepares is here
+        self.prefill_todo: tuple | None = None  # what it prepares (``prefill``)
 
     @classmethod
     def of(cls, conn: apsw.Connection, min_confidence: float, all: bool, max_fanout: int) -> _Plans:
@@ -261,6 +263,58 @@ class _Plans:
         tapes = queries.tapes(conn, {r.tape for r in rows.values()})
         return {i: ({"tape_id": tapes[r.tape].tape_id, "offset": r.ofs}, r.tape)
                 for i, r in rows.items()}
+
+
+PREFILL_BATCH = 256          # nodes, tapes or events ``prefill`` prepares between two ``stop()``
+
+
+def prefill(conn: apsw.Connection, min_confidence: float, stop=None, *,
+            max_fanout: int = MAX_FANOUT) -> bool | None:
+    """Prepare the walk's plans (``_Plans``) at these options for every node a walk can be at
+    after following an edge (each edge's target, on the side it lands on), every event with
+    lineage edges as a seed, every tape's continuation and dispatch rows and every landing
+    event's tombstones: for a long-running process (the language server, the MCP server),
+    between requests, so that a span's first explain walks prepared steps instead of reading
+    and preparing each node's rows as the walk meets them (at 16k sessions: ~6,000 nodes,
+    16,600 tapes). The plans are what a walk would prepare itself, by the same code, in
+    batches: a walk afterwards gives the same answer, only sooner.
+
+    True when every plan is there; False when the index has more than half of ``MAX_PLANS``
+    of them (a prefill would push out what it prepared: the walks prepare their own), or
+    inside a transaction; None when ``stop()`` (asked between batches) said to leave the rest
+    for later (a later call goes on from there)."""
+    if conn.in_transaction:
+        return False
+    plans = _Plans.of(conn, min_confidence, False, max_fanout)
+    if plans.prefilled:
+        return True
+    todo = plans.prefill_todo
+    if todo is None:  # what to prepare, read once per index version (three scans of small tables)
+        lands = conn.execute("SELECT DISTINCT to_event, to_role FROM edges").fetchall()
+        froms = [r[0] for r in conn.execute("SELECT DISTINCT from_event FROM edges ORDER BY 1")]
+        tapes = [r[0] for r in conn.execute("SELECT id FROM tapes ORDER BY id")]
+        if len(lands) + 2 * len(froms) + len(tapes) > MAX_PLANS // 2:
+            return False
+        nodes = {(e, _BEFORE if role == schema.ROLE_EDIT_BEFORE else _AFTER) for e, role in lands}
+        todo = plans.prefill_todo = (froms, sorted({e for e, _r in lands}), tapes, nodes)
+    froms, landed, tapes, nodes = todo
+    for fn, keys, memo in ((plans.seeds, froms, plans._seeds), (plans.tombstones, landed, plans._tombs),
+                           (plans.hops, tapes, plans._hops)):
+        left = [k for k in keys if k not in memo]
+        for i in range(0, len(left), PREFILL_BATCH):
+            if stop is not None and stop():
+                return None
+            fn(conn, left[i:i + PREFILL_BATCH])
+    seeds = plans.seeds(conn, froms)
+    left = sorted(n for n in nodes | {(e, seeds[e][1]) for e in froms} if n not in plans._steps)
+    for i in range(0, len(left), PREFILL_BATCH):
+        if stop is not None and stop():
+            return None
+        plans.steps(conn, left[i:i + PREFILL_BATCH])
+    if _Plans.of(conn, min_confidence, False, max_fanout) is not plans:  # (cleared meanwhile)
+        return None
+    plans.prefilled = True
+    return True
 
 
 def _empty_after(r: queries.EventRow | None) -> bool:

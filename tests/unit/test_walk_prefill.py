@@ -1,0 +1,123 @@
+"""The lineage walk's plans prepared ahead (``walk.prefill``, called by ``Engine.prefill_postings``
+in the servers): walks afterwards are identical to walks that prepared their own plans, read no
+lineage rows of their own, and a prefill stopped between batches goes on where it stopped."""
+
+from __future__ import annotations
+
+import apsw
+import pytest
+from test_walk_rows import indexed  # noqa: F401 - the fixture (a real index with edges of every sort)
+
+from engram.engine import Engine
+from engram.lineage import rules
+from engram.query import walk
+
+ENDS = "SELECT from_event FROM edges UNION SELECT to_event FROM edges ORDER BY 1"
+
+
+def _walks(conn, ids, **opts) -> dict:
+    return {i: walk.walk(conn, {i: 1.0}, **opts) for i in ids} | {
+        "all seeds": walk.walk(conn, {i: 0.5 + (i % 5) / 10 for i in ids}, **opts)}
+
+
+def _lineage_reads(conn: apsw.Connection) -> list[str]:
+    """Record the statements that read lineage rows (edges, continuations, tombstones)."""
+    seen: list[str] = []
+
+    def trace(_cursor, sql, _bindings):
+        if any(t in sql for t in ("FROM edges", "FROM continuations", "FROM tombstones")):
+            seen.append(sql)
+        return True
+
+    conn.exec_trace = trace
+    return seen
+
+
+@pytest.mark.parametrize("floor", [0.5, 0.2])
+def test_walks_after_a_prefill_are_unchanged_and_read_no_lineage_rows(indexed, floor):  # noqa: F811
+    eng = Engine(indexed.root)
+    try:
+        conn = eng.conn()
+        ids = [r[0] for r in conn.execute(ENDS)]
+        want = _walks(conn, ids, min_confidence=floor)
+    finally:
+        eng.close()
+    eng = Engine(indexed.root)
+    try:
+        conn = eng.conn()
+        ids = [r[0] for r in conn.execute(ENDS)]
+        assert walk.prefill(conn, floor) is True
+        assert walk.prefill(conn, floor) is True  # done: nothing read again
+        reads = _lineage_reads(conn)
+        got = _walks(conn, ids, min_confidence=floor)
+        conn.exec_trace = None
+        assert got == want
+        assert any(out["lineage"] for out in got.values())
+        assert reads == []  # every step, hop and tombstone was prepared
+        # other options prepare their own plans, as before
+        assert _walks(conn, ids, min_confidence=floor, all=True) == _walks_fresh(indexed, ids, all=True)
+    finally:
+        eng.close()
+
+
+def _walks_fresh(w, ids, **opts) -> dict:
+    eng = Engine(w.root)
+    try:
+        return _walks(eng.conn(), ids, **opts)
+    finally:
+        eng.close()
+
+
+def test_a_stopped_prefill_goes_on_where_it_stopped(indexed, monkeypatch):  # noqa: F811
+    monkeypatch.setattr(walk, "PREFILL_BATCH", 2)
+    eng = Engine(indexed.root)
+    try:
+        conn = eng.conn()
+        asked = 0
+
+        def stop() -> bool:
+            nonlocal asked
+            asked += 1
+            return asked % 3 == 0  # every third batch: a request came
+
+        results = []
+        while not results or results[-1] is None:
+            results.append(walk.prefill(conn, 0.5, stop))
+            assert len(results) < 1000
+        assert results[-1] is True and None in results[:-1]
+        ids = [r[0] for r in conn.execute(ENDS)]
+        reads = _lineage_reads(conn)
+        got = _walks(conn, ids, min_confidence=0.5)
+        conn.exec_trace = None
+        assert reads == []
+        assert got == _walks_fresh(indexed, ids, min_confidence=0.5)
+    finally:
+        eng.close()
+
+
+def test_a_prefill_that_would_not_fit_prepares_nothing(indexed, monkeypatch):  # noqa: F811
+    monkeypatch.setattr(walk, "MAX_PLANS", 10)
+    eng = Engine(indexed.root)
+    try:
+        conn = eng.conn()
+        assert walk.prefill(conn, 0.5) is False
+        plans = walk._Plans.of(conn, 0.5, False, rules.MAX_FANOUT)
+        assert not plans._steps and not plans.prefilled
+        conn.execute("BEGIN")
+        try:
+            assert walk.prefill(conn, 0.5) is False  # inside a transaction: nothing kept
+        finally:
+            conn.execute("COMMIT")
+    finally:
+        eng.close()
+
+
+def test_the_engine_prefill_prepares_the_walk_at_its_floor(indexed):  # noqa: F811
+    eng = Engine(indexed.root)
+    try:
+        eng.prefill_postings()
+        conn = eng.conn()
+        plans = walk._Plans.of(conn, eng.config.min_confidence, False, rules.MAX_FANOUT)
+        assert plans.prefilled and plans._steps
+    finally:
+        eng.close()
