@@ -73,8 +73,11 @@ COMPACT_MIN_BYTES = 16 << 20    # a group this big comes back from the worker co
 GROUP_SOURCES, GROUP_BYTES = 32, 2 << 20  # sources sent to the worker at a time
 STREAM_MIN_BYTES = 32 << 20     # a log this big, of one session to be sealed, is parsed, taped and
 #                                 prepared as a stream (``worker.stream``): never held whole
-STREAM_COMMIT_SESSIONS = 1      # sessions of a streamed history (``_ingest_parts``) committed
-#                                 together: each as it completes
+STREAM_COMMIT_SESSIONS = 256    # sessions of a streamed history (``_ingest_parts``) committed
+STREAM_COMMIT_EVENTS = 8192     # together, at most (a commit has its fixed costs: the tapes
+#                                 synced, the boilerplate counts, SQLite's commit — a few tens of
+#                                 ms, as much as a small session's indexing); a big session (its
+#                                 parts spilled) is committed with those before it at once
 _WRITE_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)  # a write failed, not a read
 WALK_DEPTH = 8                  # directory levels under a location checked for unreadable ones
 Progress = Callable[[int, int, str], None]
@@ -320,7 +323,8 @@ class Ingestor:
                 finally:
                     if not added:  # (added: the batch's commit removes them)
                         for sp in prepared or ():
-                            sp.discard()
+                            if isinstance(sp, store.PreparedSpill):
+                                sp.discard()
                         for sess in parsed.sessions:
                             parse_worker.discard_spilled(sess.events)
                 if added:
@@ -537,8 +541,8 @@ class Ingestor:
         temp file or None, {offset: line}))``: its tape adopted (a file already there under its
         name that the index does not know is checked first: a corrupt one is removed), its lines
         kept for the lineage pass, its record added to ``box[0]``, committed once
-        ``STREAM_COMMIT_SESSIONS`` are there (or ``BATCH_EVENTS`` events). Its files are taken
-        over, removed when it is not added."""
+        ``STREAM_COMMIT_SESSIONS`` are there (or ``STREAM_COMMIT_EVENTS`` events, or a big
+        session). Its files are taken over, removed when it is not added."""
         sess, prep, (ref, tmp, kept) = item
         added = False
         try:
@@ -566,7 +570,8 @@ class Ingestor:
         summary["streamed"] = summary.get("streamed", 0) + 1
         summary["tapes_written"] += int(ref.created)
         summary["events"] += len(events)
-        if len(box[0]) >= STREAM_COMMIT_SESSIONS or box[0].n_events >= BATCH_EVENTS:
+        if (len(box[0]) >= STREAM_COMMIT_SESSIONS or box[0].n_events >= STREAM_COMMIT_EVENTS
+                or isinstance(prep, store.PreparedSpill)):
             batch, box[0] = box[0], store.Batch(self.conn, self.cache)
             self._commit(batch, [], summary)
 

@@ -273,8 +273,11 @@ class Parts:
 
 def discard_part(item) -> None:
     """Remove the files of one streamed session (``stream``'s ``emit``) not taken in."""
-    sess, spill, staged = item
-    spill.discard()
+    from engram.index import store
+
+    sess, prepared, staged = item
+    if isinstance(prepared, store.PreparedSpill):
+        prepared.discard()
     discard_spilled(sess.events)
     if staged[1] is not None:
         with contextlib.suppress(OSError):
@@ -283,50 +286,66 @@ def discard_part(item) -> None:
 
 def _stream_session(st, work: Path, root: str, done: list) -> None:
     """(``stream``) one session's stream drained: its tape staged, its blocks prepared, its light
-    events spilled; appended to ``done`` as ``(SessionLog, PreparedSpill, (TapeRef, temp file or
-    None, {offset: line}))`` — nothing when it has no session (its files removed)."""
+    events kept; appended to ``done`` as ``(SessionLog, prepared, (TapeRef, temp file or None,
+    {offset: line}))`` — nothing when it has no session (its files removed). A session of more
+    than ``STREAM_CHUNK_EVENTS`` events has its prepared parts and light events spilled (a
+    ``PreparedSpill``, its events a ``SpilledEvents``); a smaller one, all of it one part, is
+    held (a ``store.Prepared``, a list of events: indexed as a parsed session is, with the other
+    sessions of its batch, and no temp files)."""
     from engram.index import store
     from engram.lineage.cache import wanted
     from engram.tape import writer
 
     enc = writer.Streamed(work)
-    spill = light = None
+    spill = light = prep = None
+    held: list[dict] | None = None   # (a small session) its light events after the meta
     try:
-        spill = store.PreparedSpill.create(work, writer.temp_name("prepared"))
-        light = SpilledEvents.create(work, writer.temp_name("events"))
-        prep = store.Preparer(wanted, sink=spill.write)
         # the lines the lineage pass reads, one after another in one buffer (``_Kept``): a few
         # thousand long-lived buffers amid the parse's short-lived ones would strew the heap
         kept = _Kept()
         chunk: list[dict] = []
+        n = 1   # offset of the chunk's first event (the meta is offset 0)
 
-        def flush() -> None:
+        def flush(last: bool) -> None:
+            nonlocal spill, light, prep, held, n
+            if prep is None:
+                if last:   # the whole session is this part
+                    prep, held = store.Preparer(wanted), []
+                else:
+                    spill = store.PreparedSpill.create(work, writer.temp_name("prepared"))
+                    light = SpilledEvents.create(work, writer.temp_name("events"))
+                    prep = store.Preparer(wanted, sink=spill.write)
             prep.add(chunk)
             part = []
             for ev in chunk:
                 line = enc.add(ev)
-                ofs = len(light) + len(part)   # (the meta is offset 0)
+                ofs = n + len(part)
                 if wanted(ofs, ev):
                     kept.add(ofs, line)
                 part.append(store.light_event(ev))
-            if part:
+            n += len(part)
+            if held is not None:
+                held.extend(part)
+            elif part:
                 light.write(part)
             chunk.clear()
-            # what the part's texts took goes back to the system now: freed memory left in
-            # glibc's heap between what is kept (the redaction memo's churn of long texts, the
-            # parse's state) would otherwise add up with the session
-            release_freed_memory()
+            if spill is not None:
+                # what the part's texts took goes back to the system now: freed memory left in
+                # glibc's heap between what is kept (the redaction memo's churn of long texts,
+                # the parse's state) would otherwise add up with the session
+                release_freed_memory()
 
         for ev in st:
             # a part ends between calls: a call's output and the code events made of it together
             if len(chunk) >= STREAM_CHUNK_EVENTS and (ev.get("call_id") is None
                                                       or ev.get("call_id") != chunk[-1].get("call_id")):
-                flush()
+                flush(False)
             chunk.append(ev)
-        flush()
+        flush(True)
         out = st.output
-        spill.close()
-        light.close()
+        if spill is not None:
+            spill.close()
+            light.close()
         if not out.sessions:
             return
         sess = out.sessions[0]
@@ -337,6 +356,10 @@ def _stream_session(st, work: Path, root: str, done: list) -> None:
         kept.buf = bytearray()
         if wanted(0, meta):
             lines[0] = writer.encode_event(meta)
+        if held is not None:
+            sess.events = [meta] + held
+            done.append((sess, prep.result(), (ref, tmp, lines)))
+            return
         light.meta = meta
         sess.events = light
         done.append((sess, spill, (ref, tmp, lines)))

@@ -160,6 +160,7 @@ _KILLED = """
 import os, sys, time
 from engram.ingest import ingestor
 ingestor.STREAM_MIN_BYTES = 0
+ingestor.STREAM_COMMIT_SESSIONS = 4
 ingestor.PROCESS_MIN_BYTES = 0 if sys.argv[2] == "worker" else 1 << 62
 real = ingestor.Ingestor._take_part
 taken = [0]
@@ -178,8 +179,8 @@ sys.exit(main(["ingest", "--seal"]))
 @pytest.mark.parametrize("where", ["worker", "here"])
 def test_an_ingest_killed_mid_history_is_finished_by_the_next(tmp_path, monkeypatch, capsys,
                                                               where):
-    """kill -9 once 20 sessions of 29 are taken in: the index holds sessions and no cursor for
-    the history; the next ingest (plain) then gives the tapes and index of one uninterrupted."""
+    """kill -9 once 20 sessions of 29 are taken in (committed 4 at a time): the index holds 20
+    sessions and no cursor for the history; the next ingest (plain) then gives the tapes and index of one uninterrupted."""
     root, _p = _setup(tmp_path, 40)
     monkeypatch.chdir(root)
     whole, plain = _whole(tmp_path, root, monkeypatch, capsys)
@@ -211,12 +212,12 @@ def test_an_ingest_killed_mid_history_is_finished_by_the_next(tmp_path, monkeypa
         cursors = conn.execute("SELECT count(*) FROM cursors").fetchone()[0]
     finally:
         conn.close()
-    assert 19 <= tapes <= 20 < whole["sessions"] and cursors == 0, (tapes, cursors)
+    assert tapes == 20 < whole["sessions"] and cursors == 0, (tapes, cursors)
 
     monkeypatch.setenv("ENGRAM_HOME", str(home))
     monkeypatch.setattr(ingestor, "STREAM_MIN_BYTES", 0)
     res = _run(home, capsys, args=("ingest", "--seal"), clean=False)
     assert res["error_count"] == 0 and res["sessions"] == whole["sessions"]
-    assert res["tapes_written"] <= whole["sessions"] - 19
+    assert res["tapes_written"] <= whole["sessions"] - 20
     assert _index_of(root, home) == plain
     assert not list(home.rglob("*.tmp"))
