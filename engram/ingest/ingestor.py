@@ -22,7 +22,11 @@ one) resolving outside every configured harness location is not read, and is rep
 that cannot be read, and a directory under a location that cannot be listed, are reported too
 (one error naming the path, no traceback). Everything a source contributes — its rows, its errors,
 its cursor — commits in one transaction (``store.Batch.commit``), and whatever goes wrong with one
-source (a value that cannot be written included) is that source's error: the others go on.
+source (a value that cannot be written included) is that source's error: the others go on. The
+exception is a history of many sessions streamed a session at a time (``_ingest_parts``): its
+sessions commit as they complete, a few hundred at most together, and its errors and cursor last;
+a source that fails part of the way keeps the sessions committed, and no cursor (the next run
+streams it again, and finds those sessions already indexed under their tape ids).
 """
 
 from __future__ import annotations

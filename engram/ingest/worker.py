@@ -156,7 +156,8 @@ def stream(harness: str, path: str, mode: str, root: str, emit=None) -> tuple:
     ``("ok", ParseOutput, [PreparedSpill], None, (TapeRef, temp file or None, {offset:
     line}))``: the output's session is the ``meta`` and the light events, its blocks prepared a
     part at a time into a temp file (``store.PreparedSpill``: the ingest indexes it a part at a
-    time and removes it), its tape compressed into a temp file of its directory
+    time and removes it; a session of one part: its ``store.Prepared`` and its light events as
+    a list, see ``_stream_session``), its tape compressed into a temp file of its directory
     (``tape_dir_for``) for the ingest to ``adopt``; with several sessions, one
     ``PreparedSpill`` and one such tuple per session (the fifth item a tuple of them); or
     ``parse``'s ``error`` / ``crash``; or ``("oserror", errno, strerror, filename)``, raised
@@ -164,16 +165,16 @@ def stream(harness: str, path: str, mode: str, root: str, emit=None) -> tuple:
     as in-process).
 
     ``emit`` (for an adapter with ``stream_sessions``): each session, once complete, is handed
-    to ``emit((SessionLog, PreparedSpill, (TapeRef, temp file or None, {offset: line})))``,
-    whose files are then the caller's, and not kept here: what a history of many sessions
-    holds is one session's, whatever its number of sessions. The answer is then ``("ok",
-    ParseOutput, [], None, None)``: the source's errors and end, no session. What ``emit``
-    raises is raised again here as it is (the source's parse stops; the session it was given
-    is the caller's)."""
+    to ``emit((SessionLog, PreparedSpill or Prepared, (TapeRef, temp file or None, {offset:
+    line})))``, whose files are then the caller's (``discard_part`` removes them), and not kept
+    here: what a history of many sessions holds is one session's, whatever its number of
+    sessions. The answer is then ``("ok", ParseOutput, [], None, None)``: the source's errors
+    and end, no session. What ``emit`` raises is raised again here as it is (the source's parse
+    stops; the session it was given is the caller's)."""
     from engram import adapters, paths
     from engram.errors import EngramError
 
-    done: list[tuple] = []   # per session kept: (SessionLog, PreparedSpill, staged tape)
+    done: list[tuple] = []   # per session kept: (SessionLog, prepared, staged tape)
     try:
         ad = adapters.get(harness)
         work = paths.private_dir(paths.user_tapes_dir())

@@ -180,7 +180,8 @@ sys.exit(main(["ingest", "--seal"]))
 def test_an_ingest_killed_mid_history_is_finished_by_the_next(tmp_path, monkeypatch, capsys,
                                                               where):
     """kill -9 once 20 sessions of 29 are taken in (committed 4 at a time): the index holds 20
-    sessions and no cursor for the history; the next ingest (plain) then gives the tapes and index of one uninterrupted."""
+    sessions and no cursor for the history; the next ingest (plain) then gives the tapes and
+    index of one uninterrupted."""
     root, _p = _setup(tmp_path, 40)
     monkeypatch.chdir(root)
     whole, plain = _whole(tmp_path, root, monkeypatch, capsys)
