@@ -41,7 +41,7 @@ import struct
 import sys
 from collections import Counter
 from itertools import accumulate, chain, compress, repeat
-from operator import floordiv, le, rshift, sub
+from operator import floordiv, getitem, le, lt, rshift, sub
 from pathlib import Path
 
 import apsw
@@ -181,14 +181,20 @@ def _document(text: str, blocks: list[tuple[int, int]]):
 
 def window_minima(v: list[int], w: int) -> list[int]:
     """``min(v[i:i + w])`` for every window of ``w`` values (``len(v) - w + 1`` of them): minima of
-    pairs, then of pairs of those, ... (``map(min, ...)``: no Python loop per value)."""
+    pairs, then of pairs of those, ... (``_pairwise_min``: no Python loop per value)."""
     out, width = v, 1
     while width * 2 <= w:
-        out = list(map(min, out, out[width:]))
+        out = _pairwise_min(out, out[width:])
         width *= 2
     if width < w:  # w not a power of two: the last window's overlap
-        out = list(map(min, out, out[w - width:]))
+        out = _pairwise_min(out, out[w - width:])
     return out
+
+
+def _pairwise_min(a: list[int], b: list[int]) -> list[int]:
+    """``[min(x, y) for x, y in zip(a, b)]``, by C loops: each pair indexed by ``y < x`` (0 keeps
+    ``x``, 1 takes ``y``; ``min`` itself parses its keyword arguments on every call, ~3x the cost)."""
+    return list(map(getitem, zip(a, b), map(lt, b, a)))
 
 
 # The k-gram fold (``acc * M + h`` over k token hashes, mod 2**64) for every k-gram at once: the
@@ -294,10 +300,10 @@ def _carray(values) -> apsw.carray:
     return apsw.carray(array.array("q", values))
 
 
-def postings(conn: apsw.Connection, keys: list[int]) -> dict[int, set[int]]:
-    """``{key: the blocks holding it}`` for the given keys that have postings (packed rows and
-    the rows too wide to pack, ``engram.index.packed``)."""
-    out: dict[int, set[int]] = {}
+def postings(conn: apsw.Connection, keys: list[int]) -> dict[int, dict[int, None]]:
+    """``{key: the blocks holding it (a dict's keys)}`` for the given keys that have postings
+    (packed rows and the rows too wide to pack, ``engram.index.packed``)."""
+    out: dict[int, dict[int, None]] = {}
     if not keys:
         return out
     got = conn.execute("SELECT key, rows FROM packed WHERE key IN carray(?)",
@@ -307,11 +313,15 @@ def postings(conn: apsw.Connection, keys: list[int]) -> dict[int, set[int]]:
         blocks = _blocks_of(b"".join(rows))
         ends = list(accumulate(map(floordiv, map(len, rows), repeat(_REC.size))))
         slices = map(slice, [0, *ends[:-1]], ends)  # each key's records
-        out = dict(zip(map(sub, packed_keys, repeat(_OFS)), map(set, map(blocks.__getitem__, slices))))
+        # each key's blocks as a dict's keys: a dict of ints only is not tracked by the garbage
+        # collector (a set is: its collections during the count traversed them all), and its
+        # keys iterate from a dense table (the count below iterates ~40,000 of them)
+        out = dict(zip(map(sub, packed_keys, repeat(_OFS)),
+                       map(dict.fromkeys, map(blocks.__getitem__, slices))))
     if conn.execute("SELECT 1 FROM fingerprints LIMIT 1").fetchone() is not None:
         for k, b in conn.execute("SELECT hash, block FROM fingerprints WHERE hash IN carray(?)",
                                  (_carray(keys),)):
-            out.setdefault(k, set()).add(b)
+            out.setdefault(k, {})[b] = None
     return out
 
 
