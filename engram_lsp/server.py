@@ -619,6 +619,7 @@ def _young_collections() -> int:
 
 async def collect_when_idle(ls: EngramLanguageServer) -> None:
     """Run for the server's lifetime on its event loop (see above)."""
+    gc.unfreeze()  # (a first code lens froze the startup's objects: collected once here too)
     gc.collect()
     gc.freeze()
     young, middle, _ = gc.get_threshold()
