@@ -182,7 +182,7 @@ def stream(harness: str, path: str, mode: str, root: str, emit=None) -> tuple:
         if many is not None:
             src = many(Path(path), mode=mode, keep_metas=emit is None)
             for st in src:
-                _stream_session(st, work, root, done)
+                _stream_session(st, work, root, done, emit is not None)
                 if emit is not None and done:
                     item = done.pop()
                     try:
@@ -285,14 +285,15 @@ def discard_part(item) -> None:
             os.unlink(staged[1])
 
 
-def _stream_session(st, work: Path, root: str, done: list) -> None:
+def _stream_session(st, work: Path, root: str, done: list, hold: bool = False) -> None:
     """(``stream``) one session's stream drained: its tape staged, its blocks prepared, its light
     events kept; appended to ``done`` as ``(SessionLog, prepared, (TapeRef, temp file or None,
     {offset: line}))`` — nothing when it has no session (its files removed). A session of more
     than ``STREAM_CHUNK_EVENTS`` events has its prepared parts and light events spilled (a
-    ``PreparedSpill``, its events a ``SpilledEvents``); a smaller one, all of it one part, is
-    held (a ``store.Prepared``, a list of events: indexed as a parsed session is, with the other
-    sessions of its batch, and no temp files)."""
+    ``PreparedSpill``, its events a ``SpilledEvents``); with ``hold`` (a session of a history of
+    many, handed on as it completes), a smaller one, all of it one part, is held instead (a
+    ``store.Prepared``, a list of events: indexed as a parsed session is, with the other sessions
+    of its batch, and no temp files)."""
     from engram.index import store
     from engram.lineage.cache import wanted
     from engram.tape import writer
@@ -310,7 +311,7 @@ def _stream_session(st, work: Path, root: str, done: list) -> None:
         def flush(last: bool) -> None:
             nonlocal spill, light, prep, held, n
             if prep is None:
-                if last:   # the whole session is this part
+                if last and hold:   # the whole session is this part
                     prep, held = store.Preparer(wanted), []
                 else:
                     spill = store.PreparedSpill.create(work, writer.temp_name("prepared"))
