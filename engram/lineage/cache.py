@@ -17,30 +17,37 @@ Nothing here is stored, and every answer equals what reading the tape, fingerpri
 querying the index gives (a run without a cache, or a tape of an earlier run, does just that).
 So the cache is capped by bytes, not by what the run indexes (``MAX_LINES_BYTES``,
 ``MAX_PRINTS_BYTES``, ``MAX_POSTINGS``): past a cap, what is not kept is read or computed again.
+Of the lines and prints, only ``LINES_IN_MEMORY`` / ``PRINTS_IN_MEMORY`` bytes are held in memory;
+the rest is kept in a private temp file (``spill.SpillFile``) and read back when asked for, so
+that what one huge session's ingest holds does not grow with its log up to those caps.
 Also here: ``uniq``/``member``, faster equivalents of ``np.unique``/``np.isin`` on hashes.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 
 import apsw
 import numpy as np
 import orjson
 
-from engram import fingerprint
+from engram import fingerprint, paths
 from engram.digest import text_key
 from engram.index import packed as packed_rows
 from engram.index import queries
 from engram.index.access import TapeAccess
 from engram.lineage.rules import HEAD_EVENTS
-from engram.sortedset import member, uniq
+from engram.sortedset import KeyMap, member, uniq
+from engram.spill import SpillFile
 from engram.tape.writer import encode_event
 
 _WANTED_KINDS = ("code.edit", "span.link")
 MAX_POSTINGS = 4_000_000    # fingerprint rows kept in memory (16 bytes each) before giving up
 MAX_PRINTS_BYTES = 96 << 20  # fingerprint arrays of texts kept
 MAX_LINES_BYTES = 64 << 20   # JSONL lines of wanted events kept
+LINES_IN_MEMORY = 4 << 20    # ... of which held in memory (the rest in the spill file)
+PRINTS_IN_MEMORY = 8 << 20   # fingerprint arrays held in memory (the rest in the spill file)
 _EMPTY = np.zeros(0, np.int64)
 
 
@@ -138,10 +145,17 @@ class IngestCache:
     wanted = staticmethod(wanted)
 
     def __init__(self) -> None:
-        self.lines: dict[str, dict[int, bytes]] = {}
-        self.lines_bytes = 0
-        self.prints: dict[bytes, tuple[np.ndarray, np.ndarray, bool]] = {}
-        self.prints_bytes = 0
+        self.lines: dict[str, Mapping[int, bytes]] = {}   # (a dict, or ``SpilledLines``)
+        self.lines_bytes = 0          # lines kept, in memory and spilled
+        self._lines_in_memory = 0
+        self.prints: dict[bytes, tuple[np.ndarray, np.ndarray, bool]] = {}   # held in memory
+        self.prints_bytes = 0         # arrays kept, in memory and spilled
+        self._prints_in_memory = 0
+        # prints past ``PRINTS_IN_MEMORY``: ``KeyMap.key(text key)`` → (offset in the spill file,
+        # hashes, k-grams, distinct or not; -1 hashes: none kept)
+        self._spilled_prints = KeyMap(4)
+        self._spill: SpillFile | None = None
+        self._spill_failed = False
         # fingerprint rows this run inserted, for blocks lo..hi (None: not usable)
         self._post: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = []
         self._post_rows = 0
@@ -159,28 +173,90 @@ class IngestCache:
             return  # (a tape not kept is read back by the lineage pass)
         src = events if tape_events is None else tape_events
         kept = {o: encode_event(src[o]) for o, ev in enumerate(events) if wanted(o, ev)}
-        self.lines_bytes += sum(len(b) for b in kept.values())
+        size = sum(len(b) for b in kept.values())
+        self.lines_bytes += size
+        if self._lines_in_memory + size > LINES_IN_MEMORY:
+            spill = self._spill_file()
+            if spill is not None:
+                self.lines[tape_id] = SpilledLines(spill, kept)
+                return
+        self._lines_in_memory += size
         self.lines[tape_id] = kept
 
     def keep_prints(self, key: bytes, hashes: np.ndarray, kgrams: np.ndarray) -> None:
         """The winnowed hashes and all k-grams of the text whose ``text_key`` is ``key`` (made
         distinct when first asked for: not every kept text is)."""
-        if key not in self.prints:
+        if not self._has_print(key):
             # a view would keep its whole batch's array alive (the fingerprints of every text
             # fingerprinted with it), however little of it the cap counts
             self._put_print(key, (_own(hashes), _own(kgrams), False))
 
     def _put_print(self, key: bytes, value: tuple[np.ndarray, np.ndarray, bool]) -> None:
-        """Keep a text's arrays while ``MAX_PRINTS_BYTES`` allows (replacing its entry)."""
-        old = self.prints.get(key)
-        size = value[0].nbytes + value[1].nbytes - (old[0].nbytes + old[1].nbytes if old else 0)
+        """Keep a text's arrays while ``MAX_PRINTS_BYTES`` allows (replacing its entry): in memory
+        while ``PRINTS_IN_MEMORY`` allows, else in the spill file."""
+        old_mem = self.prints.pop(key, None)
+        if old_mem is not None:
+            old = old_mem[0].nbytes + old_mem[1].nbytes
+            self._prints_in_memory -= old
+        else:
+            row = self._spilled_prints.get(KeyMap.key(key)) if self._spill is not None else None
+            old = 8 * (row[1] + row[2]) if row is not None and row[1] >= 0 else 0
+            if old:
+                self._spilled_prints[KeyMap.key(key)] = (0, -1, 0, 0)
+        self.prints_bytes -= old   # (the new value replaces the old one or nothing does)
+        size = value[0].nbytes + value[1].nbytes
         if self.prints_bytes + size > MAX_PRINTS_BYTES:
-            if old is not None:  # (the new value replaces the old one or nothing does)
-                del self.prints[key]
-                self.prints_bytes -= old[0].nbytes + old[1].nbytes
             return
-        self.prints[key] = value
+        if self._prints_in_memory + size > PRINTS_IN_MEMORY:
+            spill = self._spill_file()
+            if spill is None:
+                return
+            h, k = np.ascontiguousarray(value[0], np.int64), np.ascontiguousarray(value[1], np.int64)
+            self._spilled_prints[KeyMap.key(key)] = (spill.append(h, k), len(h), len(k), int(value[2]))
+        else:
+            self.prints[key] = value
+            self._prints_in_memory += size
         self.prints_bytes += size
+
+    def _has_print(self, key: bytes) -> bool:
+        if key in self.prints:
+            return True
+        if self._spill is None:
+            return False
+        row = self._spilled_prints.get(KeyMap.key(key))
+        return row is not None and row[1] >= 0
+
+    def _get_print(self, key: bytes) -> tuple[np.ndarray, np.ndarray, bool] | None:
+        """A text's kept arrays, from memory or read back from the spill file; None if none."""
+        hit = self.prints.get(key)
+        if hit is not None or self._spill is None:
+            return hit
+        row = self._spilled_prints.get(KeyMap.key(key))
+        if row is None or row[1] < 0:
+            return None
+        pos, nh, nk, distinct = row
+        both = np.empty(nh + nk, np.int64)
+        self._spill.read_into(pos, both)
+        return both[:nh], both[nh:], bool(distinct)
+
+    def _spill_file(self) -> SpillFile | None:
+        """The run's spill file (made on first use, in the user's tape directory: what it holds
+        is what tapes hold); None when it cannot be made (then nothing more is kept)."""
+        if self._spill is None and not self._spill_failed:
+            try:
+                self._spill = SpillFile(paths.private_dir(paths.user_tapes_dir()))
+            except OSError:
+                self._spill_failed = True
+        return self._spill
+
+    def close(self) -> None:
+        """Drop what is kept (the spill file too); the cache then keeps nothing more."""
+        self.lines, self.prints = {}, {}
+        self._spilled_prints = KeyMap(4)
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
+        self._spill_failed = True
 
     def keep_postings(self, keys: np.ndarray, blocks: np.ndarray, lines: np.ndarray,
                       lo: int, hi: int) -> None:
@@ -234,7 +310,7 @@ class IngestCache:
         """What the continuations (``continuations.compute_remote``, in the parse worker) read
         of this run, picklable: the kept head lines of each tape (never its edits) and the kept
         postings (after ``bind``)."""
-        heads = {tid: {o: line for o, line in lines.items() if o <= HEAD_EVENTS}
+        heads = {tid: {o: lines[o] for o in lines if o <= HEAD_EVENTS}
                  for tid, lines in self.lines.items()}
         return {"heads": heads, "postings": self.kept_postings(), "post_range": self.post_range,
                 "others_in_index": self.others_in_index}
@@ -257,7 +333,7 @@ class IngestCache:
         """(distinct winnowed hashes, distinct k-gram hashes) of ``text``: ``np.unique`` of
         ``fingerprint(text).hashes`` and of ``all_kgrams(text)[0]`` (both int64)."""
         key = text_key(text)
-        hit = self.prints.get(key)
+        hit = self._get_print(key)
         if hit is None:
             fp = fingerprint.fingerprint_batch([text], keep_kgrams=[True])[0]
             hit = (fp.hashes, fp.kgrams, False)
@@ -284,8 +360,8 @@ class IngestCache:
         the fingerprint made them (``text_prints`` makes them distinct when first asked)."""
         todo: dict[bytes, str] = {}
         for key, t in zip(keys, texts):
-            if key not in self.prints:
-                todo.setdefault(key, t)
+            if key not in todo and not self._has_print(key):
+                todo[key] = t
         made: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
         if todo:
             fps = fingerprint.fingerprint_batch(list(todo.values()), keep_kgrams=[True] * len(todo))
@@ -315,6 +391,42 @@ def union_prints(prints: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarra
             ks.append(k)
     return (uniq(np.concatenate(ws)) if ws else _EMPTY,
             uniq(np.concatenate(ks)) if ks else _EMPTY)
+
+
+class SpilledLines(Mapping):
+    """A tape's kept lines (offset → line) in a ``SpillFile``: only where each lies is held (three
+    int64 a line, in offset order), a line read back when asked for."""
+
+    def __init__(self, spill: SpillFile, lines: dict[int, bytes]) -> None:
+        self.spill = spill
+        offs = sorted(lines)
+        self.offs = np.array(offs, np.int64)
+        self.pos = np.empty(len(offs), np.int64)
+        self.lens = np.empty(len(offs), np.int64)
+        for i, o in enumerate(offs):
+            line = lines[o]
+            self.pos[i], self.lens[i] = spill.append(line), len(line)
+
+    def _find(self, ofs) -> int:
+        if not isinstance(ofs, int | np.integer):
+            return -1
+        i = int(np.searchsorted(self.offs, ofs))
+        return i if i < len(self.offs) and self.offs[i] == ofs else -1
+
+    def __contains__(self, ofs) -> bool:
+        return self._find(ofs) >= 0
+
+    def __getitem__(self, ofs) -> bytes:
+        i = self._find(ofs)
+        if i < 0:
+            raise KeyError(ofs)
+        return self.spill.read(int(self.pos[i]), int(self.lens[i]))
+
+    def __iter__(self):
+        return iter(self.offs.tolist())
+
+    def __len__(self) -> int:
+        return len(self.offs)
 
 
 class CachedAccess(TapeAccess):
