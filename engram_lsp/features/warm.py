@@ -37,17 +37,26 @@ _GRACE_S = 0.05
 _GIVE_UP_S = 30.0
 _QUIET_S = 0.05
 _POLL_S = 0.01
+_FIRST_LENS_S = 2.0  # as long as the lens request waits for the count (code_lens._OPENED_WAIT_S)
 
 
 def _warm(backend, doc: documents.Doc, parse: bool, window: tuple[int | None, int | None],
-          is_open=lambda: True) -> None:
+          is_open=lambda: True, lens_pending=None) -> None:
     """Parse ``doc`` for hovers, then read ahead for explain; nothing for a document closed
     meanwhile (``is_open``): an editor that opens and closes files in a row would otherwise
-    have each closed one parsed while it asks about the next."""
+    have each closed one parsed while it asks about the next. ``lens_pending()``: true while the
+    server's first code lens, whose count this open started (``code_lens.opened``), is not
+    answered and the engine not imported: the warm-up waits for that too (at most
+    ``_FIRST_LENS_S``)."""
     time.sleep(_GRACE_S)
     deadline = time.monotonic() + _GIVE_UP_S
-    while backend.busy() and time.monotonic() < deadline and not backend.closing:
-        time.sleep(_POLL_S)  # (a first code lens counting: even the kept table's look waits)
+    # (a first code lens counting: even the kept table's look waits; and the answer is written a
+    # moment after its count ends, on the request's thread: the parse would import the engine
+    # meanwhile — numpy's import holds the interpreter for ~100 ms at a time — and push it back)
+    first = time.monotonic() + _FIRST_LENS_S
+    while (backend.busy() or lens_pending is not None and time.monotonic() < first and lens_pending()) \
+            and time.monotonic() < deadline and not backend.closing:
+        time.sleep(_POLL_S)
     if not is_open():
         return
     text = doc.source()
@@ -84,11 +93,14 @@ def register(server) -> None:
         try:
             doc = documents.resolve(ls, uri)
             code_lens.opened(ls, backend, doc)  # a first lens counted from now, when it can be
+            lens_pending = None
+            if doc.uri in getattr(ls, "lens_counts_opened", ()):  # (its count started: fresh server)
+                lens_pending = lambda: not (ls.first_lens.is_set() or ls.preloaded.is_set())  # noqa: E731
             docs, key = ls.workspace.text_documents, unquote(uri)  # (pygls keys them unquoted)
             backend.opening(1)
             try:
                 backend.background(_opening, backend, doc, s.hover_enabled, (s.before, s.after),
-                                   lambda: key in docs)
+                                   lambda: key in docs, lens_pending)
             except BaseException:
                 backend.opening(-1)
                 raise

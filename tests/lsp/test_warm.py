@@ -159,3 +159,47 @@ def test_a_document_closed_before_its_warm_up_is_neither_parsed_nor_read_ahead(w
         assert calls == ["parse", "warm"]
     finally:
         backend.close()
+
+
+def test_an_open_that_started_the_first_lens_count_parses_after_its_answer(ws, monkeypatch):
+    """The open of a fresh server's first file starts counting its lens (``code_lens.opened``);
+    its warm-up's parse (which imports the engine) waits until that lens is answered, not only
+    until the count is over (the answer is written a moment later), and at most ``_FIRST_LENS_S``
+    when no lens request comes; an open that started no count does not wait."""
+    from engram_lsp import documents
+    from engram_lsp.features import warm
+
+    for k, v in ws.env().items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setattr(warm, "_GRACE_S", 0.0)
+    backend = Backend(ws.root, Settings())
+    calls: list[tuple[str, bool]] = []
+    answered = threading.Event()
+    monkeypatch.setattr(backend, "parse", lambda *a: calls.append(("parse", answered.is_set())) or True)
+    monkeypatch.setattr(backend, "warm", lambda *a, **k: calls.append(("warm", answered.is_set())))
+    path = ws.root / "hello.py"
+    doc = documents.Doc(uri=path.as_uri(), path=path, file=str(path), text=ws.files["hello.py"],
+                        version=1)
+    try:
+        threading.Timer(0.3, answered.set).start()
+        t0 = time.monotonic()
+        warm._warm(backend, doc, True, (None, None), lens_pending=lambda: not answered.is_set())
+        assert calls == [("parse", True), ("warm", True)]
+        assert time.monotonic() - t0 >= 0.25
+        # no lens request: the warm-up goes on after _FIRST_LENS_S
+        calls.clear()
+        monkeypatch.setattr(warm, "_FIRST_LENS_S", 0.2)
+        never = threading.Event()
+        t0 = time.monotonic()
+        warm._warm(backend, doc, True, (None, None), lens_pending=lambda: not never.is_set())
+        assert [c for c, _ in calls] == ["parse", "warm"]
+        assert 0.15 <= time.monotonic() - t0 < 5.0
+        # an open that started no count does not wait
+        calls.clear()
+        monkeypatch.setattr(warm, "_FIRST_LENS_S", 5.0)
+        t0 = time.monotonic()
+        warm._warm(backend, doc, True, (None, None), lens_pending=None)
+        assert [c for c, _ in calls] == ["parse", "warm"]
+        assert time.monotonic() - t0 < 2.5
+    finally:
+        backend.close()
