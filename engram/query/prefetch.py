@@ -39,7 +39,35 @@ def steps(
 ) -> Iterator[None]:
     """Warm what explaining spans of ``file`` (its buffer ``text``) reads, on this thread's
     connection; ``before``/``after``: the transcript window explain will be asked for (None:
-    Engram's config, as explain's own default)."""
+    Engram's config, as explain's own default). Then, once per index version and connection,
+    the lineage walk's plans (``walk_steps``)."""
+    yield from _file_steps(engine, file, text, before, after)
+    yield from walk_steps(engine)
+
+
+def walk_steps(engine) -> Iterator[None]:
+    """The lineage walk's plans at the engine's floor prepared ahead (``walk.prefill``) on this
+    thread's connection, in steps of about ``STEP_S``: any span's first explain then follows
+    prepared steps (at 16k sessions, ~0.6 s of CPU once per index version; nothing when done)."""
+    from engram.query import walk
+
+    conn = engine.conn()
+    mark = 0.0
+
+    def due() -> bool:
+        return time.perf_counter() - mark >= STEP_S
+
+    while True:
+        mark = time.perf_counter()
+        if walk.prefill(conn, engine.config.min_confidence, due) is not None:
+            return
+        yield
+
+
+def _file_steps(
+    engine, file: str, text: str, before: int | None = None, after: int | None = None
+) -> Iterator[None]:
+    """What explaining spans of ``file`` reads (``steps``)."""
     from engram.index.access import TapeAccess
     from engram.query import explain, location, window
     from engram.query import walk as lineage

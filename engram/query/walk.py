@@ -123,7 +123,7 @@ class _Plans:
         self._hops: dict[int, tuple] = {}
         self._tombs: dict[int, tuple[dict, ...]] = {}
         self.prefilled = False  # every node, tape and tombstone ``prefill`` prepares is here
-        self.prefill_todo: tuple | None = None  # what it prepares (``prefill``)
+        self.prefill_todo = None  # its batches still to run (``_prefill_jobs``)
 
     @classmethod
     def of(cls, conn: apsw.Connection, min_confidence: float, all: bool, max_fanout: int) -> _Plans:
@@ -265,7 +265,9 @@ class _Plans:
                 for i, r in rows.items()}
 
 
-PREFILL_BATCH = 256          # nodes, tapes or events ``prefill`` prepares between two ``stop()``
+PREFILL_BATCH = 64           # nodes, tapes or events ``prefill`` prepares between two ``stop()``
+PREFILL_ROWS = 2048          # ... or edge rows
+PREFILL_NODES = 16           # ... or nodes whose steps it prepares (up to ``MAX_FANOUT`` entries each)
 
 
 def prefill(conn: apsw.Connection, min_confidence: float, stop=None, *,
@@ -281,40 +283,67 @@ def prefill(conn: apsw.Connection, min_confidence: float, stop=None, *,
 
     True when every plan is there; False when the index has more than half of ``MAX_PLANS``
     of them (a prefill would push out what it prepared: the walks prepare their own), or
-    inside a transaction; None when ``stop()`` (asked between batches) said to leave the rest
+    inside a transaction; None when ``stop()`` (asked after each batch) said to leave the rest
     for later (a later call goes on from there)."""
     if conn.in_transaction:
         return False
     plans = _Plans.of(conn, min_confidence, False, max_fanout)
     if plans.prefilled:
         return True
-    todo = plans.prefill_todo
-    if todo is None:  # what to prepare, read once per index version (three scans of small tables)
-        lands = conn.execute("SELECT DISTINCT to_event, to_role FROM edges").fetchall()
-        froms = [r[0] for r in conn.execute("SELECT DISTINCT from_event FROM edges ORDER BY 1")]
-        tapes = [r[0] for r in conn.execute("SELECT id FROM tapes ORDER BY id")]
-        if len(lands) + 2 * len(froms) + len(tapes) > MAX_PLANS // 2:
+    if plans.prefill_todo is None:
+        plans.prefill_todo = _prefill_jobs(conn, plans)
+    # ``stop`` is asked after each batch: a call always makes progress
+    for _job in plans.prefill_todo:
+        if _job is False:  # the index has too many
+            plans.prefill_todo = iter([False])
             return False
-        nodes = {(e, _BEFORE if role == schema.ROLE_EDIT_BEFORE else _AFTER) for e, role in lands}
-        todo = plans.prefill_todo = (froms, sorted({e for e, _r in lands}), tapes, nodes)
-    froms, landed, tapes, nodes = todo
-    for fn, keys, memo in ((plans.seeds, froms, plans._seeds), (plans.tombstones, landed, plans._tombs),
-                           (plans.hops, tapes, plans._hops)):
-        left = [k for k in keys if k not in memo]
-        for i in range(0, len(left), PREFILL_BATCH):
-            if stop is not None and stop():
-                return None
-            fn(conn, left[i:i + PREFILL_BATCH])
-    seeds = plans.seeds(conn, froms)
-    left = sorted(n for n in nodes | {(e, seeds[e][1]) for e in froms} if n not in plans._steps)
-    for i in range(0, len(left), PREFILL_BATCH):
         if stop is not None and stop():
             return None
-        plans.steps(conn, left[i:i + PREFILL_BATCH])
     if _Plans.of(conn, min_confidence, False, max_fanout) is not plans:  # (cleared meanwhile)
         return None
     plans.prefilled = True
     return True
+
+
+def _prefill_jobs(conn: apsw.Connection, plans: _Plans):
+    """``prefill``'s batches, one a ``next()`` (a few ms each at 16k sessions): what to prepare,
+    read from the edges ``PREFILL_ROWS`` rows at a time, then the seeds, tombstones and tapes'
+    hops, ``PREFILL_BATCH`` at a time, and the nodes' steps, ``PREFILL_NODES`` or about
+    ``PREFILL_ROWS`` edge rows at a time (each call prepares only what is not there yet);
+    False, once, when they would not fit."""
+    top = conn.execute("SELECT max(id) FROM edges").fetchone()[0] or 0
+    lands: set[tuple[int, int]] = set()
+    out_rows: dict[int, int] = defaultdict(int)  # from_event → its edge rows
+    for lo in range(0, top + 1, PREFILL_ROWS):
+        for frm, to, role in conn.execute("SELECT from_event, to_event, to_role FROM edges"
+                                          " WHERE id >= ? AND id < ?", (lo, lo + PREFILL_ROWS)):
+            lands.add((to, role))
+            out_rows[frm] += 1
+        yield True
+    froms = sorted(out_rows)
+    tapes = [r[0] for r in conn.execute("SELECT id FROM tapes ORDER BY id")]
+    if len(lands) + 2 * len(froms) + len(tapes) > MAX_PLANS // 2:
+        yield False
+        return
+    yield True
+    landed = sorted({e for e, _r in lands})
+    for fn, keys in ((plans.seeds, froms), (plans.tombstones, landed), (plans.hops, tapes)):
+        for i in range(0, len(keys), PREFILL_BATCH):
+            fn(conn, keys[i:i + PREFILL_BATCH])
+            yield True
+    seeds = plans.seeds(conn, froms)
+    nodes = {(e, _BEFORE if role == schema.ROLE_EDIT_BEFORE else _AFTER) for e, role in lands}
+    batch, rows = [], 0
+    for n in sorted(nodes | {(e, seeds[e][1]) for e in froms}):
+        batch.append(n)
+        rows += out_rows.get(n[0], 0)
+        if rows >= PREFILL_ROWS or len(batch) >= PREFILL_NODES:
+            plans.steps(conn, batch)
+            yield True
+            batch, rows = [], 0
+    if batch:
+        plans.steps(conn, batch)
+        yield True
 
 
 def _empty_after(r: queries.EventRow | None) -> bool:

@@ -33,6 +33,22 @@ def _lineage_reads(conn: apsw.Connection) -> list[str]:
     return seen
 
 
+def test_a_prefill_always_asked_to_stop_still_finishes(indexed, monkeypatch):  # noqa: F811
+    """Each call prepares one batch before it asks: a caller whose ``stop`` always says yes (a
+    slow machine, where the bookkeeping alone outlasts a step) still gets there."""
+    monkeypatch.setattr(walk, "PREFILL_BATCH", 3)
+    eng = Engine(indexed.root)
+    try:
+        conn = eng.conn()
+        calls = 1
+        while walk.prefill(conn, 0.5, lambda: True) is None:
+            calls += 1
+            assert calls < 10_000
+        assert calls > 2 and walk._Plans.of(conn, 0.5, False, rules.MAX_FANOUT).prefilled
+    finally:
+        eng.close()
+
+
 @pytest.mark.parametrize("floor", [0.5, 0.2])
 def test_walks_after_a_prefill_are_unchanged_and_read_no_lineage_rows(indexed, floor):  # noqa: F811
     eng = Engine(indexed.root)
@@ -119,5 +135,21 @@ def test_the_engine_prefill_prepares_the_walk_at_its_floor(indexed):  # noqa: F8
         conn = eng.conn()
         plans = walk._Plans.of(conn, eng.config.min_confidence, False, rules.MAX_FANOUT)
         assert plans.prefilled and plans._steps
+    finally:
+        eng.close()
+
+
+def test_an_opened_files_read_ahead_ends_with_the_walks_plans(indexed):  # noqa: F811
+    """``Engine.prefetch_steps`` (the editors' read-ahead at ``didOpen``) prepares the walk's
+    plans after the file's own rows, in steps; later files find them there (no step at all)."""
+    eng = Engine(indexed.root)
+    try:
+        text = (indexed.root / "net.py").read_text()
+        steps = sum(1 for _ in eng.prefetch_steps(str(indexed.root / "net.py"), text))
+        plans = walk._Plans.of(eng.conn(), eng.config.min_confidence, False, rules.MAX_FANOUT)
+        assert plans.prefilled and plans._steps and steps > 1
+        again = sum(1 for _ in eng.prefetch_steps(str(indexed.root / "aio.py"),
+                                                  (indexed.root / "aio.py").read_text()))
+        assert again <= steps
     finally:
         eng.close()
