@@ -203,24 +203,17 @@ def direct_evidence(conn: apsw.Connection, text: str, file: str | None = None,
     refs = queries.refs_for_blocks(conn, kept.keys())
     ev: dict[int, Evidence] = {}
     after_blocks: dict[int, tuple[int, int]] = {}        # block → (event, line0)
-    # per block, once (a span read by many sessions has many refs a block): its containment,
-    # and whether an edit whose after-text it is can be a producer
-    conf_of = {b: min(1.0, c / n_win) for b, c in kept.items()}
-    owner_ok = {b for b, c in kept.items() if c >= need and c / n_win >= OWNER_MIN_SHARE}
-    after_role = schema.ROLE_EDIT_AFTER
-    get = ev.get
     for b, eid, role, line0 in refs:
-        conf = conf_of[b]
-        if role == after_role and b in owner_ok:
+        conf = min(1.0, kept[b] / n_win)
+        if role == schema.ROLE_EDIT_AFTER and kept[b] >= need and kept[b] / n_win >= OWNER_MIN_SHARE:
             after_blocks[b] = (eid, line0)
         elif conf <= floor:
             continue
-        e = get(eid)
+        e = ev.get(eid)
         if e is None:
             e = ev[eid] = Evidence(eid)
         e.roles.add(role)
-        if conf > e.quoted:
-            e.quoted = conf
+        e.quoted = max(e.quoted, conf)
     after: dict[int, tuple[set[int], int, int, int]] = {}
     if after_blocks:
         span_lines: dict[int, list[int]] = defaultdict(list)
