@@ -23,6 +23,7 @@ import pytest
 from test_ingest_stream import _index, _run
 
 from engram.adapters import aider, redact
+from engram.engine import Engine
 from engram.index import store
 from engram.ingest import ingestor, worker
 
@@ -66,8 +67,16 @@ def _setup(tmp_path: Path, sessions: int) -> tuple[Path, Path]:
 
 
 def _index_of(root: Path, home: Path) -> dict:
-    return {k: [r.replace(str(home), "~") for r in v] if isinstance(v, list) else v
-            for k, v in _index(root, home).items()}
+    """The index's rows (the packed fingerprints included) and the tape files."""
+    out = {k: [r.replace(str(home), "~") for r in v] if isinstance(v, list) else v
+           for k, v in _index(root, home).items()}
+    eng = Engine(root)
+    try:
+        out["packed"] = sorted(map(repr, eng.conn().execute("SELECT * FROM packed")))
+    finally:
+        eng.close()
+    assert out["packed"] and out["tapes"]
+    return out
 
 
 def _whole(tmp_path: Path, root: Path, monkeypatch, capsys) -> tuple[dict, dict]:
@@ -176,6 +185,14 @@ sys.exit(main(["ingest", "--seal"]))
 """
 
 
+def _alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 @pytest.mark.parametrize("where", ["worker", "here"])
 def test_an_ingest_killed_mid_history_is_finished_by_the_next(tmp_path, monkeypatch, capsys,
                                                               where):
@@ -202,9 +219,15 @@ def test_an_ingest_killed_mid_history_is_finished_by_the_next(tmp_path, monkeypa
             time.sleep(0.05)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
+        # the parse worker ends with its ingest (its temp files are then the next run's to sweep)
+        deadline = time.monotonic() + 30
+        while _alive(proc.pid):
+            assert time.monotonic() < deadline, "the parse worker outlived its ingest"
+            time.sleep(0.05)
     finally:
-        if proc.poll() is None:
+        if _alive(proc.pid):
             os.killpg(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:
             proc.wait()
         proc.stderr.close()
     conn = apsw.Connection(str(home / "index" / "index.sqlite"), flags=apsw.SQLITE_OPEN_READONLY)
