@@ -20,6 +20,7 @@ import concurrent.futures
 import contextlib
 import gc
 import logging
+import time
 from pathlib import Path
 
 import anyio
@@ -234,11 +235,46 @@ def _inline_calls(app: EngramMCP):
 
 async def _serve(app: EngramMCP) -> None:
     server = build(app)
+    ahead = None
     if app.engine.index_path.exists():  # the event loop's own connection, for INLINE tools
         with contextlib.suppress(Exception):
             app.engine.conn()
-    async with stdio.transport() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+            ahead = asyncio.get_running_loop().create_task(_walk_ahead(app))
+    try:
+        async with stdio.transport() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+    finally:
+        if ahead is not None:
+            ahead.cancel()
+
+
+WALK_STEP_S = 0.003  # the longest the walk's read-ahead holds the event loop at a time
+
+
+async def _walk_ahead(app: EngramMCP) -> None:
+    """The lineage walk's plans prepared on the event loop's connection (``walk.prefill``,
+    what ``explain`` walks), in steps of about ``WALK_STEP_S`` with the loop's other work (the
+    calls) in between: an explain's first walk then follows prepared steps. Once, at start
+    (the index's next version, after an ingest, is walked as before)."""
+    from engram.query import walk
+
+    conn = app.engine.conn()
+    floor = app.engine.config.min_confidence
+    mark = 0.0
+
+    def due() -> bool:
+        return time.perf_counter() - mark >= WALK_STEP_S
+
+    try:
+        while True:
+            mark = time.perf_counter()
+            if walk.prefill(conn, floor, due) is not None:
+                return
+            await asyncio.sleep(0)
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:  # explain walks without it; a broken index is reported by the call
+        log.info("walk read-ahead: %s", e)
 
 
 def serve(root: Path | None = None, index: Path | None = None) -> None:

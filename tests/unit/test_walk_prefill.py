@@ -153,3 +153,39 @@ def test_an_opened_files_read_ahead_ends_with_the_walks_plans(indexed):  # noqa:
         assert again <= steps
     finally:
         eng.close()
+
+
+def test_the_mcp_servers_walk_read_ahead_prepares_the_loops_connection(indexed, monkeypatch):  # noqa: F811
+    """``engram mcp`` prepares the walk's plans on the event loop's connection (where ``explain``
+    runs), in steps that give the loop back: other work runs in between, and explains answer
+    as before."""
+    import asyncio
+
+    from engram.mcp import server
+
+    monkeypatch.setattr(walk, "PREFILL_BATCH", 2)
+    monkeypatch.setattr(server, "WALK_STEP_S", 0.0)  # a batch a step
+    monkeypatch.chdir(indexed.root)
+    want = _walks_fresh(indexed, [1, 2, 3], min_confidence=0.5)
+    app = server.EngramMCP(indexed.root)
+    try:
+        ticks = 0
+
+        async def other() -> None:  # the loop's other work (the calls)
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        async def main() -> None:
+            t = asyncio.get_running_loop().create_task(other())
+            await server._walk_ahead(app)
+            t.cancel()
+
+        asyncio.run(main())
+        conn = app.engine.conn()
+        plans = walk._Plans.of(conn, app.engine.config.min_confidence, False, rules.MAX_FANOUT)
+        assert plans.prefilled and ticks > 2
+        assert _walks(conn, [1, 2, 3], min_confidence=0.5) == want
+    finally:
+        app.close()
