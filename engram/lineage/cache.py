@@ -313,13 +313,25 @@ class IngestCache:
         if not self._post:
             return None
         if self._merged is None:
-            K, B, L = (np.concatenate(x) for x in zip(*self._post))
-            if len(self._post) > 1:
-                # each part is sorted and holds higher blocks than the parts before it: a stable
-                # sort on the key alone orders by (key, block, line) (merging the sorted runs)
-                o = np.argsort(K, kind="stable")
-                K, B, L = K[o], B[o], L[o]
+            parts = self._post
+            if len(parts) == 1:
+                self._merged = parts[0]
+                return self._merged
+            # the parts are dropped as they are joined, and the columns sorted one at a time:
+            # the rows are held once (plus one column and the order) at any moment, not 3-4 times
+            K = np.concatenate([p[0] for p in parts])
+            B = np.concatenate([p[1] for p in parts])
+            L = np.concatenate([p[2] for p in parts])
+            parts.clear()
+            # each part is sorted and holds higher blocks than the parts before it: a stable
+            # sort on the key alone orders by (key, block, line) (merging the sorted runs)
+            o = np.argsort(K, kind="stable")
+            K = K[o]
+            B = B[o]
+            L = L[o]
+            del o
             self._merged = (K, B, L)
+            parts.append(self._merged)   # (``_post``: one part, the merged rows)
         return self._merged
 
     # -- handed to the parse worker --------------------------------------------------------------
