@@ -664,6 +664,10 @@ class ParseProcess:
         return fut.engram_value
 
     def close(self) -> None:
+        with self._lock:   # a stream no one will take any more: its sessions are not waited for
+            boxes = [f.engram_parts for f in self.pending if hasattr(f, "engram_parts")]
+        for box in boxes:
+            box.abandon()
         try:
             self.proc.stdin.close()
         except OSError:
