@@ -245,3 +245,29 @@ def test_an_ingest_killed_mid_history_is_finished_by_the_next(tmp_path, monkeypa
     assert res["tapes_written"] <= whole["sessions"] - 20
     assert _index_of(root, home) == plain
     assert not list(home.rglob("*.tmp"))
+
+
+def test_parts_wait_for_the_ingest_and_drop_what_it_abandons(tmp_path):
+    """``worker.Parts``: sessions come out in order; the putting side waits while ``MAX`` are
+    waiting; ``end`` makes ``get`` answer None once drained; after ``abandon``, what waited and
+    what is put later is removed (its temp file), and nothing waits."""
+    import threading
+    from types import SimpleNamespace
+
+    def item(i: int) -> tuple:
+        tmp = tmp_path / f"{i}.tmp"
+        tmp.write_bytes(b"x")
+        return (SimpleNamespace(events=[{"k": "meta"}]), None, (None, str(tmp), {}))
+
+    box = worker.Parts()
+    box.MAX = 2
+    put = threading.Thread(target=lambda: [box.put(item(i)) for i in range(6)] and box.end())
+    put.start()
+    time.sleep(0.3)
+    assert len(box._items) == 2 and put.is_alive()   # (waiting on the ingest)
+    got = [box.get() for _ in range(3)]
+    assert [Path(g[2][1]).name for g in got] == ["0.tmp", "1.tmp", "2.tmp"]
+    box.abandon()
+    put.join(10)
+    assert not put.is_alive() and box.get() is None
+    assert sorted(p.name for p in tmp_path.glob("*.tmp")) == ["0.tmp", "1.tmp", "2.tmp"]
