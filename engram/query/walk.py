@@ -277,9 +277,9 @@ def prefill(conn: apsw.Connection, min_confidence: float, stop=None, *,
     lineage edges as a seed, every tape's continuation and dispatch rows and every landing
     event's tombstones: for a long-running process (the language server, the MCP server),
     between requests, so that a span's first explain walks prepared steps instead of reading
-    and preparing each node's rows as the walk meets them (at 16k sessions: ~6,000 nodes,
-    16,600 tapes). The plans are what a walk would prepare itself, by the same code, in
-    batches: a walk afterwards gives the same answer, only sooner.
+    and preparing each node's rows as the walk meets them (at 16k sessions: 7,640 nodes,
+    16,622 tapes, ~0.6 s of CPU, ~65 MB). The plans are what a walk would prepare itself, by
+    the same code, in batches: a walk afterwards gives the same answer, only sooner.
 
     True when every plan is there; False when the index has more than half of ``MAX_PLANS``
     of them (a prefill would push out what it prepared: the walks prepare their own), or
