@@ -37,10 +37,10 @@ _FEED = 256
 yields at most 8 MiB (a 4-byte RLE block makes 128 KiB), so the limit is overshot by no more."""
 
 
-def tape_id_of(path: Path) -> str:
-    name = Path(path).name
+def tape_id_of(path: Path | str) -> str:
+    name = os.path.basename(os.fspath(path).rstrip("/"))
     if not name.endswith(SUFFIX):
-        raise CorruptTape(f"not a tape file name (expected <id>{SUFFIX})", path=str(path))
+        raise CorruptTape(f"not a tape file name (expected <id>{SUFFIX})", path=str(Path(path)))
     return name[: -len(SUFFIX)]
 
 
@@ -56,29 +56,30 @@ def _decompressor() -> zstandard.ZstdDecompressor:
     return d
 
 
-def read_raw(path: Path) -> bytes:
+def read_raw(path: Path | str) -> bytes:
     """The tape's JSONL bytes, decompressed within ``size_limit`` and checked against its name
-    (always: a tape whose name is not the hash of its content is refused)."""
-    path = Path(path)
+    (always: a tape whose name is not the hash of its content is refused). ``path`` is used as
+    given (no ``Path`` made of it: the lineage pass reads thousands of tapes); errors name it as
+    ``Path`` writes it."""
     want = tape_id_of(path)
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             if size > MAX_FILE_BYTES:
                 raise CorruptTape(f"tape file is {size} bytes, more than a tape may hold "
-                                  f"({MAX_FILE_BYTES})", path=str(path))
+                                  f"({MAX_FILE_BYTES})", path=str(Path(path)))
             data = f.read(size + 1)
     except FileNotFoundError:
-        raise CorruptTape("tape file vanished or does not exist", path=str(path)) from None
+        raise CorruptTape("tape file vanished or does not exist", path=str(Path(path))) from None
     except OSError as e:
-        raise CorruptTape(f"cannot read tape: {e.strerror or e}", path=str(path)) from None
+        raise CorruptTape(f"cannot read tape: {e.strerror or e}", path=str(Path(path))) from None
     limit = size_limit(len(data))
     if _large(data, limit):
         _check_streamed(data, want, limit, path)
     raw = _decompress(data, limit, path)
     got = xxhash.xxh3_128_hexdigest(raw)
     if got != want:
-        raise CorruptTape(f"content hash {got} does not match the tape's name", path=str(path))
+        raise CorruptTape(f"content hash {got} does not match the tape's name", path=str(Path(path)))
     return raw
 
 
@@ -112,17 +113,17 @@ def _check_streamed(data: bytes, want: str, limit: int, path: Path) -> None:
             total += len(out)
             if total > limit:
                 raise CorruptTape(f"tape decompresses to more than its {len(data)}-byte file "
-                                  f"may hold ({limit} bytes): a zstd bomb?", path=str(path))
+                                  f"may hold ({limit} bytes): a zstd bomb?", path=str(Path(path)))
             h.update(out)
             if dobj.eof:
                 break
     except zstandard.ZstdError as e:
-        raise CorruptTape(f"corrupt or truncated zstd data: {e}", path=str(path)) from None
+        raise CorruptTape(f"corrupt or truncated zstd data: {e}", path=str(Path(path))) from None
     if not dobj.eof:
-        raise CorruptTape("truncated zstd data (the frame does not end)", path=str(path))
+        raise CorruptTape("truncated zstd data (the frame does not end)", path=str(Path(path)))
     got = h.hexdigest()
     if got != want:
-        raise CorruptTape(f"content hash {got} does not match the tape's name", path=str(path))
+        raise CorruptTape(f"content hash {got} does not match the tape's name", path=str(Path(path)))
 
 
 def _decompress(data: bytes, limit: int, path: Path) -> bytes:
@@ -133,7 +134,7 @@ def _decompress(data: bytes, limit: int, path: Path) -> bytes:
             if declared > limit:
                 raise CorruptTape(f"tape declares {declared} bytes of content, more than its "
                                   f"{len(data)}-byte file may hold ({limit}): a zstd bomb?",
-                                  path=str(path))
+                                  path=str(Path(path)))
             # exactly ``declared`` bytes are allocated; a frame that makes more fails
             return _decompressor().decompress(data)
         dobj = _decompressor().decompressobj()
@@ -142,14 +143,14 @@ def _decompress(data: bytes, limit: int, path: Path) -> bytes:
             out += dobj.decompress(data[i:i + _FEED])
             if len(out) > limit:
                 raise CorruptTape(f"tape decompresses to more than its {len(data)}-byte file "
-                                  f"may hold ({limit} bytes): a zstd bomb?", path=str(path))
+                                  f"may hold ({limit} bytes): a zstd bomb?", path=str(Path(path)))
             if dobj.eof:
                 break
         if not dobj.eof:
-            raise CorruptTape("truncated zstd data (the frame does not end)", path=str(path))
+            raise CorruptTape("truncated zstd data (the frame does not end)", path=str(Path(path)))
         return bytes(out)
     except zstandard.ZstdError as e:
-        raise CorruptTape(f"corrupt or truncated zstd data: {e}", path=str(path)) from None
+        raise CorruptTape(f"corrupt or truncated zstd data: {e}", path=str(Path(path))) from None
 
 
 def parse_lines(raw: bytes, path: Path | str = "<tape>") -> list[dict]:
@@ -213,7 +214,7 @@ def _cached(path: str, mtime_ns: int, size: int) -> tuple[bytes, ...]:
         if hit is not None:
             _lru.move_to_end(key)
             return hit
-    raw = read_raw(Path(path))
+    raw = read_raw(path)
     lines = tuple(raw.split(b"\n"))
     budget = cache_bytes()
     with _lru_lock:
