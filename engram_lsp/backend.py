@@ -189,6 +189,44 @@ class QueryThreads:
             future.cancel()
 
 
+class _IngestGuard:
+    """Background reads (a query thread's prefill, a workspace file's lens counts ahead) share it;
+    an ingest holds it alone. A read never waits: it takes the guard only while no ingest holds
+    it, and gives up otherwise. An ingest waits for the reads under way (they stop at their next
+    step once ``ingesting`` is set). A plain lock here let one query thread's prefill turn the
+    other's away, and that thread's connection then went without prepared rows."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writing = False
+
+    def try_shared(self) -> bool:
+        with self._cond:
+            if self._writing:
+                return False
+            self._readers += 1
+            return True
+
+    def release_shared(self) -> None:
+        with self._cond:
+            self._readers -= 1
+            if not self._readers:
+                self._cond.notify_all()
+
+    def __enter__(self) -> _IngestGuard:
+        with self._cond:
+            while self._writing or self._readers:
+                self._cond.wait()
+            self._writing = True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with self._cond:
+            self._writing = False
+            self._cond.notify_all()
+
+
 class Backend:
     """Owns the Engine and runs everything that touches it off the event loop."""
 
@@ -213,7 +251,7 @@ class Backend:
         self._opening = 0  # opened files whose warm-up is not queued yet (``opening``)
         self._requests = 0  # of which requests (not background jobs)
         self._active = 0  # running on the engine
-        self._ingest_guard = threading.Lock()  # held while an ingest runs: no prefill then
+        self._ingest_guard = _IngestGuard()  # an ingest alone; background reads share it
         self._lock = threading.Lock()
         self._pending_paths: set[str] = set()
         self._watch_job: Future | None = None
@@ -380,7 +418,7 @@ class Backend:
         ingest (a rebuild replaces the file: a connection opened then may read the old one, or
         write the new one's schema under the rebuild): ``_run_ingest`` holds the guard. Stopped
         by a request, it is queued again (it runs when no request waits)."""
-        if not self._ingest_guard.acquire(blocking=False):
+        if not self._ingest_guard.try_shared():
             return  # the ingest queues a prefill when it is done
         try:
             if self.ingesting or self.closing:
@@ -389,7 +427,7 @@ class Backend:
             if not self._yield():
                 done = engine.prefill_postings(self._yield)
         finally:
-            self._ingest_guard.release()
+            self._ingest_guard.release_shared()
         if done is None and tries > 1 and not self.closing:
             self._queue_prefill(thread, tries - 1)
 
@@ -771,7 +809,7 @@ class Backend:
         tables)``, key None when the counts are kept already or the file cannot be read, tables
         ``{key: table}`` when one was computed (``engram_lsp.blocks``); None when the index is not
         settled (an ingest runs or ran since: the pass stops)."""
-        if not self._ingest_guard.acquire(blocking=False):
+        if not self._ingest_guard.try_shared():
             return None
         try:
             generation = self.settled_generation(engine)
@@ -796,7 +834,7 @@ class Backend:
                 return generation, None, None, tables
             return generation, key, lenses.counts(results), tables
         finally:
-            self._ingest_guard.release()
+            self._ingest_guard.release_shared()
 
     def _ahead_table(self, engine, path: Path, text: str) -> dict:
         """``{key: block table}`` of ``text`` when none is kept (``engram_lsp.blocks``), computed
