@@ -456,20 +456,14 @@ class Ingestor:
             if not self._sound(refs[-1], summary):
                 return False
         for sess, ref, (_ref, _tmp, kept), prep in zip(out.sessions, refs, per, prepared):
-            events = sess.events
-            self._keep_taped(ref, events, kept)
-            lid = live_tape_id(src, sess.key)
-            rec = store.SessionRecord(ref.tape_id, events, path=str(ref.path), source_path=src,
-                                      source_key=sess.key, prepared=prep,
-                                      replaces=lid if lid in self.live_ids else None)
-            rec.encode()
-            state[sess.key] = {"sealed": len(events), "tape": ref.tape_id}
+            rec = self._sealed_record(src, sess, ref, kept, prep)
+            state[sess.key] = {"sealed": len(sess.events), "tape": ref.tape_id}
             batch.add(rec)
             summary["sessions"] += 1
             summary["sealed"] += 1
             summary["streamed"] = summary.get("streamed", 0) + 1
             summary["tapes_written"] += int(ref.created)
-            summary["events"] += len(events)
+            summary["events"] += len(sess.events)
         self._record_errors(src, out.errors, summary, run.pending)
         run.pending.append((
             "INSERT OR REPLACE INTO cursors(source, adapter, size, mtime_ns, end_offset, state, live,"
@@ -556,24 +550,17 @@ class Ingestor:
             ref, tmp = self.stager.adopt(ref, tmp), None
             if not (self.stager.staged(ref.path) or self._sound(ref, summary)):
                 raise _CorruptTape()   # (removed: the history is streamed again, its tape written)
-            events = sess.events
-            self._keep_taped(ref, events, kept)
-            lid = live_tape_id(src, sess.key)
-            rec = store.SessionRecord(ref.tape_id, events, path=str(ref.path), source_path=src,
-                                      source_key=sess.key, prepared=prep,
-                                      replaces=lid if lid in self.live_ids else None)
-            rec.encode()
-            box[0].add(rec)
+            box[0].add(self._sealed_record(src, sess, ref, kept, prep))
             added = True
         finally:
             if not added:
                 parse_worker.discard_part((sess, prep, (ref, tmp, kept)))
-        state[sess.key] = {"sealed": len(events), "tape": ref.tape_id}
+        state[sess.key] = {"sealed": len(sess.events), "tape": ref.tape_id}
         summary["sessions"] += 1
         summary["sealed"] += 1
         summary["streamed"] = summary.get("streamed", 0) + 1
         summary["tapes_written"] += int(ref.created)
-        summary["events"] += len(events)
+        summary["events"] += len(sess.events)
         if (len(box[0]) >= STREAM_COMMIT_SESSIONS or box[0].n_events >= STREAM_COMMIT_EVENTS
                 or isinstance(prep, store.PreparedSpill)):
             batch, box[0] = box[0], store.Batch(self.conn, self.cache)
@@ -661,6 +648,17 @@ class Ingestor:
             (src, s.adapter.name, sk[0], sk[1], out.end_offset,
              json.dumps(state, sort_keys=True), int(any_live), utc_iso(now))))
         return True
+
+    def _sealed_record(self, src: str, sess, ref: writer.TapeRef, kept, prep) -> store.SessionRecord:
+        """A streamed session's record, its tape adopted: its kept lines go to the lineage cache,
+        and it replaces the live tape of the same session, if any (encoded, ready to add)."""
+        self._keep_taped(ref, sess.events, kept)
+        lid = live_tape_id(src, sess.key)
+        rec = store.SessionRecord(ref.tape_id, sess.events, path=str(ref.path), source_path=src,
+                                  source_key=sess.key, prepared=prep,
+                                  replaces=lid if lid in self.live_ids else None)
+        rec.encode()
+        return rec
 
     def _keep_taped(self, ref: writer.TapeRef, events, kept: dict[int, bytes]) -> None:
         """A tape made by the parse: its lines the lineage pass reads (``kept``, offset → line)
