@@ -465,11 +465,7 @@ class Ingestor:
             summary["tapes_written"] += int(ref.created)
             summary["events"] += len(sess.events)
         self._record_errors(src, out.errors, summary, run.pending)
-        run.pending.append((
-            "INSERT OR REPLACE INTO cursors(source, adapter, size, mtime_ns, end_offset, state, live,"
-            " updated) VALUES (?,?,?,?,?,?,?,?)",
-            (src, s.adapter.name, sk[0], sk[1], out.end_offset,
-             json.dumps(state, sort_keys=True), 0, utc_iso(run.now))))
+        run.pending.append(_cursor_row(s, sk, out.end_offset, state, 0, run.now))
         return True
 
     def _ingest_parts(self, s: Source, sk, ticket, run: _Run) -> None:
@@ -528,11 +524,7 @@ class Ingestor:
                     rec.prepared.discard()                          # failed): their files
                 parse_worker.discard_spilled(rec.events)
         self._record_errors(src, out.errors, summary, run.pending)
-        run.pending.append((
-            "INSERT OR REPLACE INTO cursors(source, adapter, size, mtime_ns, end_offset, state, live,"
-            " updated) VALUES (?,?,?,?,?,?,?,?)",
-            (src, s.adapter.name, sk[0], sk[1], out.end_offset,
-             json.dumps(state, sort_keys=True), 0, utc_iso(run.now))))
+        run.pending.append(_cursor_row(s, sk, out.end_offset, state, 0, run.now))
 
     def _take_part(self, src: str, item: tuple, box: list, state: dict, summary: dict) -> None:
         """(``_ingest_parts``) one streamed session, ``(SessionLog, PreparedSpill, (TapeRef,
@@ -642,11 +634,7 @@ class Ingestor:
         for k, n in counts.items():
             summary[k] += n
         self._record_errors(src, out.errors, summary, pending_cursors)
-        pending_cursors.append((
-            "INSERT OR REPLACE INTO cursors(source, adapter, size, mtime_ns, end_offset, state, live,"
-            " updated) VALUES (?,?,?,?,?,?,?,?)",
-            (src, s.adapter.name, sk[0], sk[1], out.end_offset,
-             json.dumps(state, sort_keys=True), int(any_live), utc_iso(now))))
+        pending_cursors.append(_cursor_row(s, sk, out.end_offset, state, int(any_live), now))
         return True
 
     def _sealed_record(self, src: str, sess, ref: writer.TapeRef, kept, prep) -> store.SessionRecord:
@@ -930,6 +918,14 @@ class _WorkerCrash(Exception):
     def __init__(self, message: str, trace: str):
         super().__init__(message)
         self.message, self.trace = message, trace
+
+
+def _cursor_row(s: Source, sk, end_offset: int, state: dict, live: int, now: float) -> tuple:
+    """The statement that records how far ``s`` was read (committed with its batch's rows)."""
+    return ("INSERT OR REPLACE INTO cursors(source, adapter, size, mtime_ns, end_offset, state, live,"
+            " updated) VALUES (?,?,?,?,?,?,?,?)",
+            (str(s.path), s.adapter.name, sk[0], sk[1], end_offset, json.dumps(state, sort_keys=True),
+             live, utc_iso(now)))
 
 
 def _new_summary() -> dict:
