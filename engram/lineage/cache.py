@@ -39,7 +39,7 @@ from engram.index import queries
 from engram.index.access import TapeAccess
 from engram.lineage.rules import HEAD_EVENTS
 from engram.sortedset import KeyMap, member, uniq
-from engram.spill import LinesFile, SpillFile
+from engram.spill import SpillFile
 from engram.tape.writer import encode_event
 
 _WANTED_KINDS = ("code.edit", "span.link")
@@ -183,20 +183,6 @@ class IngestCache:
         self._lines_in_memory += size
         self.lines[tape_id] = kept
 
-    def keep_lines(self, tape_id: str, lines: LinesFile) -> None:
-        """``keep_tape`` of a tape whose wanted lines the parse worker wrote to a file
-        (``spill.LinesFile``, finished): adopted, not read into memory (discarded if not kept)."""
-        if tape_id in self.lines or self.lines_bytes >= MAX_LINES_BYTES:
-            lines.discard()
-            return
-        try:
-            lines.adopt()
-        except OSError:   # (its lines are read from the tape instead)
-            lines.discard()
-            return
-        self.lines[tape_id] = lines
-        self.lines_bytes += lines.size
-
     def keep_prints(self, key: bytes, hashes: np.ndarray, kgrams: np.ndarray) -> None:
         """The winnowed hashes and all k-grams of the text whose ``text_key`` is ``key`` (made
         distinct when first asked for: not every kept text is)."""
@@ -264,10 +250,7 @@ class IngestCache:
         return self._spill
 
     def close(self) -> None:
-        """Drop what is kept (the spill files too); the cache then keeps nothing more."""
-        for lines in self.lines.values():
-            if isinstance(lines, LinesFile):
-                lines.discard()
+        """Drop what is kept (the spill file too); the cache then keeps nothing more."""
         self.lines, self.prints = {}, {}
         self._spilled_prints = KeyMap(4)
         if self._spill is not None:

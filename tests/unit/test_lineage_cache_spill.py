@@ -118,35 +118,3 @@ def test_a_run_that_spills_everything_writes_the_same_rows(world, capsys, monkey
     assert spills   # (what makes this test matter)
     assert _tables(w) == whole
     assert _untimed(explain(capsys, w, "parsers.py", PARSE_V3)) == answer
-
-
-def test_lines_file_travels_by_pickle_and_is_read_once_adopted(tmp_path):
-    """The parse worker's kept lines in a file: the ingest gets the path and index (pickled), not
-    the lines; once adopted the file has no name left, and the lines read back are the bytes."""
-    import pickle
-
-    from engram.spill import LinesFile
-
-    lines = {0: b'{"k":"meta"}\n', 7: b'{"k":"code.edit","x":"\xc3\xa9"}\n', 3: b"x" * 70_000 + b"\n"}
-    f = LinesFile.create(tmp_path, "lines.tmp")
-    for o in (3, 7):
-        f.add(o, lines[o])
-    f.add(0, lines[0])    # (the meta's line comes last)
-    f.finish()
-    assert (tmp_path / "lines.tmp").stat().st_mode & 0o777 == 0o600
-    back = pickle.loads(pickle.dumps(f))
-    assert len(pickle.dumps(f)) < 1_000 and list(back) == [0, 3, 7] and len(back) == 3
-    kept = cache.IngestCache()
-    kept.keep_lines("t1", back)
-    assert os.listdir(tmp_path) == [] and kept.lines_bytes == sum(map(len, lines.values()))
-    assert dict(kept.lines["t1"]) == lines and 5 not in kept.lines["t1"]
-    assert kept.for_worker()["heads"]["t1"] == {o: b for o, b in lines.items() if o <= cache.HEAD_EVENTS}
-    kept.close()
-
-    g = LinesFile.create(tmp_path, "more.tmp")
-    g.add(1, b"line\n")
-    g.finish()
-    full = cache.IngestCache()
-    full.lines_bytes = cache.MAX_LINES_BYTES     # no room: not kept, its file removed
-    full.keep_lines("t2", pickle.loads(pickle.dumps(g)))
-    assert "t2" not in full.lines and os.listdir(tmp_path) == []
