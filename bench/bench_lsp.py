@@ -322,15 +322,16 @@ def did_open(client: RawClient, path: Path, text: str) -> str:
 
 
 async def settle(client: RawClient, timeout: float = 20) -> None:
-    """Wait until the server's background reading is done: the postings it keeps in memory, and
-    the read-ahead for explain of the files opened so far (``warming``; a server without these
+    """Wait until the server's background reading is done: the postings it keeps in memory, each
+    query thread's prefill (``prefilling``: its rows and the lineage walk's plans), and the
+    read-ahead for explain of the files opened so far (``warming``; a server without these
     features passes at once)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         st = await client.request("engram/status", {})
         memory = st["server"].get("memory")
         held = not memory or memory.get("postings") is not None or not memory.get("reading")
-        if held and not st["server"].get("warming"):
+        if held and not st["server"].get("warming") and not st["server"].get("prefilling"):
             return
         await asyncio.sleep(0.05)
 

@@ -42,7 +42,9 @@ from engram_lsp.settings import Settings
 log = logging.getLogger(__name__)
 
 _CACHE_SIZE = 4096  # per-document results (lens, hover: the hovers of opened files computed ahead)
-_PREFILL_TRIES = 50  # a prefill stopped by requests is tried again, this often at most
+# a prefill stopped by a request is queued again (behind it), this often at most: each call makes
+# progress, so this only bounds a prefill that a stream of requests keeps stopping
+_PREFILL_TRIES = 2000
 _REBUILD_WAIT_S = 60.0  # a query waits this long at most for a rebuild to finish
 _BLOCK_CACHE_SIZE = 20_000
 _REWARM_FILES = 2  # the most recently opened files are warmed for explain again after an ingest
@@ -253,6 +255,7 @@ class Backend:
         self._active = 0  # running on the engine
         self._ingest_guard = _IngestGuard()  # an ingest alone; background reads share it
         self._lock = threading.Lock()
+        self._prefilling: set[int] = set()  # query threads whose prefill is queued or under way
         self._pending_paths: set[str] = set()
         self._watch_job: Future | None = None
         self._cache: OrderedDict[tuple, Any] = OrderedDict()
@@ -420,14 +423,20 @@ class Backend:
         by a request, it is queued again (it runs when no request waits)."""
         if not self._ingest_guard.try_shared():
             return  # the ingest queues a prefill when it is done
+        done = None
         try:
             if self.ingesting or self.closing:
                 return
-            done = None
             if not self._yield():
                 done = engine.prefill_postings(self._yield)
+        except BaseException:
+            done = False
+            raise
         finally:
             self._ingest_guard.release_shared()
+            if done is not None or tries <= 1 or self.closing:
+                with self._lock:
+                    self._prefilling.discard(thread)
         if done is None and tries > 1 and not self.closing:
             self._queue_prefill(thread, tries - 1)
 
@@ -443,8 +452,16 @@ class Backend:
         otherwise pays for opening its connection, reading the schema and the rows) and after an
         ingest (the rows read before are stale). A job stops early for a request that waits; a
         thread whose job did not finish reads rows as requests need them."""
+        with self._lock:
+            self._prefilling.update(range(self._query_pool.size))
         for i in range(self._query_pool.size):
             self._queue_prefill(i, _PREFILL_TRIES)
+
+    def prefilling(self) -> int:
+        """Query threads whose prefill has not finished yet (``engram/status`` →
+        ``server.prefilling``): one stopped by a request goes on once none waits."""
+        with self._lock:
+            return len(self._prefilling)
 
     def parse(self, text: str, path) -> bool:
         """Parse ``text`` for later hovers now (``Engine.parse_symbols``), giving way to requests:

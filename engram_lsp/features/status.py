@@ -36,6 +36,7 @@ def server_status(ls) -> dict:
         "watching": ls.indexer.watching,
         "memory": backend.postings_status(),
         "warming": backend.warming(),
+        "prefilling": backend.prefilling(),
         "lenses_ahead": backend.lenses_pending(),
         "heap_kept": heap.kept(),
         "pull": getattr(ls, "pull_state", None),  # sharing.autoPull (engram_lsp.puller)

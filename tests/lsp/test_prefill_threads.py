@@ -55,7 +55,8 @@ def test_both_query_threads_are_prefilled(ws, monkeypatch):
                 return plans.prefilled
             return backend._submit(probe, thread=i).result(30)
 
-        wait_until(lambda: all(prefilled(i) for i in range(size)), 30,
-                   message="every query thread's walk plans prefilled")
+        wait_until(lambda: backend.prefilling() == 0, 30,
+                   message="every query thread's prefill done (engram/status server.prefilling)")
+        assert all(prefilled(i) for i in range(size))
     finally:
         backend.close()
