@@ -129,11 +129,12 @@ def build_deja(dest: Path) -> Path | None:
     return dest
 
 
-def setup_home(out: Path) -> dict:
-    """The fake home (its ``.claude`` is the corpus) and an ``ENGRAM_HOME`` whose config reads
-    Claude Code logs only."""
+def setup_home(out: Path, engram_home: Path | None = None) -> dict:
+    """The fake home (its ``.claude`` is the corpus) and a fresh ``ENGRAM_HOME`` (``engram_home``,
+    default ``<out>/engram-home``; removed first if it exists) whose config reads Claude Code logs
+    only."""
     home = out / "home"
-    eh = out / "engram-home"
+    eh = (engram_home or out / "engram-home").resolve()
     if eh.exists():
         shutil.rmtree(eh)
     eh.mkdir(mode=0o700)
@@ -416,10 +417,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sample", type=int, default=300, help="spans for origin@1")
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--engram-home", type=Path, default=None,
-                    help="with --no-ingest: this ENGRAM_HOME (a `cp -a` copy of the corpus's, so "
-                    "that a shared corpus is only read: the LSP part removes its kept lens "
-                    "counts and the servers' startup ingests write to it) instead of "
-                    "<out>/engram-home; the logs are still read from <out>/home")
+                    help="this ENGRAM_HOME instead of <out>/engram-home: with --no-ingest, a `cp -a` "
+                    "copy of the corpus's, so that a shared corpus is only read (the LSP part "
+                    "removes its kept lens counts and the servers' startup ingests write to it); "
+                    "with the ingest, made afresh there (removed first); the logs are still read "
+                    "from <out>/home")
     a = ap.parse_args(argv)
     mode = "small" if a.small else "full"
     out = (a.out or Path(f"/tmp/engram-scale-{mode}")).resolve()
@@ -442,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
                                                    "projects", "distinct_real_files")},
                "machine": {"platform": platform.platform(), "python": platform.python_version(),
                            "cpus": os.cpu_count(), "load_before": os.getloadavg()}}
-    env = setup_home(out) if "ingest" in only else dict(
+    env = setup_home(out, a.engram_home) if "ingest" in only else dict(
         os.environ, HOME=str(out / "home"),
         ENGRAM_HOME=str((a.engram_home or out / "engram-home").resolve()), PYTHONHASHSEED="0")
     for f in (out / "home" / ".claude").rglob("*.jsonl"):  # the page cache, for both tools
