@@ -20,7 +20,6 @@ import concurrent.futures
 import contextlib
 import gc
 import logging
-import time
 from pathlib import Path
 
 import anyio
@@ -248,28 +247,15 @@ async def _serve(app: EngramMCP) -> None:
             ahead.cancel()
 
 
-WALK_STEP_S = 0.003  # the longest the walk's read-ahead holds the event loop at a time
-
-
 async def _walk_ahead(app: EngramMCP) -> None:
-    """The lineage walk's plans prepared on the event loop's connection (``walk.prefill``,
-    what ``explain`` walks), in steps of about ``WALK_STEP_S`` with the loop's other work (the
-    calls) in between: an explain's first walk then follows prepared steps. Once, at start
-    (the index's next version, after an ingest, is walked as before)."""
-    from engram.query import walk
-
-    conn = app.engine.conn()
-    floor = app.engine.config.min_confidence
-    mark = 0.0
-
-    def due() -> bool:
-        return time.perf_counter() - mark >= WALK_STEP_S
+    """The lineage walk's plans prepared on the event loop's connection (what ``explain``
+    walks), by the editors' read-ahead steps (``prefetch.walk_steps``, a few ms each) with the
+    loop's other work (the calls) in between: an explain's first walk then follows prepared
+    steps. Once, at start (the index's next version, after an ingest, is walked as before)."""
+    from engram.query import prefetch
 
     try:
-        while True:
-            mark = time.perf_counter()
-            if walk.prefill(conn, floor, due) is not None:
-                return
+        for _step in prefetch.walk_steps(app.engine):
             await asyncio.sleep(0)
     except asyncio.CancelledError:
         raise

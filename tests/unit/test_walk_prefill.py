@@ -162,9 +162,10 @@ def test_the_mcp_servers_walk_read_ahead_prepares_the_loops_connection(indexed, 
     import asyncio
 
     from engram.mcp import server
+    from engram.query import prefetch
 
     monkeypatch.setattr(walk, "PREFILL_BATCH", 2)
-    monkeypatch.setattr(server, "WALK_STEP_S", 0.0)  # a batch a step
+    monkeypatch.setattr(prefetch, "STEP_S", 0.0)  # a batch a step
     monkeypatch.chdir(indexed.root)
     want = _walks_fresh(indexed, [1, 2, 3], min_confidence=0.5)
     app = server.EngramMCP(indexed.root)
