@@ -457,13 +457,8 @@ class Ingestor:
                 return False
         for sess, ref, (_ref, _tmp, kept), prep in zip(out.sessions, refs, per, prepared):
             rec = self._sealed_record(src, sess, ref, kept, prep)
-            state[sess.key] = {"sealed": len(sess.events), "tape": ref.tape_id}
             batch.add(rec)
-            summary["sessions"] += 1
-            summary["sealed"] += 1
-            summary["streamed"] = summary.get("streamed", 0) + 1
-            summary["tapes_written"] += int(ref.created)
-            summary["events"] += len(sess.events)
+            _streamed(sess, ref, state, summary)
         self._record_errors(src, out.errors, summary, run.pending)
         run.pending.append(_cursor_row(s, sk, out.end_offset, state, 0, run.now))
         return True
@@ -547,12 +542,7 @@ class Ingestor:
         finally:
             if not added:
                 parse_worker.discard_part((sess, prep, (ref, tmp, kept)))
-        state[sess.key] = {"sealed": len(sess.events), "tape": ref.tape_id}
-        summary["sessions"] += 1
-        summary["sealed"] += 1
-        summary["streamed"] = summary.get("streamed", 0) + 1
-        summary["tapes_written"] += int(ref.created)
-        summary["events"] += len(sess.events)
+        _streamed(sess, ref, state, summary)
         if (len(box[0]) >= STREAM_COMMIT_SESSIONS or box[0].n_events >= STREAM_COMMIT_EVENTS
                 or isinstance(prep, store.PreparedSpill)):
             batch, box[0] = box[0], store.Batch(self.conn, self.cache)
@@ -918,6 +908,16 @@ class _WorkerCrash(Exception):
     def __init__(self, message: str, trace: str):
         super().__init__(message)
         self.message, self.trace = message, trace
+
+
+def _streamed(sess, ref, state: dict, summary: dict) -> None:
+    """A streamed session indexed (its record added): the source's cursor state and the counts."""
+    state[sess.key] = {"sealed": len(sess.events), "tape": ref.tape_id}
+    summary["sessions"] += 1
+    summary["sealed"] += 1
+    summary["streamed"] = summary.get("streamed", 0) + 1
+    summary["tapes_written"] += int(ref.created)
+    summary["events"] += len(sess.events)
 
 
 def _cursor_row(s: Source, sk, end_offset: int, state: dict, live: int, now: float) -> tuple:
