@@ -6,6 +6,10 @@ already holds all of that. ``IngestCache`` keeps
 
 * ``lines``: tape id → {offset: JSONL line} for the events the pass reads (``wanted``) — the very
   bytes the tape holds, so parsing them gives the dicts a tape read gives (``CachedAccess``);
+* ``heads``: tape id → what the tape was given at its start (``rules.head_input`` of its first
+  events, parsed from those same bytes): a few hundred bytes a tape, kept for every tape up to
+  ``MAX_HEADS_BYTES`` whatever the lines' cap (a head is most of a short tape's bytes: at 16k
+  sessions the lines' cap held 2.4k of them, and the continuations read the rest back whole);
 * ``prints``: xxh3_128 of a text → its winnowed hashes and all its k-gram hashes (made distinct
   on first use), for the texts of those events, from the fingerprinting ``store.Batch`` (or the
   parse worker) does anyway;
@@ -37,7 +41,7 @@ from engram.digest import text_key
 from engram.index import packed as packed_rows
 from engram.index import queries
 from engram.index.access import TapeAccess
-from engram.lineage.rules import HEAD_EVENTS
+from engram.lineage.rules import HEAD_EVENTS, head_input
 from engram.sortedset import KeyMap, member, uniq
 from engram.spill import SpillFile
 from engram.tape.writer import encode_event
@@ -48,6 +52,8 @@ MAX_PRINTS_BYTES = 96 << 20  # fingerprint arrays of texts kept
 MAX_LINES_BYTES = 64 << 20   # JSONL lines of wanted events kept
 LINES_IN_MEMORY = 4 << 20    # ... of which held in memory (the rest in the spill file)
 PRINTS_IN_MEMORY = 8 << 20   # fingerprint arrays held in memory (the rest in the spill file)
+MAX_HEADS_BYTES = 32 << 20   # head input texts kept (``heads``; 2.5 MB at 16k sessions)
+HEAD_TEXT_BYTES = 256 << 10  # ... of one tape at most (a longer head is read back from its tape)
 _EMPTY = np.zeros(0, np.int64)
 
 
@@ -146,6 +152,9 @@ class IngestCache:
 
     def __init__(self) -> None:
         self.lines: dict[str, Mapping[int, bytes]] = {}   # (a dict, or ``SpilledLines``)
+        # tape id → (head input texts, markers, first request) (``keep_head``)
+        self.heads: dict[str, tuple[list[str], set[str], str | None]] = {}
+        self.heads_bytes = 0
         self.lines_bytes = 0          # lines kept, in memory and spilled
         self._lines_in_memory = 0
         self.prints: dict[bytes, tuple[np.ndarray, np.ndarray, bool]] = {}   # held in memory
@@ -169,9 +178,10 @@ class IngestCache:
         """Keep the lines of the wanted events: ``tape_events[n]`` (default ``events[n]``) is
         what the tape writer encoded as line ``n`` (an event, or its canonical JSON as an
         ``orjson.Fragment``), so its encoding is that line, byte for byte."""
+        src = events if tape_events is None else tape_events
+        self.keep_head(tape_id, events, src)
         if tape_id in self.lines or self.lines_bytes >= MAX_LINES_BYTES:
             return  # (a tape not kept is read back by the lineage pass)
-        src = events if tape_events is None else tape_events
         kept = {o: encode_event(src[o]) for o, ev in enumerate(events) if wanted(o, ev)}
         size = sum(len(b) for b in kept.values())
         self.lines_bytes += size
@@ -182,6 +192,26 @@ class IngestCache:
                 return
         self._lines_in_memory += size
         self.lines[tape_id] = kept
+
+    def keep_head(self, tape_id: str, events: list[dict], src) -> None:
+        """Keep ``rules.head_input`` of the tape's first events (``src[o]``: line ``o`` of the
+        tape, as for ``keep_tape``), each parsed from its line as a tape read parses it; only
+        the ``msg.in`` lines are encoded and parsed unless the head has no such input."""
+        if tape_id in self.heads or self.heads_bytes >= MAX_HEADS_BYTES:
+            return
+        n = min(len(events), HEAD_EVENTS + 1)
+
+        def parsed(offsets) -> list[tuple[int, dict]]:
+            return [(o, orjson.loads(encode_event(src[o]))) for o in offsets]
+
+        texts, markers, task, complete = head_input(
+            parsed([o for o in range(n) if events[o].get("k") == "msg.in"]))
+        if not complete:
+            texts, markers, task, _ = head_input(parsed(range(n)))
+        size = sum(len(t) for t in texts) + len(task or "") + 64
+        if size <= HEAD_TEXT_BYTES:
+            self.heads[tape_id] = (texts, markers, task)
+            self.heads_bytes += size
 
     def keep_prints(self, key: bytes, hashes: np.ndarray, kgrams: np.ndarray) -> None:
         """The winnowed hashes and all k-grams of the text whose ``text_key`` is ``key`` (made
@@ -320,18 +350,16 @@ class IngestCache:
     # -- handed to the parse worker --------------------------------------------------------------
     def for_worker(self) -> dict:
         """What the continuations (``continuations.compute_remote``, in the parse worker) read
-        of this run, picklable: the kept head lines of each tape (never its edits) and the kept
-        postings (after ``bind``)."""
-        heads = {tid: {o: lines[o] for o in lines if o <= HEAD_EVENTS}
-                 for tid, lines in self.lines.items()}
-        return {"heads": heads, "postings": self.kept_postings(), "post_range": self.post_range,
-                "others_in_index": self.others_in_index}
+        of this run, picklable: the kept head input of each tape (``heads``; not the lines: a tape
+        whose head was not kept is read back) and the kept postings (after ``bind``)."""
+        return {"head_input": self.heads, "postings": self.kept_postings(),
+                "post_range": self.post_range, "others_in_index": self.others_in_index}
 
     @classmethod
     def from_worker_part(cls, kept: dict) -> IngestCache:
         """A cache answering from ``for_worker``'s dict (fingerprints are made afresh)."""
         cache = cls()
-        cache.lines = kept["heads"]
+        cache.heads = kept["head_input"]
         if kept["postings"] is not None:
             cache._post, cache._merged = [kept["postings"]], kept["postings"]
             cache.post_range = kept["post_range"]

@@ -39,7 +39,6 @@ from engram.lineage.rules import (
     CONT_MIN_BASE_SUMMARY,
     CONT_MIN_MATCH,
     CONT_THRESHOLD,
-    CONTINUED_TEXT,
     DISPATCH_MAX_HOURS,
     DISPATCH_THRESHOLD,
     HEAD_EVENTS,
@@ -52,9 +51,8 @@ from engram.lineage.rules import (
     SOON_MINUTES,
     TAIL_EVENTS,
     _chunks,
-    _flagged,
     _hours,
-    _texts,
+    head_input,
 )
 from engram.sortedset import member, uniq
 from engram.tape import writer
@@ -70,13 +68,16 @@ AGENT_DISPATCH_QUOTED = 2    # ... within a text this many times its size
 
 
 class TapeText:
-    """What a tape was given at its start (head input, harness markers, first request), read back
-    from the tape's first events and cached per run. Tails are looked up in the index instead."""
+    """What a tape was given at its start (head input, harness markers, first request), kept by
+    the ingest run (``IngestCache.heads``) or read back from the tape's first events, fingerprinted
+    and held until the tape's continuation is computed (``done``). Tails are looked up in the
+    index instead."""
 
     def __init__(self, access: TapeAccess, prints: IngestCache):
         self.access = access
         self.prints = prints
         self.cache: dict[int, dict] = {}
+        self.tasks: dict[int, str | None] = {}   # first requests of tapes ``done`` with
         self.bp: dict = {}
         # per run (the pass changes none of what they hold): sidechain flags, the offset at which
         # a tape first acted, the tape count of a harness, the tape table (when many are new)
@@ -101,6 +102,23 @@ class TapeText:
         if c is not None:
             return c
         return self._keep(t, *self._head(t))
+
+    def task(self, t: queries.TapeRow) -> str | None:
+        """The tape's first request (``get(t)["task"]``, without fingerprinting its head)."""
+        c = self.cache.get(t.id)
+        if c is not None:
+            return c["task"]
+        if t.id in self.tasks:
+            return self.tasks[t.id]
+        return self._head(t)[2]
+
+    def done(self, t: queries.TapeRow, keep_task: bool) -> None:
+        """The tape's head arrays are not needed any more (its continuation is computed): only
+        its first request is kept, if ``keep_task`` (its dispatch is still to come). What the
+        pass holds then does not grow with its tapes' heads (~30 KB of arrays a tape)."""
+        c = self.cache.pop(t.id, None)
+        if c is not None and keep_task:
+            self.tasks[t.id] = c["task"]
 
     def prefetch(self, tapes: list[queries.TapeRow], conn: apsw.Connection | None = None) -> None:
         """Fingerprint the head texts of many tapes in batches of ``PREFETCH_TAPES`` tapes, each
@@ -158,25 +176,18 @@ class TapeText:
         return c
 
     def _head(self, t: queries.TapeRow) -> tuple[list[str], set[str], str | None]:
-        """(head input texts, harness markers, first request) of a tape."""
+        """(head input texts, harness markers, first request) of a tape: as the ingest run kept
+        it (``IngestCache.keep_head``), else read back from the tape."""
+        if not t.live:
+            kept = self.prints.heads.get(t.tape_id)
+            if kept is not None:
+                return kept
         try:
             head = self.access.read(t, range(min(t.n_events, HEAD_EVENTS + 1)))
         except (CorruptTape, OSError):
             log.warning("lineage: cannot read tape %s", t.tape_id)
             head = []
-        markers = set()
-        task = None
-        for _o, ev in head:
-            if ev.get("k") != "msg.in":
-                continue
-            text = ev.get("text") if isinstance(ev.get("text"), str) else ""
-            if ev.get("compaction") or CONTINUED_TEXT in text:
-                markers.add("summary")
-            elif task is None and not _flagged(ev) and text.strip():
-                task = text
-        given = [(o, e) for o, e in head if o > 0 and not _flagged(e) and e.get("k") == "msg.in"]
-        texts = _texts(given or [(o, e) for o, e in head if o > 0 and not _flagged(e)])
-        return texts, markers, task
+        return head_input(head)[:3]
 
 
 # (block, tape) of the given blocks given as input (``msg.in``) at the head of a tape of a harness.
@@ -302,10 +313,17 @@ def _compute_part(conn: apsw.Connection, text: TapeText, stats: dict, todo: list
                   write, write_dispatch) -> None:
     """The continuations of ``todo``'s tapes, then the dispatch rows of ``agents``'."""
     text.write = write
-    if text.table is not None:  # many tapes: their heads in one fingerprinting batch
-        text.prefetch(todo, conn)
-    for b in todo:
-        _continuation_of(conn, b, text, stats)
+    dispatching = {a.id for a in agents}
+    # many tapes: their heads fingerprinted a batch at a time, each tape's arrays dropped once
+    # its continuation is computed (a batch's decisions and prints are the same taken alone)
+    step = PREFETCH_TAPES if text.table is not None else max(1, len(todo))
+    for i in range(0, len(todo), step):
+        batch = todo[i:i + step]
+        if text.table is not None:
+            text.prefetch(batch, conn)
+        for b in batch:
+            _continuation_of(conn, b, text, stats)
+            text.done(b, b.id in dispatching)
     text.write = write_dispatch
     for a in agents:
         _dispatch_of(conn, a, text, stats)
@@ -853,7 +871,7 @@ def _dispatch_refs(conn: apsw.Connection, blocks: list[int], agent: int) -> list
 
 def _dispatch_of(conn: apsw.Connection, a: queries.TapeRow, text: TapeText, stats: dict) -> None:
     text.write("DELETE FROM continuations WHERE to_tape=? AND markers LIKE '%dispatch%'", (a.id,))
-    task = text.get(a)["task"]
+    task = text.task(a)
     if not task:
         return
     win, q = text.prints.text_prints(task)

@@ -149,6 +149,26 @@ def _texts(evs: list[tuple[int, dict]]) -> list[str]:
     return [tx for _o, ev in evs for tx, _r, _l in event_blocks(ev)]
 
 
+def head_input(head: list[tuple[int, dict]]) -> tuple[list[str], set[str], str | None, bool]:
+    """What a tape was given at its start, from its first ``HEAD_EVENTS + 1`` events ``(offset,
+    event)``: (head input texts, harness markers, first request, whether the texts are of its
+    ``msg.in`` events). Texts: the blocks of the ``msg.in`` events past the meta that are not
+    flagged; when there is none, of every such event (the last item False: that needs them all)."""
+    markers = set()
+    task = None
+    for _o, ev in head:
+        if ev.get("k") != "msg.in":
+            continue
+        text = ev.get("text") if isinstance(ev.get("text"), str) else ""
+        if ev.get("compaction") or CONTINUED_TEXT in text:
+            markers.add("summary")
+        elif task is None and not _flagged(ev) and text.strip():
+            task = text
+    given = [(o, e) for o, e in head if o > 0 and not _flagged(e) and e.get("k") == "msg.in"]
+    texts = _texts(given or [(o, e) for o, e in head if o > 0 and not _flagged(e)])
+    return texts, markers, task, bool(given)
+
+
 def _chunks(values, n: int = 20000):
     values = list(values)
     for i in range(0, len(values), n):

@@ -66,7 +66,7 @@ def test_spilled_lines_and_prints_answer_as_held_ones(monkeypatch):
     assert skipped not in spilled.lines["t1"] and "1" not in spilled.lines["t1"]
     assert 1 in spilled.lines["t1"] and 10_000 not in spilled.lines["t1"]
     assert spilled.lines["t1"][1] == encode_event(events[1])
-    assert spilled.for_worker()["heads"] == held.for_worker()["heads"]
+    assert spilled.for_worker()["head_input"] == held.for_worker()["head_input"]
     for t in texts:   # kept (raw, then distinct: the spilled entry replaced), and not kept
         for _ in range(2):
             (sw, sk), (hw, hk) = spilled.text_prints(t), held.text_prints(t)
