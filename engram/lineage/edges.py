@@ -7,6 +7,7 @@ cardinality of every touched edge recomputed.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import logging
 from collections import defaultdict
@@ -323,11 +324,21 @@ class Match:
         self.blocks, self.counts, self.lmin, self.lmax = blocks, counts, lmin, lmax
         self.passing = passing
 
-    def linkable(self, among: np.ndarray | None = None) -> list[tuple[int, int, int, int, int]]:
+    def linkable(self, among: np.ndarray | None = None, first: np.ndarray | None = None,
+                 before: int | None = None) -> list[tuple[int, int, int, int, int]]:
         """``(group, block, min line, max line, count)`` of the blocks holding at least
-        ``LINK_THRESHOLD`` of the query (and in the sorted ``among``, when given), in block
-        order."""
-        keep = self.passing if among is None else self.passing & member(self.blocks, among)
+        ``LINK_THRESHOLD`` of the query (and in the sorted ``among``, when given; and, given
+        ``first`` — a number per block of ``among`` — and ``before``, only the blocks whose
+        number is below ``before``), in block order."""
+        keep = self.passing
+        if among is not None:
+            if len(among):
+                at = np.minimum(np.searchsorted(among, self.blocks), len(among) - 1)
+                keep = keep & (among[at] == self.blocks)
+                if first is not None:
+                    keep &= first[at] < before
+            else:
+                keep = np.zeros(len(self.blocks), bool)
         sel = np.flatnonzero(keep)
         return list(zip((sel + self.first).tolist(), self.blocks[sel].tolist(),
                         self.lmin[sel].tolist(), self.lmax[sel].tolist(), self.counts[sel].tolist()))
@@ -337,6 +348,36 @@ class Match:
         if i < len(self.blocks) and self.blocks[i] == block:
             return int(self.counts[i])
         return None
+
+
+def _ref_rows(conn: apsw.Connection, blocks: list[int]):
+    """The refs that may link of ``blocks`` (sorted, distinct): an edit's (either side) or a
+    read's, of a known event and tape, each with what ``_candidates`` asks of its event.
+    ``(refs, ref_blocks, first, order)``: block → ``(ranks, rows)``, its refs ordered by time
+    (``_order`` of their events; the rank of each in ``order``, ascending) — a row ``(event,
+    role, line0, t, ofs, place, tape, session)`` —, the sorted blocks that have any, the lowest
+    rank of each of them (``np.int64``), and every distinct time order key, sorted. An event is
+    earlier than a key ``k`` when its rank is below ``bisect_left(order, k)``."""
+    got: dict[int, list] = {}
+    for ch in _chunks(blocks):
+        for b, eid, role, line0, t, ofs, file, rel, tape, tape_id, session in conn.execute(
+                "SELECT r.block, r.event, r.role, r.line0, e.t, e.ofs, e.file, e.rel, e.tape, t.tape_id,"
+                " t.session FROM refs r JOIN events e ON e.id=r.event JOIN tapes t ON t.id=e.tape"
+                " WHERE r.block IN carray(?) AND r.role IN (?,?,?) ORDER BY r.block, r.event, r.role",
+                (apsw.carray(queries._i64(ch)), schema.ROLE_EDIT_AFTER, schema.ROLE_EDIT_BEFORE,
+                 schema.ROLE_READ)):
+            got.setdefault(b, []).append((_order(t, tape_id, ofs),
+                                          (eid, role, line0, t, ofs, _place(file, rel), tape, session)))
+    order = sorted({k for rs in got.values() for k, _ in rs})
+    rank = {k: i for i, k in enumerate(order)}
+    refs: dict[int, tuple[list[int], list[tuple]]] = {}
+    for b, rs in got.items():
+        rs.sort(key=lambda r: rank[r[0]])   # (stable: one event's refs stay in role order)
+        refs[b] = ([rank[k] for k, _ in rs], [r for _, r in rs])
+
+    ref_blocks = np.fromiter(sorted(refs), np.int64, len(refs))
+    first = np.fromiter((refs[b][0][0] for b in ref_blocks.tolist()), np.int64, len(refs))
+    return refs, ref_blocks, first, order
 
 
 class Linker:
@@ -552,27 +593,10 @@ class Linker:
         lk = [m.blocks[m.passing] for m in matches if m is not None]
         cand_blocks = uniq(np.concatenate(lk)).tolist() if lk else []
         del lk
-        refs_of = defaultdict(list)
-        for b, eid, role, line0 in queries.refs_for_blocks(conn, cand_blocks):
-            if role in (schema.ROLE_EDIT_AFTER, schema.ROLE_EDIT_BEFORE, schema.ROLE_READ):
-                refs_of[b].append((eid, role, line0))
-        erows = queries.events(conn, {eid for v in refs_of.values() for eid, _, _ in v})
-        trows = queries.tapes(conn, {r.tape for r in erows.values()})
-        # block → [(event, role, line0, event row, tape row, time order key)] (known events only)
-        refs: dict[int, list] = {}
-        for b, rs in refs_of.items():
-            ext = []
-            for eid, role, line0 in rs:
-                r = erows.get(eid)
-                if r is not None:
-                    t = trows[r.tape]
-                    ext.append((eid, role, line0, r, t, _order(r.t, t.tape_id, r.ofs)))
-            if ext:
-                refs[b] = ext
-        ref_blocks = uniq(np.fromiter(refs, np.int64, len(refs)))
+        refs, ref_blocks, first, order = _ref_rows(conn, cand_blocks)
         edge_rows = []
         for n, (ma, mb) in zip(nodes, per_node):
-            edges = self._candidates(n, ma, mb, refs, ref_blocks)
+            edges = self._candidates(n, ma, mb, refs, ref_blocks, first, bisect.bisect_left(order, n.key))
             linked = {e[1] for e in edges}
             edges.extend(self._location_only(n, ma, mb, linked))
             for e in edges:
@@ -587,30 +611,32 @@ class Linker:
              for e in edge_rows])
 
     def _candidates(self, n: Node, ma: Match | None, mb: Match | None, refs: dict,
-                    ref_blocks: np.ndarray) -> list[tuple]:
-        """Linking edges of one edit: (from, to, conf, delta, kind, (to_start, to_end), 0)."""
+                    ref_blocks: np.ndarray, first: np.ndarray, before: int) -> list[tuple]:
+        """Linking edges of one edit: (from, to, conf, delta, kind, (to_start, to_end), 0).
+        ``refs``, ``ref_blocks``, ``first``: ``_ref_rows``; ``before``: the rank of ``n``'s time
+        order among the refs' (a ref is earlier than ``n`` when its rank is lower)."""
         found: dict[tuple, list] = {}   # (to_event, query) → best
         groups = None
-        nkey = n.key
+        my_place = _place(n.file, n.rel)
+        n_eid, n_session, n_ofs, n_t = n.eid, n.session, n.ofs, n.t
         for qi, (m, q) in enumerate(((ma, n.qa), (mb, n.qb))):
             if q is None:
                 continue
             groups = m.groups
             my_range = n.b_range if qi == 0 else n.a_range
-            for hs, b, lo, hi, cnt in m.linkable(ref_blocks):
+            for hs, b, lo, hi, cnt in m.linkable(ref_blocks, first, before):
                 sim = min(1.0, cnt / q[1])
-                for eid, role, line0, r, t, rkey in refs[b]:
-                    if eid == n.eid:
+                ranks, rows = refs[b]
+                for i in range(bisect.bisect_left(ranks, before)):   # the refs earlier than ``n``
+                    eid, role, line0, rt, rofs, rplace, tape, session = rows[i]
+                    if eid == n_eid:
                         continue
-                    if rkey >= nkey:
-                        continue
-                    if t.session == n.session and r.ofs == n.ofs and r.t == n.t:
+                    if session == n_session and rofs == n_ofs and rt == n_t:
                         continue  # the same event in another copy of the session (live/sealed)
                     if qi == 1 and role == schema.ROLE_READ:
                         continue
                     span = (line0 + lo, line0 + hi)
-                    delta = location_delta(_place(n.file, n.rel), my_range,
-                                           _place(r.file, r.rel), span)
+                    delta = location_delta(my_place, my_range, rplace, span)
                     if qi == 1:
                         if delta in ("same", "adjacent"):
                             if sim < REINSERT_THRESHOLD:
@@ -622,21 +648,21 @@ class Linker:
                         kind = "read" if role == schema.ROLE_READ else "edit"
                     key = (eid, qi)
                     cur = found.get(key)
-                    cand = [n.eid, eid, round(sim, ROUND), delta, kind, span, 0, hs, r, t, role, qi]
                     if cur is None or sim > cur[2]:
-                        found[key] = cand
+                        found[key] = [n_eid, eid, round(sim, ROUND), delta, kind, span, 0, hs, rt, rofs,
+                                      role, qi, tape]
         # per earlier tape: the latest read, and edits that add coverage (best first)
         by_tape: dict[tuple[int, int], list] = defaultdict(list)
         for (_eid, qi), c in found.items():
-            by_tape[(c[9].id, qi)].append(c)
+            by_tape[(c[12], qi)].append(c)
         out = []
         for (_tid, _qi), cs in sorted(by_tape.items()):
             reads = [c for c in cs if c[10] == schema.ROLE_READ]
             edits = [c for c in cs if c[10] != schema.ROLE_READ]
-            if reads:
-                reads.sort(key=lambda c: (-c[2], _neg(c[8].t), c[8].ofs))
-                out.append(reads[0])
-            edits.sort(key=lambda c: (-c[2], c[10], _neg(c[8].t), -c[8].ofs))
+            if reads:   # (the first of the sorted reads; no two have one key: one event each)
+                out.append(reads[0] if len(reads) == 1 else min(reads, key=lambda c: (-c[2], _neg(c[8]), c[9])))
+            if len(edits) > 1:
+                edits.sort(key=lambda c: (-c[2], c[10], _neg(c[8]), -c[9]))
             covered: set[int] = set()
             kept = 0
             for c in edits:
