@@ -35,6 +35,7 @@ QUIET_S = 1.0  # no request for this long before each file (an editor's pauses, 
 MAX_FILES = 200
 MAX_BYTES = 256 * 1024
 _POLL_S = 0.05
+_STALE_S = 0.5  # while requests come, whether a new ingest made the pass stale is seen this late at most
 
 
 def workspace_files(root: Path, limit: int = MAX_FILES) -> list[Path]:
@@ -124,7 +125,10 @@ class LensesAhead:
         started, done, generation, tables = time.monotonic(), {}, None, {}
         for path in files:
             while not self._stale(number) and (backend.ingesting or backend.since_request() < QUIET_S):
-                time.sleep(_POLL_S)
+                if backend.ingesting:
+                    time.sleep(_POLL_S)
+                else:  # not a wake every ``_POLL_S`` in the middle of requests (``wait_idle``)
+                    backend.wait_idle(QUIET_S, _STALE_S)
             if self._stale(number):
                 break
             try:

@@ -263,7 +263,7 @@ class Backend:
         self._blocks: OrderedDict[tuple[int, str], dict] = OrderedDict()
         self._warm_tasks: deque[_WarmTask] = deque()  # files to warm for explain, in order
         self._warm_scheduled = False  # a warm-up job is queued or running on a query thread
-        self._warm_wake = threading.Condition(self._lock)  # for the thread that queues them
+        self._warm_wake = threading.Condition(self._lock)  # that thread, and ``wait_idle``
         self._warm_thread: threading.Thread | None = None
         self._last_request_at = 0.0  # monotonic time a request last came or went
         self._warm_recent: OrderedDict[str, _WarmTask] = OrderedDict()  # warmed again after ingest
@@ -307,7 +307,7 @@ class Backend:
         """Stop: cancel a running ingest at its next progress report, wait briefly, close."""
         self._closing.set()
         with self._lock:
-            self._warm_wake.notify()
+            self._warm_wake.notify_all()
         if self._ahead is not None:
             self._ahead.stop()
         self._query_pool.shutdown()
@@ -372,6 +372,8 @@ class Backend:
                     self._active -= active
                     if request:
                         self._last_request_at = time.monotonic()
+                        if not self._requests:  # the last one: waiters for quiet look again
+                            self._warm_wake.notify_all()
 
         self._count(1, request)
         try:
@@ -410,6 +412,8 @@ class Backend:
             self._requests += n * request
             if request:
                 self._last_request_at = time.monotonic()
+                if n < 0 and not self._requests:
+                    self._warm_wake.notify_all()
 
     def _yield(self) -> bool:
         """Whether background work on a query thread should stop: a request waits, or an ingest
@@ -490,6 +494,29 @@ class Backend:
             return 0.0
         return time.monotonic() - self._last_request_at
 
+    def wait_idle(self, quiet: float = 0.0, timeout: float | None = None) -> bool:
+        """Block until no request is queued or running and none has come or gone for ``quiet``
+        seconds (True), or the server closes or ``timeout`` passes first (False). For background
+        work that waits for the client to be quiet: woken when the last request under way ends,
+        never while one runs. (A thread that polls every few ms wakes in the middle of requests:
+        each wake takes the interpreter from the query thread for a moment, and on a loaded
+        machine the query thread then waits for a core again — the wall time of the explains
+        during which the background thread's pollers ran was 3.5x their CPU time's excess over
+        the others', stop 29.)"""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while not self.closing:
+                now = time.monotonic()
+                left = None if self._requests else self._last_request_at + quiet - now
+                if left is not None and left <= 0:
+                    return True
+                if deadline is not None:
+                    if now >= deadline:
+                        return False
+                    left = deadline - now if left is None else min(left, deadline - now)
+                self._warm_wake.wait(left)
+            return False
+
     def query_background(self, fn: Callable[..., Any], *args, thread: int = 0) -> Future:
         """Run ``fn(engine, *args)`` as a background job of query thread ``thread`` (taken when no
         request waits)."""
@@ -565,12 +592,12 @@ class Backend:
                     target=self._warm_loop, name="engram-warm", daemon=True
                 )
                 self._warm_thread.start()
-            self._warm_wake.notify()
+            self._warm_wake.notify_all()
 
     def _warm_loop(self) -> None:
         """Queue the next warm-up job when none is queued or running, no ingest runs, and no
-        request has come or gone for ``_QUIET_S``. Requests never wake this thread (nothing is
-        added to their path): while they come, it looks again every ``_QUIET_S``."""
+        request has come or gone for ``_QUIET_S``. While requests run it sleeps until the last
+        one ends (a notify after its answer is written), then waits out the quiet."""
         while True:
             with self._lock:
                 while True:
@@ -580,7 +607,9 @@ class Backend:
                         wait = self._quiet_for()
                         if wait <= 0:
                             break
-                        self._warm_wake.wait(wait)
+                        # while requests run: until the last one ends (``_submit``), not a wake
+                        # every ``_QUIET_S`` in the middle of them
+                        self._warm_wake.wait(None if self._requests else wait)
                     else:
                         self._warm_wake.wait()
                 task = self._warm_tasks[0]
@@ -631,7 +660,7 @@ class Backend:
         finally:
             with self._lock:
                 self._warm_scheduled = False
-                self._warm_wake.notify()
+                self._warm_wake.notify_all()
 
     def _index_ident(self) -> tuple[int, int] | None:
         index = self.index_path()

@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from collections import OrderedDict
 
 log = logging.getLogger(__name__)
@@ -22,7 +21,6 @@ log = logging.getLogger(__name__)
 _SIZE = 512
 _SAME = 64  # buffers whose sameness with their file is remembered (per version and file state)
 _QUIET_S = 0.05  # the commits are computed once no request has come or gone for this long
-_POLL_S = 0.01
 
 
 class SpanCommits:
@@ -91,9 +89,9 @@ class SpanCommits:
     def _compute(self, backend, file: str, key: tuple) -> None:
         # not while requests come (a burst of hovers): ``git blame`` and the attribution take
         # 5-35 ms of CPU, and on the background thread they hold the GIL half the time the next
-        # hover computes; a hover never waits for them anyway
-        while not backend.closing and backend.since_request() < _QUIET_S:
-            time.sleep(_POLL_S)
+        # hover computes; a hover never waits for them anyway. Woken when the requests end, not
+        # polling (a poll wakes in the middle of a request: ``Backend.wait_idle``)
+        backend.wait_idle(_QUIET_S)
         commits: list[dict] = []
         try:
             engine = backend.open()

@@ -54,9 +54,12 @@ def _warm(backend, doc: documents.Doc, parse: bool, window: tuple[int | None, in
     # moment after its count ends, on the request's thread: the parse would import the engine
     # meanwhile — numpy's import holds the interpreter for ~100 ms at a time — and push it back)
     first = time.monotonic() + _FIRST_LENS_S
-    while (backend.busy() or lens_pending is not None and time.monotonic() < first and lens_pending()) \
-            and time.monotonic() < deadline and not backend.closing:
+    # (the first lens: polled, it is over within ``_FIRST_LENS_S``; the requests: waited for
+    # without waking in the middle of one, ``Backend.wait_idle``)
+    while lens_pending is not None and time.monotonic() < min(first, deadline) and lens_pending() \
+            and not backend.closing:
         time.sleep(_POLL_S)
+    backend.wait_idle(0.0, max(0.0, deadline - time.monotonic()))
     if not is_open():
         return
     text = doc.source()
@@ -64,10 +67,9 @@ def _warm(backend, doc: documents.Doc, parse: bool, window: tuple[int | None, in
     # an incremental one after an edit) waits until no request has come or gone for a moment
     kept = parse and backend.kept_block_table(doc.path, text) is not None
     while parse and time.monotonic() < deadline and not backend.closing and is_open():
-        idle = backend.since_request() >= _QUIET_S if kept else not backend.busy()
+        idle = backend.wait_idle(_QUIET_S if kept else 0.0, max(0.0, deadline - time.monotonic()))
         if idle and backend.parse(text, doc.path):
             break
-        time.sleep(_POLL_S)
     if not backend.closing and is_open():
         # explain's read-ahead, then the file's hovers (one pass, ``hover.ahead_steps``)
         ahead = (lambda engine: hover.ahead_steps(engine, backend, doc)) if parse else None
