@@ -500,6 +500,41 @@ _GUTTER_ARROW = re.compile(r"^ *(\d+)→(.*)$")
 _GUTTER_TAB = re.compile(r"^ *(\d+)\t(.*)$")
 
 
+_ARROW_CACHED = 1 << 14
+_arrow_gutters: list[str] = []   # ``f"{n:>6}→"`` for n = 0, 1, ...: grown on demand up to ``_ARROW_CACHED``
+
+
+def _arrows(first: int, n: int) -> list[str]:
+    """The gutters ``f"{i:>6}→"`` of lines ``first`` .. ``first + n - 1``."""
+    global _arrow_gutters
+    end = first + n
+    if end > _ARROW_CACHED:
+        return [f"{i:>6}→" for i in range(first, end)]
+    g = _arrow_gutters
+    if len(g) < end:  # a new list bound at once: a thread reading the old one sees it whole
+        g = _arrow_gutters = g + [f"{i:>6}→" for i in range(len(g), max(end, 2 * len(g), 4096))]
+    return g[first:end]
+
+
+def _arrow_listing(lines: list[str]) -> tuple[list[str], int] | None:
+    """``lines`` without their gutters, and the first line's number, when every line starts with
+    Claude Code's gutter (``f"{n:>6}→"``, n counting up from the first line's, under a million);
+    else None. Each such line is one that ``_GUTTER_ARROW`` matches, its group 2 what follows the
+    seven characters: what ``strip_gutter``'s loop would keep, without a regex match per line."""
+    head = lines[0]
+    if head[6:7] != "→":
+        return None
+    try:
+        first = int(head[:6])
+    except ValueError:
+        return None
+    if first < 0 or first + len(lines) > 1_000_000:
+        return None
+    if [ln[:7] for ln in lines] != _arrows(first, len(lines)):
+        return None  # not that format (the numbers are compared as written: spaces, ASCII digits)
+    return [ln[7:] for ln in lines], first
+
+
 def strip_gutter(text: str) -> tuple[str, int | None]:
     """Strip ``   42→code`` / ``42\\tcode`` line-number gutters.
 
@@ -514,6 +549,15 @@ def strip_gutter(text: str) -> tuple[str, int | None]:
         trailing = False
     if not lines:
         return text, None
+    # Claude Code's Read output (numbered lines, maybe a blank line and a reminder after them):
+    # the loop below would keep the same lines; any other text is left to it
+    fast = _arrow_listing(lines)
+    if fast is None and "" in lines:
+        cut = lines.index("")  # the loop stops at a blank line after lines that all match
+        if cut:
+            fast = _arrow_listing(lines[:cut])
+    if fast is not None:
+        return "\n".join(fast[0]) + ("\n" if trailing else ""), fast[1]
     for rx in (_GUTTER_ARROW, _GUTTER_TAB):
         out, first, ok = [], None, True
         for ln in lines:
