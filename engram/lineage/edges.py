@@ -380,6 +380,57 @@ def _ref_rows(conn: apsw.Connection, blocks: list[int]):
     return refs, ref_blocks, first, order
 
 
+_I64 = (-(1 << 63), 1 << 63)
+
+
+class _PlaceRows:
+    """The earlier-edit or tombstone rows at one place (``Linker._place_rows``, latest first) as
+    a few numbers a row — not a tuple of six objects (with the row's time and tape strings) a
+    row, kept for the whole ``_link``: event, start, end, the larger of start and end, and
+    ``after``: how many of the run's node keys (``node_order``, sorted, distinct) are at or
+    before the row's time order (``_order``). A row is at or after the node of key
+    ``node_order[j]`` exactly when its ``after`` exceeds ``j``."""
+
+    __slots__ = ("after", "eid", "end", "hi", "start")
+
+    def __init__(self, rows, node_order: list[tuple]):
+        eid, start, end, after = [], [], [], []
+        for r in rows:
+            eid.append(r[0])
+            start.append(r[2])
+            end.append(r[3])
+            after.append(bisect.bisect_right(node_order, _order(r[1], r[4], r[5])))
+        self.eid = np.array(eid, np.int64)
+        self.start, self.end = _ints(start), _ints(end)
+        self.hi = np.maximum(self.start, self.end)
+        self.after = np.array(after, np.int64)
+
+    def earlier(self, eid: int, lo, hi, j: int):
+        """``(event, start, end)`` of the rows, latest first, but ``eid``'s, that start at or
+        before ``hi`` and end at or after ``lo`` and are before the node ``node_order[j]``."""
+        start, top = self.start, self.hi
+        if start.dtype != object and not (_small(lo) and _small(hi)):
+            start, top = start.astype(object), top.astype(object)   # (compared as Python does)
+        sel = np.flatnonzero((self.eid != eid) & (start <= hi) & (top >= lo) & (self.after <= j))
+        if not len(sel):
+            return ()
+        return zip(self.eid[sel].tolist(), self.start[sel].tolist(), self.end[sel].tolist())
+
+
+def _small(v) -> bool:
+    return type(v) is int and _I64[0] <= v < _I64[1]
+
+
+def _ints(values: list) -> np.ndarray:
+    """``values`` as int64, or as Python objects where any is not an int (compared, and given
+    back, as they are)."""
+    if all(type(v) is int for v in values):
+        return np.array(values, np.int64)
+    out = np.empty(len(values), object)
+    out[:] = values
+    return out
+
+
 class Linker:
     def __init__(self, conn: apsw.Connection, stats: dict, cache: IngestCache | None = None):
         self.conn = conn
@@ -536,7 +587,8 @@ class Linker:
         conn.executemany("INSERT INTO tombstones(event, block, file, rel, start, end, t)"
                          " VALUES (?,?,?,?,?,?,?)", tomb_rows)
         self.stats["tombstones"] += len(tomb_rows)
-        self._loc_cache: dict[tuple, list] = {}
+        self._loc_cache: dict[tuple, _PlaceRows] = {}
+        self._node_order = sorted({n.key for n in nodes})   # (``_PlaceRows``' ``after``)
         part: list[Node] = []
         size = 0
         for n in self._queried(nodes):
@@ -690,22 +742,21 @@ class Linker:
             return []
         col = "rel" if n.rel else "file"
         out = []
+        j = bisect.bisect_left(self._node_order, n.key)
         if n.before and n.b_range and n.b_range[0] is not None:
             b0, b1 = n.b_range[0], max(n.b_range[0], n.b_range[1])
-            # e.id<>? AND e.a_start<=? AND max(e.a_start, e.a_end)>=? (NULL never passes)
-            rows = [r for r in self._place_rows("edits", col, place)
-                    if r[0] != n.eid and r[2] <= b1 and max(r[2], r[3]) >= b0]
+            rows = self._place_rows("edits", col, place).earlier(n.eid, b0, b1, j)
             out += self._loc_rows(n, rows, ma, n.qa, schema.ROLE_EDIT_AFTER, linked, 0)
         if n.qb is not None and n.a_range and n.a_range[0] is not None:
             a0, a1 = n.a_range[0], max(n.a_range[0], n.a_range[1])
-            rows = [r for r in self._place_rows("tombstones", col, place)
-                    if r[0] != n.eid and r[2] <= a1 and max(r[2], r[3]) >= a0]
+            rows = self._place_rows("tombstones", col, place).earlier(n.eid, a0, a1, j)
             out += self._loc_rows(n, rows, mb, n.qb, schema.ROLE_EDIT_BEFORE, linked, 1)
         return out
 
-    def _place_rows(self, what: str, col: str, place: str) -> list[tuple]:
+    def _place_rows(self, what: str, col: str, place: str) -> _PlaceRows:
         """The earlier-edit (``edits``) or tombstone rows at a place that have a line range,
-        latest first; read once per place in a ``_link`` (neither table changes meanwhile)."""
+        latest first; read once per place in a ``_link`` (neither table changes meanwhile), and
+        held as a few numbers a row (``_PlaceRows``)."""
         key = (what, col, place)
         rows = self._loc_cache.get(key)
         if rows is None:
@@ -721,13 +772,15 @@ class Linker:
                        f" WHERE s.{col}=? AND s.start IS NOT NULL AND s.end IS NOT NULL"
                        f" ORDER BY s.t DESC, s.event DESC")
                 args = (place,)
-            rows = self._loc_cache[key] = list(self.conn.execute(sql, args))
+            rows = self._loc_cache[key] = _PlaceRows(self.conn.execute(sql, args), self._node_order)
         return rows
 
     def _loc_rows(self, n, rows, m, q, role, linked, side) -> list[tuple]:
+        """``rows``: ``(event, start, end)`` of the earlier rows at ``n``'s place whose range
+        meets it, latest first."""
         out = []
-        for eid, t, s, e, tape_id, ofs in rows:
-            if eid in linked or _order(t, tape_id, ofs) >= n.key:
+        for eid, s, e in rows:
+            if eid in linked:
                 continue
             sim = 0.0
             if q is not None:
