@@ -321,7 +321,17 @@ class _Parser:
     def _usage_totals(self) -> dict:
         keys = _USAGE_KEYS
         tot = dict.fromkeys(keys, 0)
-        rows = self.usage.rows()
+        usage = self.usage
+        if len(usage.keys) == 0:  # none merged into arrays yet (most sessions): the rows are the dict's
+            rows = list(usage.recent.values())
+            for j, k in enumerate(keys):
+                tot[k] = sum(r[j] for r in rows)
+            for u in self.big_usage.values():
+                for k, n in zip(keys, u):
+                    tot[k] += n
+            tot["messages"] = len(rows)
+            return tot
+        rows = usage.rows()
         for j, k in enumerate(keys):
             tot[k] = sum(rows[:, j].tolist())   # Python ints: no overflow
         for u in self.big_usage.values():   # (their rows in ``usage`` are zeros)
