@@ -15,6 +15,7 @@ from collections import defaultdict
 import apsw
 import numpy as np
 
+from engram import paths
 from engram.adapters.base import rel_path
 from engram.errors import CorruptTape
 from engram.index import queries, schema
@@ -42,6 +43,7 @@ from engram.lineage.rules import (
     location_delta,
 )
 from engram.sortedset import member, uniq
+from engram.spill import SpillFile
 
 log = logging.getLogger(__name__)
 
@@ -61,16 +63,19 @@ FETCH_HASHES = 1_000            # hashes whose postings are fetched at once: few
 
 
 class Node:
-    """A code.edit being linked (its texts come from the tape)."""
+    """A code.edit being linked (its texts come from the tape). Given a ``_Texts``, its before-
+    and after-text are kept there (a spill file) and read back when asked for (``before``,
+    ``after``): a run's nodes then hold no text, however many edits the session made."""
 
     __slots__ = (
+        "_store",
+        "_txt",
         "a_range",
-        "after",
         "b_range",
-        "before",
         "cont",
         "eid",
         "file",
+        "has_before",
         "ofs",
         "qa",
         "qb",
@@ -82,14 +87,19 @@ class Node:
         "tomb",
     )
 
-    def __init__(self, eid, tape: queries.TapeRow, ofs: int, ev: dict):
+    def __init__(self, eid, tape: queries.TapeRow, ofs: int, ev: dict, texts: _Texts | None = None):
         self.eid, self.tape, self.tape_id, self.ofs = eid, tape.id, tape.tape_id, ofs
         self.session = tape.session
         self.t = ev.get("t")
         self.file = ev.get("file") if isinstance(ev.get("file"), str) else None
         self.rel = ev.get("rel") if isinstance(ev.get("rel"), str) else None
-        self.before = ev.get("before_text") if isinstance(ev.get("before_text"), str) else ""
-        self.after = ev.get("after_text") if isinstance(ev.get("after_text"), str) else ""
+        before = ev.get("before_text") if isinstance(ev.get("before_text"), str) else ""
+        after = ev.get("after_text") if isinstance(ev.get("after_text"), str) else ""
+        self.has_before = bool(before)
+        self._store = texts if texts is not None and (before or after) else None
+        self._txt = (before, after) if self._store is None else self._store.put(before, after)
+        if self._txt is None:   # (no spill file: held)
+            self._store, self._txt = None, (before, after)
         self.b_range = ev.get("before_range")
         self.a_range = ev.get("after_range")
         self.qa = self.qb = None
@@ -97,8 +107,54 @@ class Node:
         self.cont = None
 
     @property
+    def before(self) -> str:
+        return self._txt[0] if self._store is None else self._store.get(self._txt, 0)
+
+    @property
+    def after(self) -> str:
+        return self._txt[1] if self._store is None else self._store.get(self._txt, 1)
+
+    @property
     def key(self):
         return _order(self.t, self.tape_id, self.ofs)
+
+
+class _Texts:
+    """The before- and after-texts of one run's nodes in a private spill file (``SpillFile``
+    in the user's tape directory, as the ingest cache's; nothing left behind, even by a kill),
+    UTF-8 (lone surrogates kept: ``surrogatepass``). Where no spill file can be made the nodes
+    hold their texts (``put`` gives None)."""
+
+    def __init__(self) -> None:
+        self._spill: SpillFile | None = None
+        self._failed = False
+
+    def put(self, before: str, after: str) -> tuple[int, int, int] | None:
+        if self._spill is None:
+            if self._failed:
+                return None
+            try:
+                self._spill = SpillFile(paths.private_dir(paths.user_tapes_dir()))
+            except OSError:
+                log.warning("lineage: no spill file for the edits' texts; held in memory", exc_info=True)
+                self._failed = True
+                return None
+        b = before.encode("utf-8", "surrogatepass")
+        a = after.encode("utf-8", "surrogatepass")
+        return self._spill.append(b, a), len(b), len(a)
+
+    def get(self, where: tuple[int, int, int], side: int) -> str:
+        pos, nb, na = where
+        if side:
+            pos, n = pos + nb, na
+        else:
+            n = nb
+        return self._spill.read(pos, n).decode("utf-8", "surrogatepass") if n else ""
+
+    def close(self) -> None:
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
 
 
 class Postings:
@@ -422,9 +478,9 @@ def _small(v) -> bool:
 
 
 def _ints(values: list) -> np.ndarray:
-    """``values`` as int64, or as Python objects where any is not an int (compared, and given
+    """``values`` as int64, or as Python objects where any is not an int64 (compared, and given
     back, as they are)."""
-    if all(type(v) is int for v in values):
+    if all(_small(v) for v in values):
         return np.array(values, np.int64)
     out = np.empty(len(values), object)
     out[:] = values
@@ -439,6 +495,7 @@ class Linker:
         self.cache.bind(conn)
         self.access = CachedAccess(conn, self.cache)
         self.tape_cache: dict[int, queries.TapeRow] = {}
+        self._texts: _Texts | None = None   # the nodes' texts during ``run``
 
     # -- reading -------------------------------------------------------------------------------
     def _events_of(self, tape: queries.TapeRow, offsets: set[int]) -> list[tuple[int, dict]]:
@@ -453,6 +510,14 @@ class Linker:
             return []
 
     def run(self, new_tapes: list[queries.TapeRow]) -> None:
+        self._texts = _Texts()
+        try:
+            self._run(new_tapes)
+        finally:
+            self._texts.close()
+            self._texts = None
+
+    def _run(self, new_tapes: list[queries.TapeRow]) -> None:
         conn = self.conn
         nodes: list[Node] = []
         links: list[tuple[queries.TapeRow, int, dict]] = []
@@ -473,7 +538,7 @@ class Linker:
                     if ofs not in wanted:
                         continue
                     if ev.get("k") == "code.edit":
-                        nodes.append(Node(wanted[ofs], t, ofs, ev))
+                        nodes.append(Node(wanted[ofs], t, ofs, ev, self._texts))
                     elif ev.get("k") == "span.link":
                         links.append((t, ofs, ev))
         # edits indexed earlier but later in time may continue text of the new tapes
@@ -532,7 +597,7 @@ class Linker:
                 log.warning("lineage: cannot read tape %s", t.tape_id)
                 continue
             for ofs, ev in evs:
-                out.append(Node(by_tape[tid][ofs], t, ofs, ev))
+                out.append(Node(by_tape[tid][ofs], t, ofs, ev, self._texts))
         return out
 
     # -- fingerprint linking -------------------------------------------------------------------
@@ -555,12 +620,14 @@ class Linker:
         ``QUERY_BATCH_CHARS`` characters) fingerprinted in one batch."""
         i = 0
         while i < len(nodes):
-            j, size = i, 0
+            j, size, texts = i, 0, []
             while j < len(nodes) and j - i < QUERY_BATCH and (size < QUERY_BATCH_CHARS or j == i):
-                size += len(nodes[j].before) + len(nodes[j].after)
+                texts += (nodes[j].before, nodes[j].after)
+                size += len(texts[-2]) + len(texts[-1])
                 j += 1
             part = nodes[i:j]
-            prints = self.cache.texts_prints([t for n in part for t in (n.before, n.after)])
+            prints = self.cache.texts_prints(texts)
+            del texts
             for k, n in enumerate(part):
                 self._queries(n, (prints[2 * k], prints[2 * k + 1]))
                 yield n
@@ -743,7 +810,7 @@ class Linker:
         col = "rel" if n.rel else "file"
         out = []
         j = bisect.bisect_left(self._node_order, n.key)
-        if n.before and n.b_range and n.b_range[0] is not None:
+        if n.has_before and n.b_range and n.b_range[0] is not None:
             b0, b1 = n.b_range[0], max(n.b_range[0], n.b_range[1])
             rows = self._place_rows("edits", col, place).earlier(n.eid, b0, b1, j)
             out += self._loc_rows(n, rows, ma, n.qa, schema.ROLE_EDIT_AFTER, linked, 0)
