@@ -640,12 +640,12 @@ _ISO_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
 def iso_utc(v) -> str | None:
     """An ISO-8601 timestamp string → ISO-8601 UTC (``...Z``, kept as is when already so);
     None when absent or unreadable."""
-    from datetime import datetime, timezone
-
     if not isinstance(v, str):
         return None
     if _ISO_Z.match(v):
         return v
+    from datetime import datetime, timezone
+
     try:
         dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
     except ValueError:
@@ -716,6 +716,13 @@ def lines_of(text: str) -> list[str]:
     return parts
 
 
+def line_count(text: str) -> int:
+    """``len(lines_of(text))``, without making the lines."""
+    if not text:
+        return 0
+    return text.count("\n") + (0 if text.endswith("\n") else 1)
+
+
 def join_lines(lines: list[str]) -> str:
     return "\n".join(lines) + "\n" if lines else ""
 
@@ -759,7 +766,7 @@ def ev_tool_result(t, tool: str | None, call_id: str | None, stdout: str | None,
 
 
 def ev_read(t, file: str, start: int, text: str, cwd: str | None = None, **extra) -> dict:
-    n = len(lines_of(text))
+    n = line_count(text)
     ev = {"t": t, "k": "code.read", "file": file, "rel": rel_path(file, cwd),
           "range": [start, start + max(n, 1) - 1], "text": text}
     ev.update(extra)
@@ -772,7 +779,7 @@ def ev_edit(t, file: str, before_start: int, before_text: str, after_start: int,
 
     Ranges are 1-based inclusive; an empty side has ``[s, s-1]`` (insertion/deletion point ``s``).
     """
-    nb, na = len(lines_of(before_text)), len(lines_of(after_text))
+    nb, na = line_count(before_text), line_count(after_text)
     ev = {"t": t, "k": "code.edit", "file": file, "rel": rel_path(file, cwd),
           "before_range": [before_start, before_start + nb - 1],
           "after_range": [after_start, after_start + na - 1],

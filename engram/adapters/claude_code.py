@@ -589,7 +589,7 @@ class _Parser:
             more["total_lines"] = f["totalLines"]
         out.append(base.ev_read(t, path, start, body, cwd=self._cwd(), **more, **extra))
         total = _int(f.get("totalLines"))
-        if start == 1 and total is not None and len(base.lines_of(body)) >= total:
+        if start == 1 and total is not None and base.line_count(body) >= total:
             self.files[path] = body
 
     def _file(self, path: str) -> str | None:
