@@ -681,14 +681,18 @@ def _continuation_of(conn: apsw.Connection, b: queries.TapeRow, text: TapeText, 
     best = None
     for a in preds.values():
         hits = found.get(a.id, {})
-        matched = set().union(*hits.values()) if hits else set()
+        matched = set().union(*hits.values()) if hits else ()
+        resumed = bool(b.session and a.session == b.session
+                       and (a.last_t or "") <= (b.first_t or "~"))
+        explicit = b.continues == a.tape_id
+        if len(matched) < CONT_MIN_MATCH and not explicit and not resumed:
+            continue   # (base 0, below either floor: most candidates, skipped before the rest)
         base = min(1.0, len(matched) / len(head)) if len(head) else 0.0
         if len(matched) < CONT_MIN_MATCH:
             base = 0.0
         markers = sorted(hb["markers"])
-        if b.session and a.session == b.session and (a.last_t or "") <= (b.first_t or "~"):
+        if resumed:
             markers.append("resumed")  # same session, picked up after the earlier part ended
-        explicit = b.continues == a.tape_id
         if explicit:
             markers.append("continues")
         floor = CONT_MIN_BASE_SUMMARY if "summary" in markers else CONT_MIN_BASE
