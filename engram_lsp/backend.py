@@ -264,6 +264,7 @@ class Backend:
         self._warm_tasks: deque[_WarmTask] = deque()  # files to warm for explain, in order
         self._warm_scheduled = False  # a warm-up job is queued or running on a query thread
         self._warm_wake = threading.Condition(self._lock)  # that thread, and ``wait_idle``
+        self._idle_waiters = 0  # waiting on it for the requests under way to end (``_wait_quiet``)
         self._warm_thread: threading.Thread | None = None
         self._last_request_at = 0.0  # monotonic time a request last came or went
         self._warm_recent: OrderedDict[str, _WarmTask] = OrderedDict()  # warmed again after ingest
@@ -372,7 +373,7 @@ class Backend:
                     self._active -= active
                     if request:
                         self._last_request_at = time.monotonic()
-                        if not self._requests:  # the last one: waiters for quiet look again
+                        if not self._requests and self._idle_waiters:  # the last one: they look again
                             self._warm_wake.notify_all()
 
         self._count(1, request)
@@ -412,7 +413,7 @@ class Backend:
             self._requests += n * request
             if request:
                 self._last_request_at = time.monotonic()
-                if n < 0 and not self._requests:
+                if n < 0 and not self._requests and self._idle_waiters:
                     self._warm_wake.notify_all()
 
     def _yield(self) -> bool:
@@ -504,6 +505,7 @@ class Backend:
         during which the background thread's pollers ran was 3.5x their CPU time's excess over
         the others', stop 29.)"""
         deadline = None if timeout is None else time.monotonic() + timeout
+        slept = False
         with self._lock:
             while not self.closing:
                 now = time.monotonic()
@@ -514,8 +516,28 @@ class Backend:
                     if now >= deadline:
                         return False
                     left = deadline - now if left is None else min(left, deadline - now)
-                self._warm_wake.wait(left)
+                slept = self._wait_quiet(left, slept)
             return False
+
+    def _wait_quiet(self, left: float | None, slept: bool) -> bool:
+        """One wait on ``_warm_wake`` for quiet (call with ``_lock`` held), at most ``left``: with
+        no request under way, for ``left``; with one under way, first ``_QUIET_S`` (``slept``
+        False: the ends of a burst's requests do not wake it), then (``slept``) until the last
+        request under way ends. Returns the next call's ``slept``. In a burst of requests that
+        is two looks per ``_QUIET_S`` or so, one of them between two requests — not one per
+        request, nor a poll's every few ms."""
+        if not self._requests:
+            self._warm_wake.wait(left)
+            return False
+        if not slept:
+            self._warm_wake.wait(_QUIET_S if left is None else min(left, _QUIET_S))
+            return True
+        self._idle_waiters += 1
+        try:
+            self._warm_wake.wait(left)
+        finally:
+            self._idle_waiters -= 1
+        return False
 
     def query_background(self, fn: Callable[..., Any], *args, thread: int = 0) -> Future:
         """Run ``fn(engine, *args)`` as a background job of query thread ``thread`` (taken when no
@@ -600,6 +622,7 @@ class Backend:
         one ends (a notify after its answer is written), then waits out the quiet."""
         while True:
             with self._lock:
+                slept = False
                 while True:
                     if self.closing:
                         return
@@ -607,9 +630,8 @@ class Backend:
                         wait = self._quiet_for()
                         if wait <= 0:
                             break
-                        # while requests run: until the last one ends (``_submit``), not a wake
-                        # every ``_QUIET_S`` in the middle of them
-                        self._warm_wake.wait(None if self._requests else wait)
+                        # while requests run: not a wake at the end of each of them
+                        slept = self._wait_quiet(wait if not self._requests else None, slept)
                     else:
                         self._warm_wake.wait()
                 task = self._warm_tasks[0]
