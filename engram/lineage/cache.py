@@ -57,35 +57,59 @@ HEAD_TEXT_BYTES = 256 << 10  # ... of one tape at most (a longer head is read ba
 _EMPTY = np.zeros(0, np.int64)
 
 
-def postings(conn: apsw.Connection, hashes: np.ndarray, cache: IngestCache | None = None
-             ) -> np.ndarray:
+def postings(conn: apsw.Connection, hashes: np.ndarray, cache: IngestCache | None = None,
+             fetched: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """``queries.postings`` as an ``(n, 3)`` int64 array (the same rows; those of one hash and block
     in line order): ``hashes`` sorted and distinct; each 32-bit index key found maps back to the
     largest of ``hashes`` with that key. Rows this run inserted come from ``cache`` when it kept
-    them, the others from the index."""
+    them, the others from the index — or from ``fetched``: ``index_postings`` of keys that include
+    every key of ``hashes`` (read once for many calls; the same rows, in the same order)."""
     if not len(hashes):
         return np.zeros((0, 3), np.int64)
     ukeys, ufull = _keyed(hashes)
     kept = cache.kept_postings() if cache is not None else None
     if kept is None or cache.others_in_index:
-        K, B, L = packed_rows.rows(conn, ukeys, outside=cache.post_range if kept is not None else None)
-        rows = np.empty((len(K), 3), np.int64)
-        rows[:, 0], rows[:, 1], rows[:, 2] = K, B, L
+        if fetched is not None:
+            rows = _take(fetched, ukeys)
+        else:
+            K, B, L = packed_rows.rows(conn, ukeys, outside=cache.post_range if kept is not None else None)
+            rows = np.empty((len(K), 3), np.int64)
+            rows[:, 0], rows[:, 1], rows[:, 2] = K, B, L
     else:
         rows = np.zeros((0, 3), np.int64)
     if kept is not None:
-        K, B, L = kept
-        k32 = ukeys.astype(np.int32)   # index keys are 32-bit: exact, and no copy of K per call
-        lo = np.searchsorted(K, k32, "left")
-        lens = np.searchsorted(K, k32, "right") - lo
-        tot = int(lens.sum())
-        if tot:
-            idx = np.repeat(lo - (np.cumsum(lens) - lens), lens) + np.arange(tot)
-            mem = np.empty((tot, 3), np.int64)
-            mem[:, 0], mem[:, 1], mem[:, 2] = K[idx], B[idx], L[idx]
+        # index keys are 32-bit: exact, and no copy of K per call
+        mem = _take(kept, ukeys.astype(np.int32))
+        if len(mem):
             rows = np.concatenate([rows, mem]) if len(rows) else mem
     rows[:, 0] = ufull[np.searchsorted(ukeys, rows[:, 0])]
     return rows
+
+
+def index_postings(conn: apsw.Connection, hashes: np.ndarray, cache: IngestCache | None = None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The index's rows of the keys of ``hashes`` (sorted, distinct) as ``postings`` reads them for
+    any of those hashes, ``(K, B, L)`` in (key, block, line) order, for ``postings(fetched=)``; None
+    when ``postings`` reads nothing from the index (every row kept by the run)."""
+    kept = cache.kept_postings() if cache is not None else None
+    if kept is not None and not cache.others_in_index:
+        return None
+    ukeys = _keyed(hashes)[0] if len(hashes) else hashes
+    return packed_rows.rows(conn, ukeys, outside=cache.post_range if kept is not None else None)
+
+
+def _take(krows: tuple[np.ndarray, np.ndarray, np.ndarray], keys: np.ndarray) -> np.ndarray:
+    """The rows of ``krows`` ``(K, B, L)`` (sorted by K) whose key is one of ``keys`` (sorted,
+    distinct), key by key in their order, as an ``(n, 3)`` int64 array."""
+    K, B, L = krows
+    lo = np.searchsorted(K, keys, "left")
+    lens = np.searchsorted(K, keys, "right") - lo
+    tot = int(lens.sum())
+    out = np.empty((tot, 3), np.int64)
+    if tot:
+        idx = np.repeat(lo - (np.cumsum(lens) - lens), lens) + np.arange(tot)
+        out[:, 0], out[:, 1], out[:, 2] = K[idx], B[idx], L[idx]
+    return out
 
 
 def _rows(conn: apsw.Connection, sql: str, args: tuple) -> np.ndarray:

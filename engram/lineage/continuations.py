@@ -29,6 +29,7 @@ from engram.lineage.cache import (
     IngestCache,
     boilerplate,
     boilerplate_keys,
+    index_postings,
     postings,
     union_prints,
 )
@@ -61,6 +62,7 @@ log = logging.getLogger(__name__)
 
 TABLE_MIN_TAPES = 8     # this many new tapes or more: predecessors etc. from one read of ``tapes``
 PREFETCH_TAPES = 1024   # tapes whose heads are read and fingerprinted in one batch
+FETCH_TAPES = 128       # ... whose heads' postings are read from the index at once (``TapeText.fetch``)
 DISPATCH_AGENTS = 200   # later agent tapes an orchestrator tape may have dispatched
 AGENT_DISPATCH_SIM = 0.9     # a non-orchestrator dispatches a task it holds this much of, ...
 AGENT_DISPATCH_PRINTS = 6    # ... a task of this many fingerprints, or a shorter one quoted
@@ -88,6 +90,7 @@ class TapeText:
         self.table: _TapeTable | None = None
         self.write = None
         self.bp_keys: np.ndarray | None = None   # the ``boilerplate`` table's keys (``boilerplate``)
+        self.fetched = None   # the index's postings of the heads of ``fetch``'s tapes
 
     def boilerplate(self, conn: apsw.Connection, hashes: np.ndarray) -> set[int]:
         """``cache.boilerplate(conn, hashes)`` (the same set), from the table's keys read once
@@ -111,6 +114,19 @@ class TapeText:
         if t.id in self.tasks:
             return self.tasks[t.id]
         return self._head(t)[2]
+
+    def fetch(self, conn: apsw.Connection, tapes: list[queries.TapeRow]) -> None:
+        """The heads' hashes that ``_tail_hits`` looks up for ``tapes`` (prefetched, boilerplate
+        decided), kept in each one's entry (``q``), and the index's postings of all of them read
+        at once (``fetched``): one read of the index for many tapes rather than one each."""
+        qs = []
+        for t in tapes:
+            hb = self.get(t)
+            q = hb["q"] = _head_query(conn, t, self, hb)
+            if len(q[0]):
+                qs.append(q[1])
+        self.fetched = (index_postings(conn, uniq(np.concatenate(qs)), self.prints)
+                        if qs else None)
 
     def done(self, t: queries.TapeRow, keep_task: bool) -> None:
         """The tape's head arrays are not needed any more (its continuation is computed): only
@@ -321,9 +337,14 @@ def _compute_part(conn: apsw.Connection, text: TapeText, stats: dict, todo: list
         batch = todo[i:i + step]
         if text.table is not None:
             text.prefetch(batch, conn)
-        for b in batch:
-            _continuation_of(conn, b, text, stats)
-            text.done(b, b.id in dispatching)
+        for j in range(0, len(batch), FETCH_TAPES):
+            part = batch[j:j + FETCH_TAPES]
+            if text.table is not None:
+                text.fetch(conn, part)
+            for b in part:
+                _continuation_of(conn, b, text, stats)
+                text.done(b, b.id in dispatching)
+            text.fetched = None
     text.write = write_dispatch
     for a in agents:
         _dispatch_of(conn, a, text, stats)
@@ -666,17 +687,12 @@ def _continuation_of(conn: apsw.Connection, b: queries.TapeRow, text: TapeText, 
     if not preds:
         return
     hb = text.get(b)
-    head, head_k = hb["head"], hb["head_k"]
-    bp = (_head_boilerplate(conn, b.harness, head_k, text.bp, text.n_tapes, text.prints)
-          | text.boilerplate(conn, head_k))
-    if bp:
-        bpa = np.fromiter(bp, np.int64, len(bp))
-        bpa = uniq(bpa)
-        head, head_k = head[~member(head, bpa)], head_k[~member(head_k, bpa)]
+    q = hb.get("q")
+    head, head_k = q if q is not None else _head_query(conn, b, text, hb)
     # a compaction summary restates the earlier session's request: with that marker the earlier
     # tape's preamble counts too; without it, the preamble (often shared scaffolding) does not
     found = (_tail_hits(conn, preds, head_k, "summary" in hb["markers"], text.acted, text.prints,
-                        text.tails)
+                        text.tails, text.fetched if q is not None else None)
              if len(head) else {})
     best = None
     for a in preds.values():
@@ -732,14 +748,29 @@ def _continuation_of(conn: apsw.Connection, b: queries.TapeRow, text: TapeText, 
     stats["continuations"] += 1
 
 
+def _head_query(conn: apsw.Connection, b: queries.TapeRow, text: TapeText, hb: dict
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(winnowed hashes, k-grams) of tape ``b``'s head (``hb``) less its boilerplate: what its
+    continuation looks for in the tails of earlier tapes."""
+    head, head_k = hb["head"], hb["head_k"]
+    bp = (_head_boilerplate(conn, b.harness, head_k, text.bp, text.n_tapes, text.prints)
+          | text.boilerplate(conn, head_k))
+    if bp:
+        bpa = np.fromiter(bp, np.int64, len(bp))
+        bpa = uniq(bpa)
+        head, head_k = head[~member(head, bpa)], head_k[~member(head_k, bpa)]
+    return head, head_k
+
+
 def _tail_hits(conn: apsw.Connection, preds: dict[int, queries.TapeRow], hashes: np.ndarray,
                with_preamble: bool = False, acted: dict | None = None,
-               prints: IngestCache | None = None, tails: dict | None = None
-               ) -> dict[int, dict[int, set[int]]]:
+               prints: IngestCache | None = None, tails: dict | None = None,
+               fetched: tuple | None = None) -> dict[int, dict[int, set[int]]]:
     """{tape: {event: head hashes found}} over the tails of ``preds`` (the last ``TAIL_EVENTS``
     events), leaving out each tape's preamble (the input before it first acted) unless
-    ``with_preamble``. ``tails``: each tape's tail refs, kept across calls (``_tail_refs``)."""
-    rows = postings(conn, uniq(hashes), prints)
+    ``with_preamble``. ``tails``: each tape's tail refs, kept across calls (``_tail_refs``).
+    ``fetched``: ``cache.index_postings`` of keys including the hashes' (``TapeText.fetch``)."""
+    rows = postings(conn, uniq(hashes), prints, fetched)
     if not len(rows):
         return {}
     rows = rows[~member(rows[:, 0], _runs_over(np.sort(rows[:, 0]), POPULAR_POSTINGS))]
