@@ -225,13 +225,22 @@ class IngestCache:
             return
         n = min(len(events), HEAD_EVENTS + 1)
 
-        def parsed(offsets) -> list[tuple[int, dict]]:
+        def parsed(offsets) -> list[tuple[int, dict]] | None:
+            # ``src`` may hold only some lines (the parse worker's kept lines, a dict): a head
+            # with a line not there is not kept, and the lineage pass reads it from its tape
+            if isinstance(src, dict) and any(o not in src for o in offsets):
+                return None
             return [(o, orjson.loads(encode_event(src[o]))) for o in offsets]
 
-        texts, markers, task, complete = head_input(
-            parsed([o for o in range(n) if events[o].get("k") == "msg.in"]))
+        inputs = parsed([o for o in range(n) if events[o].get("k") == "msg.in"])
+        if inputs is None:
+            return
+        texts, markers, task, complete = head_input(inputs)
         if not complete:
-            texts, markers, task, _ = head_input(parsed(range(n)))
+            every = parsed(range(n))
+            if every is None:
+                return
+            texts, markers, task, _ = head_input(every)
         size = sum(len(t) for t in texts) + len(task or "") + 64
         if size <= HEAD_TEXT_BYTES:
             self.heads[tape_id] = (texts, markers, task)

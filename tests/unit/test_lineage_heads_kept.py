@@ -130,3 +130,23 @@ def test_pass_with_kept_heads_reads_no_head_and_writes_the_same_rows(world, monk
         assert all(held for _, held in dropped)   # each had its arrays until then
     finally:
         eng.close()
+
+
+def test_head_not_kept_when_the_workers_kept_lines_lack_it(monkeypatch):
+    """A tape made by the parse worker comes with only the lines it kept (offset → line): a head
+    whose input line is not among them is left to the lineage pass to read back (no error), one
+    whose lines are there is kept as from the whole tape."""
+    events = [{"k": "meta", "meta": True}, {"k": "msg.in", "text": "fix f"},
+              {"k": "msg.out", "text": "done"}]
+    lines = {o: orjson.Fragment(orjson.dumps(ev, option=orjson.OPT_SORT_KEYS))
+             for o, ev in enumerate(events)}
+    monkeypatch.setattr(lcache, "MAX_LINES_BYTES", 0)   # past the lines' cap, as at 16k sessions
+    c = IngestCache()
+    c.keep_tape("partial", events, {})    # the worker's cap ran out too: no lines handed over
+    c.keep_tape("partial2", events, {0: lines[0], 2: lines[2]})
+    assert "partial2" not in c.heads
+    assert "partial" not in c.heads
+    c.keep_tape("whole", events, lines)
+    whole = IngestCache()
+    whole.keep_head("whole", events, events)
+    assert c.heads["whole"] == whole.heads["whole"]
