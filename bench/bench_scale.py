@@ -98,7 +98,7 @@ def timed_run(cmd: list[str], env: dict, cwd: Path) -> dict:
     done.set()
     th.join()
     return {"seconds": round(time.perf_counter() - t0, 2), "peak_rss_mb": round(peak[0] / 2**20),
-            "rc": p.returncode, "stdout": out.decode(errors="replace")[-4000:],
+            "rc": p.returncode, "stdout": out.decode(errors="replace"),
             "stderr": err.decode(errors="replace")[-2000:]}
 
 
@@ -457,6 +457,11 @@ def main(argv: list[str] | None = None) -> int:
         ing = engram_ingest(first, env)
         if ing["rc"]:
             print(ing["stderr"], file=sys.stderr)
+            return 1
+        if not ing["summary"] or ing["summary"].get("error_count"):
+            # a run that lost sessions gives no figure (its time is not the corpus's)
+            print(f"engram ingest: no summary or errors "
+                  f"({(ing['summary'] or {}).get('error_count')}):\n{ing['stderr']}", file=sys.stderr)
             return 1
         idx = Path(ing["summary"]["index"]) if ing["summary"] else first / ".engram-cache"
         ib = index_bytes(idx)
