@@ -6,20 +6,15 @@ the same rows either way."""
 from __future__ import annotations
 
 import orjson
+from test_continuation_pass import _tape_rows
 from test_scale_accuracy import _world
 
 from engram.engine import Engine
-from engram.index import queries
 from engram.lineage import cache as lcache
 from engram.lineage import continuations
 from engram.lineage.cache import CachedAccess, IngestCache
 from engram.lineage.rules import HEAD_EVENTS, head_input
 from engram.tape import reader
-
-
-def _tapes(conn) -> list:
-    return list(queries.tapes(conn, [r[0] for r in conn.execute("SELECT id FROM tapes ORDER BY id")]
-                              ).values())
 
 
 def _events(t) -> list[dict]:
@@ -32,7 +27,7 @@ def test_kept_head_equals_the_tape_read(world):
     try:
         conn = eng.conn()
         kept = 0
-        for t in _tapes(conn):
+        for t in _tape_rows(conn):
             want = continuations.TapeText(CachedAccess(conn, IngestCache()), IngestCache())._head(t)
             events = _events(t)
             lines = reader.raw_lines_cached(t.path)
@@ -98,7 +93,7 @@ def test_pass_with_kept_heads_reads_no_head_and_writes_the_same_rows(world, monk
     eng = Engine(world.root)
     try:
         conn = eng.conn()
-        tapes = _tapes(conn)
+        tapes = _tape_rows(conn)
 
         def run(cache: IngestCache) -> list:
             ops: list = []
