@@ -85,7 +85,7 @@ class TapeText:
         # a tape first acted, the tape count of a harness, the tape table (when many are new)
         self.side: dict[int, bool] = {}
         self.acted: dict[int, int] = {}
-        self.tails: dict[int, tuple] = {}   # a tape's tail refs (``_tail_refs``)
+        self.tails = TailCache()   # a tape's tail refs (``_tail_refs``)
         self.n_tapes: dict = {}
         self.table: _TapeTable | None = None
         self.write = None
@@ -773,9 +773,10 @@ def _tail_hits(conn: apsw.Connection, preds: dict[int, queries.TapeRow], hashes:
     rows = postings(conn, uniq(hashes), prints, fetched)
     if not len(rows):
         return {}
-    rows = rows[~member(rows[:, 0], _runs_over(np.sort(rows[:, 0]), POPULAR_POSTINGS))]
-    if not len(rows):
-        return {}
+    if len(rows) > POPULAR_POSTINGS:   # (fewer rows: no hash has more than that many)
+        rows = rows[~member(rows[:, 0], _runs_over(np.sort(rows[:, 0]), POPULAR_POSTINGS))]
+        if not len(rows):
+            return {}
     rows = rows[np.argsort(rows[:, 1], kind="stable")]
     blocks = uniq(rows[:, 1])
     bstart = np.searchsorted(rows[:, 1], blocks)
@@ -789,7 +790,7 @@ def _tail_hits(conn: apsw.Connection, preds: dict[int, queries.TapeRow], hashes:
         return hs
 
     acted = {} if acted is None else acted
-    tails = {} if tails is None else tails
+    tails = TailCache() if tails is None else tails
     out: dict[int, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
     # the refs of each tail (a few hundred rows), matched against the blocks here: the same rows
     # as asking the index for every ref of these blocks among the tapes — without reading the refs
@@ -817,21 +818,36 @@ def _tail_hits(conn: apsw.Connection, preds: dict[int, queries.TapeRow], hashes:
     return out
 
 
-TAIL_CACHE_TAPES = 2048  # tails kept by ``_tail_refs`` (the latest tapes of each directory recur)
+# tails kept by ``_tail_refs`` for the whole pass (a tape is a predecessor of the next tapes of its
+# directory, ~26 heads each at 16k sessions): at most this many rows (32 bytes each; 16k sessions
+# hold 244k) and tapes. Kept by tape count alone (2,048), the cache emptied every few hundred heads
+# and read 37.5k tails for 16.4k tapes at 16k sessions.
+TAIL_CACHE_ROWS = 1 << 20
+TAIL_CACHE_TAPES = 1 << 16
+
+
+class TailCache(dict):
+    """``_tail_refs``' tails by tape row id, with the rows they hold (``rows``)."""
+    rows = 0
 
 
 def _tail_refs(conn: apsw.Connection, a: queries.TapeRow, tails: dict) -> np.ndarray:
     """(block, event, role, ofs) rows of every ref of the last ``TAIL_EVENTS`` events of tape
-    ``a``, as an ``(n, 4)`` array."""
+    ``a``, as an ``(n, 4)`` array, kept in ``tails`` (a ``TailCache`` keeps at most
+    ``TAIL_CACHE_ROWS`` rows, a plain dict ``TAIL_CACHE_TAPES`` tapes: then it starts afresh)."""
     got = tails.get(a.id)
     if got is None:
         rows = conn.execute(
             "SELECT r.block, r.event, r.role, e.ofs FROM events e JOIN refs r ON r.event=e.id"
             " WHERE e.tape=? AND e.ofs>=?", (a.id, a.n_events - TAIL_EVENTS)).fetchall()
         got = np.asarray(rows, dtype=np.int64).reshape(-1, 4)
-        if len(tails) >= TAIL_CACHE_TAPES:
+        held = getattr(tails, "rows", 0) + len(got)
+        if len(tails) >= TAIL_CACHE_TAPES or held > TAIL_CACHE_ROWS:
             tails.clear()
+            held = len(got)
         tails[a.id] = got
+        if isinstance(tails, TailCache):
+            tails.rows = held
     return got
 
 
