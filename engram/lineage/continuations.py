@@ -84,6 +84,7 @@ class TapeText:
         # per run (the pass changes none of what they hold): sidechain flags, the offset at which
         # a tape first acted, the tape count of a harness, the tape table (when many are new)
         self.side: dict[int, bool] = {}
+        self.side_all: set[int] | None = None   # every sidechain tape, with ``table``
         self.acted: dict[int, int] = {}
         self.tails = TailCache()   # a tape's tail refs (``_tail_refs``)
         self.n_tapes: dict = {}
@@ -313,6 +314,8 @@ def compute(conn: apsw.Connection, new_tapes: list[queries.TapeRow], access: Tap
     write_dispatch = write_dispatch if write_dispatch is not None else write
     if len(new_tapes) >= TABLE_MIN_TAPES:
         text.table = _TapeTable.load(conn)
+        if text.table is not None:
+            text.side_all = _all_sidechains(conn)
     todo, agents = _todo(conn, new_tapes, text.table)
     if claims is None:
         _compute_part(conn, text, stats, todo, agents, write, write_dispatch)
@@ -657,6 +660,13 @@ def _sidechains(conn: apsw.Connection, tape_rows: set[int], known: dict[int, boo
     return {t for t in tape_rows if known.get(t)}
 
 
+def _all_sidechains(conn: apsw.Connection) -> set[int]:
+    """Every tape whose meta marks a subagent transcript (``_sidechains``' test, in SQLite:
+    ``instr`` is case-sensitive as ``in`` is), read once for a pass that loads the tape table."""
+    return {r[0] for r in conn.execute("SELECT id FROM tapes WHERE instr(replace(meta_json, ' ', ''),"
+                                       " '\"sidechain\":true') > 0")}
+
+
 def _continuation_of(conn: apsw.Connection, b: queries.TapeRow, text: TapeText, stats: dict) -> None:
     text.write("DELETE FROM continuations WHERE to_tape=? AND coalesce(markers,'') NOT LIKE"
                " '%dispatch%'", (b.id,))
@@ -682,8 +692,12 @@ def _continuation_of(conn: apsw.Connection, b: queries.TapeRow, text: TapeText, 
              if not (v.first_t and b.first_t and v.first_t > b.first_t)}
     # a subagent transcript (sidechain) shares its parent's session id but never continues it,
     # nor does the parent continue it
-    side = _sidechains(conn, set(preds) | {b.id}, text.side)
-    preds = {k: v for k, v in preds.items() if (k in side) == (b.id in side)}
+    if text.side_all is not None:
+        side = text.side_all
+    else:
+        side = _sidechains(conn, set(preds) | {b.id}, text.side)
+    b_side = b.id in side
+    preds = {k: v for k, v in preds.items() if (k in side) == b_side}
     if not preds:
         return
     hb = text.get(b)
