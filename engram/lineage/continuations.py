@@ -810,6 +810,7 @@ def _tail_hits(conn: apsw.Connection, preds: dict[int, queries.TapeRow], hashes:
     # as asking the index for every ref of these blocks among the tapes — without reading the refs
     # of a block held by thousands of other tapes (a preamble every session reads)
     order = sorted(preds)
+    _fetch_tails(conn, [preds[tape] for tape in order if tape not in tails], tails)
     parts = [_tail_refs(conn, preds[tape], tails) for tape in order]
     lens = [len(p) for p in parts]
     if not sum(lens):
@@ -845,6 +846,45 @@ class TailCache(dict):
     rows = 0
 
 
+# ``_tail_refs``' query for many tapes at once: each carray value is a tape's row id (high 32 bits)
+# and its first tail offset + 2**31 (low 32 bits); per value, the same index searches (events by
+# (tape, ofs), then refs by event) and so the same rows in the same order as the query of one tape
+TAILS_SQL = ("SELECT c.value, r.block, r.event, r.role, e.ofs FROM carray(?) c CROSS JOIN events e"
+             " CROSS JOIN refs r ON r.event=e.id WHERE e.tape=(c.value >> 32)"
+             " AND e.ofs>=(c.value & 4294967295) - 2147483648")
+_TAIL_BIAS = 1 << 31
+
+
+def _fetch_tails(conn: apsw.Connection, tapes: list[queries.TapeRow], tails: dict) -> None:
+    """``_tail_refs`` of each of ``tapes`` (not in ``tails``) kept in ``tails``, read in one query
+    (``TAILS_SQL``) rather than one a tape; tapes whose id or offset do not fit its encoding are
+    left to ``_tail_refs``."""
+    todo = sorted((a.id, a.n_events - TAIL_EVENTS) for a in tapes
+                  if isinstance(a.id, int) and isinstance(a.n_events, int)
+                  and 0 <= a.id < 1 << 31 and -_TAIL_BIAS <= a.n_events - TAIL_EVENTS < _TAIL_BIAS)
+    if len(todo) < 2:
+        return
+    for ch in _chunks(todo):
+        vals = [tid << 32 | (start + _TAIL_BIAS) for tid, start in ch]
+        got = np.asarray(conn.execute(TAILS_SQL, (apsw.carray(queries._i64(vals)),)).fetchall(),
+                         dtype=np.int64).reshape(-1, 5)
+        ids = got[:, 0] >> 32
+        lo = np.searchsorted(ids, [tid for tid, _s in ch], "left").tolist()
+        hi = np.searchsorted(ids, [tid for tid, _s in ch], "right").tolist()
+        for (tid, _s), i, j in zip(ch, lo, hi):
+            _keep_tail(tails, tid, got[i:j, 1:].copy())
+
+
+def _keep_tail(tails: dict, tid: int, got: np.ndarray) -> None:
+    held = getattr(tails, "rows", 0) + len(got)
+    if len(tails) >= TAIL_CACHE_TAPES or held > TAIL_CACHE_ROWS:
+        tails.clear()
+        held = len(got)
+    tails[tid] = got
+    if isinstance(tails, TailCache):
+        tails.rows = held
+
+
 def _tail_refs(conn: apsw.Connection, a: queries.TapeRow, tails: dict) -> np.ndarray:
     """(block, event, role, ofs) rows of every ref of the last ``TAIL_EVENTS`` events of tape
     ``a``, as an ``(n, 4)`` array, kept in ``tails`` (a ``TailCache`` keeps at most
@@ -855,13 +895,7 @@ def _tail_refs(conn: apsw.Connection, a: queries.TapeRow, tails: dict) -> np.nda
             "SELECT r.block, r.event, r.role, e.ofs FROM events e JOIN refs r ON r.event=e.id"
             " WHERE e.tape=? AND e.ofs>=?", (a.id, a.n_events - TAIL_EVENTS)).fetchall()
         got = np.asarray(rows, dtype=np.int64).reshape(-1, 4)
-        held = getattr(tails, "rows", 0) + len(got)
-        if len(tails) >= TAIL_CACHE_TAPES or held > TAIL_CACHE_ROWS:
-            tails.clear()
-            held = len(got)
-        tails[a.id] = got
-        if isinstance(tails, TailCache):
-            tails.rows = held
+        _keep_tail(tails, a.id, got)
     return got
 
 
