@@ -876,8 +876,10 @@ def main(parent: int | None = None) -> None:
             release_freed_memory()
         elif request[0] == "continuations":
             try:
-                from engram.lineage import continuations
-                res = continuations.compute_remote(request[1], request[2], request[3])
+                from engram.lineage import continuations, derive
+                from engram.tape import reader
+                with reader.capped(derive.TAPE_CACHE_BYTES):   # as the pass in the ingest
+                    res = continuations.compute_remote(request[1], request[2], request[3])
             except Exception as e:  # noqa: BLE001 — the ingest computes them itself then
                 res = ("crash", f"{type(e).__name__}: {e}", traceback.format_exc())
             _write_answer(reply, res, lambda: ("crash", "unpicklable answer", ""))

@@ -11,8 +11,14 @@ import apsw
 from engram.index import queries
 from engram.lineage import continuations, edges
 from engram.lineage.cache import IngestCache
+from engram.tape import reader
 
 log = logging.getLogger(__name__)
+
+TAPE_CACHE_BYTES = 16 << 20
+"""The tape reader's LRU during the pass (``reader.capped``): it reads each new tape's edits once
+(those the ingest did not keep) and few tapes again, so a fuller LRU saves little; at the reader's
+own budget (128 MiB) what the ingest held grew with the tapes read, up to that."""
 
 
 def after_ingest(conn: apsw.Connection, cache=None) -> dict:
@@ -21,6 +27,14 @@ def after_ingest(conn: apsw.Connection, cache=None) -> dict:
     t0 = time.perf_counter()
     stats = {"tapes": 0, "edits": 0, "edges": 0, "location_only": 0, "agent_links": 0,
              "tombstones": 0, "continuations": 0, "dispatch": 0}
+    with reader.capped(TAPE_CACHE_BYTES):
+        _after_ingest(conn, cache, stats)
+    if stats["tapes"]:
+        stats["elapsed_s"] = round(time.perf_counter() - t0, 3)
+    return stats
+
+
+def _after_ingest(conn: apsw.Connection, cache, stats: dict) -> None:
     with conn:
         tapes = {r[0]: r for r in conn.execute(
             "SELECT tape_id, id, (SELECT min(id) FROM events WHERE tape=tapes.id), n_events"
@@ -35,7 +49,7 @@ def after_ingest(conn: apsw.Connection, cache=None) -> dict:
             if done.get(tid) != sig:
                 new_rows.append((tid, rowid, sig))
         if not new_rows:
-            return stats
+            return
         trows = queries.tapes(conn, [r[1] for r in new_rows])
         linker = edges.Linker(conn, stats, cache if cache is not None else IngestCache())
         # continuations in the parse worker (a process of its own), if the run has one, while
@@ -55,5 +69,3 @@ def after_ingest(conn: apsw.Connection, cache=None) -> dict:
         conn.executemany("INSERT OR REPLACE INTO lineage_done VALUES (?,?)",
                          [(tid, sig) for tid, _, sig in new_rows])
         stats["tapes"] = len(new_rows)
-    stats["elapsed_s"] = round(time.perf_counter() - t0, 3)
-    return stats

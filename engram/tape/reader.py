@@ -14,6 +14,7 @@ size, as every tape Engram writes does) or after at most the limit (one that doe
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -199,6 +200,44 @@ def cache_bytes() -> int:
         return CACHE_MB << 20
     return mb << 20
 
+
+_cap: int | None = None   # ``capped``: a lower budget while a pass that reads each tape once runs
+
+
+def budget() -> int:
+    """The LRU's budget now: ``cache_bytes()``, or less while ``capped``."""
+    b = cache_bytes()
+    return b if _cap is None else min(b, _cap)
+
+
+@contextlib.contextmanager
+def capped(limit: int):
+    """Hold at most ``limit`` bytes of tape text in the LRU while the block runs (and evict down to
+    it now): for a pass that reads most tapes once (the lineage pass of an ingest), whose reads
+    would otherwise fill the whole budget with tapes it does not read again — what a one-shot
+    ingest holds then grows with the tapes it reads, up to ``CACHE_MB``. The previous budget
+    comes back after it (the LRU refills as it is used)."""
+    global _cap
+    with _lru_lock:
+        before = _cap
+        _cap = limit if before is None else min(before, limit)
+        _evict(budget())
+    try:
+        yield
+    finally:
+        with _lru_lock:
+            _cap = before
+
+
+def _evict(limit: int) -> None:
+    """(under ``_lru_lock``) Drop the least recently used tapes down to ``limit`` bytes (the last
+    one read stays)."""
+    global _lru_bytes
+    while _lru_bytes > limit and len(_lru) > 1:
+        _k, old = _lru.popitem(last=False)
+        _lru_bytes -= sum(len(x) + 1 for x in old) - 1
+
+
 _lru: OrderedDict[tuple[str, int, int], tuple[bytes, ...]] = OrderedDict()
 _lru_bytes = 0
 _lru_lock = threading.Lock()
@@ -216,14 +255,12 @@ def _cached(path: str, mtime_ns: int, size: int) -> tuple[bytes, ...]:
             return hit
     raw = read_raw(path)
     lines = tuple(raw.split(b"\n"))
-    budget = cache_bytes()
+    limit = budget()
     with _lru_lock:
         if key not in _lru:
             _lru[key] = lines
             _lru_bytes += len(raw)
-            while _lru_bytes > budget and len(_lru) > 1:
-                _k, old = _lru.popitem(last=False)
-                _lru_bytes -= sum(len(x) + 1 for x in old) - 1
+            _evict(limit)
     return lines
 
 
