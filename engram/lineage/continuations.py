@@ -128,6 +128,13 @@ class TapeText:
                 qs.append(q[1])
         self.fetched = (index_postings(conn, uniq(np.concatenate(qs)), self.prints)
                         if qs else None)
+        if self.table is not None:
+            # these tapes are the predecessors of the next heads of their directories (``todo``
+            # is in first_t order): their tails read together now (the table's rows, as
+            # ``predecessors`` gives them) rather than each alone as the next head asks
+            tb = self.table
+            _fetch_tails(conn, [tb.by_last[tb.rank[t.id]] for t in tapes
+                                if t.id in tb.rank and t.id not in self.tails], self.tails)
 
     def done(self, t: queries.TapeRow, keep_task: bool) -> None:
         """The tape's head arrays are not needed any more (its continuation is computed): only
@@ -834,10 +841,10 @@ def _tail_hits(conn: apsw.Connection, preds: dict[int, queries.TapeRow], hashes:
 
 
 # tails kept by ``_tail_refs`` for the whole pass (a tape is a predecessor of the next tapes of its
-# directory, ~26 heads each at 16k sessions): at most this many rows (32 bytes each; 16k sessions
+# directory, ~26 heads each at 16k sessions): at most this many rows (32 bytes each: 16 MB; 16k sessions
 # hold 244k) and tapes. Kept by tape count alone (2,048), the cache emptied every few hundred heads
 # and read 37.5k tails for 16.4k tapes at 16k sessions.
-TAIL_CACHE_ROWS = 1 << 20
+TAIL_CACHE_ROWS = 1 << 19
 TAIL_CACHE_TAPES = 1 << 16
 
 
