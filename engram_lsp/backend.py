@@ -36,6 +36,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from engram.collect import BetweenRequests
 from engram.config import resolve_index_path
 from engram_lsp.settings import Settings
 
@@ -111,6 +112,8 @@ class QueryThreads:
         # answered its request and only finishing up (``answered``): as good as idle for routing
         self._done = [False] * n
         self._which = threading.local()  # the query thread's number, on a query thread
+        # the garbage collector runs between requests, not inside one (``engram.collect``)
+        self.collector = BetweenRequests()
         self.size = n
         for i in range(n):
             threading.Thread(target=self._work, args=(i,), name=f"{name}_{i}", daemon=True).start()
@@ -161,7 +164,8 @@ class QueryThreads:
                            or self._closed):
                     self._cond.wait()
                 self._idle[i] = False
-                if self._requests and not self._free_below(i):
+                request = bool(self._requests) and not self._free_below(i)
+                if request:
                     future, fn = self._requests.popleft()
                     if self._requests:  # more: a higher thread may take the next one now
                         self._cond.notify_all()
@@ -171,12 +175,17 @@ class QueryThreads:
                     return  # closed
             if not future.set_running_or_notify_cancel():
                 continue
+            if request:
+                self.collector.begin()
             try:
                 result = fn()
             except BaseException as exc:
                 future.set_exception(exc)
             else:
                 future.set_result(result)
+            finally:
+                if request:  # after the answer went out (or its future was set): the
+                    self.collector.end()  # collection due runs while the client reads it
 
     def shutdown(self) -> None:
         """Stop taking work; queued jobs are cancelled (running ones finish on their own)."""

@@ -36,6 +36,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage
 
+from engram.collect import collect_due
 from engram.errors import EngramError
 from engram_lsp import __version__, framing, heap
 from engram_lsp.backend import Backend
@@ -607,7 +608,9 @@ class EngramLanguageServer(LanguageServer):
 # over. After startup the objects alive then (modules, classes, the engine) are frozen out of its
 # scans, automatic full collections are off, and a full collection runs once the client has been
 # quiet for ``_GC_IDLE_S`` after anything was allocated (at the latest ``_GC_MAX_S`` after the
-# last one, quiet or not); the young generations are still collected as usual.
+# last one, quiet or not). The young generations are collected by the collector's own rule, but
+# between requests: automatic collection is off while a request is being answered, and the
+# collection due runs once its answer is out (``QueryThreads.collector``, ``engram.collect``).
 _GC_IDLE_S = 1.0
 _GC_MAX_S = 60.0
 _GC_POLL_S = 0.25
@@ -627,6 +630,8 @@ async def collect_when_idle(ls: EngramLanguageServer) -> None:
     last, ticks = time.monotonic(), _young_collections()
     while True:
         await asyncio.sleep(_GC_POLL_S)
+        if not gc.isenabled():  # a request under way for this long (``QueryThreads.collector``):
+            collect_due()  # what is due is collected anyway, four times a second at most
         now = time.monotonic()
         if _young_collections() == ticks:
             continue  # nothing to collect

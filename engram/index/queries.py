@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import array
+import itertools
 import weakref
 from collections.abc import Iterable
 from typing import NamedTuple
@@ -125,22 +126,18 @@ def refs_for_blocks(conn: apsw.Connection, blocks: Iterable[int]) -> list[tuple[
     bl = sorted(set(blocks))
     cache = _rows(conn)
     held = cache.memo.setdefault("refs", {}) if cache is not None else {}
-    got = {b: held[b] for b in bl if b in held}
-    missing = [b for b in bl if b not in got]
-    if missing:
-        for b in missing:
-            got[b] = []
-        for ch in _chunks(missing):
+    got = list(map(held.get, bl))  # (C loops: a popular span's blocks are mostly held)
+    if None in got:
+        missing = {b: [] for b, refs in zip(bl, got) if refs is None}
+        for ch in _chunks(list(missing)):
             for r in conn.execute("SELECT block, event, role, line0 FROM refs WHERE block IN carray(?)",
                                   (apsw.carray(_i64(ch)),)):
-                got[r[0]].append(r)
+                missing[r[0]].append(r)
         if len(held) > ROW_CACHE:
             held.clear()
-        held.update((b, got[b]) for b in missing)
-    out = []
-    for b in bl:
-        out.extend(got[b])
-    return out
+        held.update(missing)
+        got = [missing[b] if refs is None else refs for b, refs in zip(bl, got)]
+    return list(itertools.chain.from_iterable(got))
 
 
 class EventRow(NamedTuple):
@@ -219,20 +216,28 @@ def memo(conn: apsw.Connection, key, compute):
 
 
 def _cached_rows(conn: apsw.Connection, ids: Iterable[int], which: str, sql: str, make):
+    """``{id: row}`` of the given ids that exist, in id order, through ``conn``'s row cache.
+
+    (A heavy explain asks for ~1,000 ids at a time, most of them cached: the cached rows are
+    gathered by C loops, ``map`` over the sorted ids, and only the misses are read.)"""
     cache = _rows(conn)
     table = getattr(cache, which) if cache is not None else {}
-    out = {}
-    missing = []
-    for i in set(ids):
-        r = table.get(i)
-        if r is None:
-            missing.append(i)
-        else:
-            out[i] = r
-    for ch in _chunks(sorted(missing)):
+    ids = sorted(set(ids))
+    got = list(map(table.get, ids))
+    if None not in got:
+        return dict(zip(ids, got))
+    missing = [i for i, r in zip(ids, got) if r is None]
+    for ch in _chunks(missing):
         for r in conn.execute(sql, (apsw.carray(_i64(ch)),)):
-            out[r[0]] = table[r[0]] = make(*r)
-    return {i: out[i] for i in sorted(out)}
+            table[r[0]] = make(*r)
+    out = {}
+    for i, r in zip(ids, got):
+        if r is None:
+            r = table.get(i)
+            if r is None:  # no such row
+                continue
+        out[i] = r
+    return out
 
 
 def events(conn: apsw.Connection, ids: Iterable[int]) -> dict[int, EventRow]:

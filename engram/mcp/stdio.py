@@ -39,6 +39,8 @@ import orjson
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
+from engram.collect import collect_due
+
 MAX_LINE = 64 << 20  # a request line (a note's text is at most 1 MB)
 #: the wire's pipe buffer, when stdout is a pipe (Linux's default is 64 KB; 1 MB is the most an
 #: unprivileged process may ask for by default)
@@ -72,17 +74,6 @@ def encode(message) -> bytes:
             return b'{"jsonrpc":' + orjson.dumps(message.jsonrpc) + b',"id":' + ident + \
                 b',"result":' + result + b"}\n"
     return message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
-
-
-def collect_due() -> None:
-    """The collection the collector's own rule calls for by now, or none (CPython's: once the
-    youngest generation's count passes its threshold, the oldest generation whose count passes
-    its own; ``gc.get_count``, ``gc.get_threshold``), for a process that turned automatic
-    collection off to collect between requests."""
-    c0, c1, c2 = gc.get_count()
-    t0, t1, t2 = gc.get_threshold()
-    if t0 and c0 > t0:
-        gc.collect(2 if c2 > t2 else 1 if c1 > t1 else 0)
 
 
 @contextlib.asynccontextmanager

@@ -203,9 +203,14 @@ def direct_evidence(conn: apsw.Connection, text: str, file: str | None = None,
     refs = queries.refs_for_blocks(conn, kept.keys())
     ev: dict[int, Evidence] = {}
     after_blocks: dict[int, tuple[int, int]] = {}        # block → (event, line0)
+    # per block, once (a popular span has thousands of refs in hundreds of blocks): its
+    # confidence, and whether an edit's after-text there can make that edit a producer
+    conf_of = {b: min(1.0, c / n_win) for b, c in kept.items()}
+    owner = {b for b, c in kept.items() if c >= need and c / n_win >= OWNER_MIN_SHARE}
+    after_role = schema.ROLE_EDIT_AFTER
     for b, eid, role, line0 in refs:
-        conf = min(1.0, kept[b] / n_win)
-        if role == schema.ROLE_EDIT_AFTER and kept[b] >= need and kept[b] / n_win >= OWNER_MIN_SHARE:
+        conf = conf_of[b]
+        if role == after_role and b in owner:
             after_blocks[b] = (eid, line0)
         elif conf <= floor:
             continue
@@ -213,7 +218,8 @@ def direct_evidence(conn: apsw.Connection, text: str, file: str | None = None,
         if e is None:
             e = ev[eid] = Evidence(eid)
         e.roles.add(role)
-        e.quoted = max(e.quoted, conf)
+        if conf > e.quoted:
+            e.quoted = conf
     after: dict[int, tuple[set[int], int, int, int]] = {}
     if after_blocks:
         span_lines: dict[int, list[int]] = defaultdict(list)
@@ -898,9 +904,22 @@ def _rank(sessions: list[Candidate], evidence: dict[int, Evidence], walked: _Wal
     groups: dict[int, int] = {}
     keys = []
     for s in sessions:
-        g = groups[id(s)] = group(s)
         t = trows[s.tape]
-        keys.append((g, -round(s.produced, 2) if s.produced else 0, -round(s.confidence, 2),
+        if s.via == "direct" and not s.produced and t.tape_id not in history_tapes:
+            # a reader unless one of its events wrote the text (``group``'s loop, inlined: a
+            # popular span has hundreds of readers)
+            g = 2
+            for e, _p, _c in s.items:
+                ev = evidence.get(e)
+                if ev is not None and after_role in ev.roles and (
+                        ev.quoted >= WROTE_MIN or is_history(history_paths.get(e, []))):
+                    g = 1
+                    break
+        else:
+            g = group(s)
+        groups[id(s)] = g
+        p = s.produced
+        keys.append((g, -round(p, 2) if p else 0, -round(s.confidence, 2),
                      recency[t.last_t or ""], t.first_t or "", t.session or "", t.tape_id))
     sessions[:] = [sessions[i] for i in sorted(range(len(sessions)), key=keys.__getitem__)]
     return sessions, groups

@@ -118,3 +118,51 @@ def test_answered_off_a_query_thread_does_nothing():
         assert pool.submit(_name).result(timeout=10) == "t-off_0"
     finally:
         pool.shutdown()
+
+
+def test_the_collector_runs_between_requests_not_inside_them():
+    """Automatic garbage collection is off while a request is answered (``engram.collect``), on
+    again once it is done, and the collection due by then has run: garbage a request leaves in
+    cycles is freed when it ends, not by a collection inside the next request. Background jobs
+    leave the collector as it is."""
+    import gc
+    import weakref
+
+    class Node:
+        pass
+
+    freed: list[bool] = []
+    kept: list = []  # what the request allocated, alive past its end (the count stays up)
+
+    def request():
+        enabled = gc.isenabled()
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # a cycle: only the collector frees it
+        weakref.finalize(a, freed.append, True)
+        del a, b
+        kept.extend([] for _ in range(gc.get_threshold()[0] * 3))  # past the youngest threshold
+        assert gc.get_count()[0] > gc.get_threshold()[0]  # no automatic collection ran
+        return enabled
+
+    def background():
+        return gc.isenabled()
+
+    was = gc.isenabled()
+    gc.enable()
+    pool = QueryThreads(2, "t-gc")
+    try:
+        gc.collect()
+        assert pool.submit(request).result(timeout=10) is False  # off inside the request
+        deadline = threading.Event()
+        for _ in range(100):  # ``end`` runs right after the result is set
+            if freed and gc.isenabled():
+                break
+            deadline.wait(0.01)
+        assert freed == [True]  # the collection due at the request's end freed the cycle
+        assert gc.isenabled()
+        assert not pool.collector.answering()
+        assert pool.submit(background, thread=1).result(timeout=10) is True
+    finally:
+        pool.shutdown()
+        if not was:
+            gc.disable()
