@@ -48,6 +48,8 @@ class KeyMap:
         return digest[:15] + bytes((digest[15] | 1,))
 
     def _find(self, k: bytes) -> int:
+        if not len(self.keys):   # nothing merged yet (most sessions): no search of an empty array
+            return -1
         i = int(self.keys.searchsorted(k))
         return i if i < len(self.keys) and self.keys[i] == k else -1
 
