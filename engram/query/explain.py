@@ -13,6 +13,7 @@ containment of the span in their edit-after texts ("produced"), then by overall 
 from __future__ import annotations
 
 import functools
+import heapq
 import re
 import threading
 import time
@@ -768,8 +769,9 @@ def _walk(conn, evidence: dict[int, Evidence], conf_of: dict[int, float], erows,
     walked = _Walked([], [], {"fanout": False, "edges": False}, {}, {}, {}, {})
     # the walk starts from the strongest evidence: producers first, then the best quotes (a
     # generic two-line span can match hundreds of events; its edge budget is bounded anyway)
-    seeds = sorted(evidence.items(), key=lambda kv: (-kv[1].produced, -conf_of[kv[0]], kv[0]))
-    seeds = seeds[:MAX_WALK_SEEDS]
+    # (``heapq.nsmallest`` is ``sorted(...)[:n]``, without sorting a popular span's thousand)
+    seeds = heapq.nsmallest(MAX_WALK_SEEDS, evidence.items(),
+                            key=lambda kv: (-kv[1].produced, -conf_of[kv[0]], kv[0]))
     # the producers' earlier parts and dispatchers are crossed however many tapes read the span
     found = walk.walk(conn, {eid: conf_of[eid] for eid, _e in seeds},
                       min_confidence=min_confidence, all=show_all,
@@ -957,8 +959,12 @@ def _session_entries(conn, sessions: list[Candidate], evidence: dict[int, Eviden
         # a light session shows one anchor: the first in this order
         if len(items) > 1:
             items = [min(items, key=anchor_key)] if light else sorted(items, key=anchor_key)
-        windows = _windows(conn, access, t, items, light, evidence, erows, before, after,
-                           expand_until, brief)
+        r = erows[items[0][0]] if light else None
+        if r is not None and r.ofs >= 0:  # (most sessions: one anchor, nothing read)
+            windows = [_anchor(r, items[0][2], evidence.get(items[0][0]))]
+        else:
+            windows = _windows(conn, access, t, items, light, evidence, erows, before, after,
+                               expand_until, brief)
         entry = {
             "tape_id": t.tape_id, "harness": t.harness, "session": t.session,
             "tier": t.tier or "agent", "label": t.label, "model": t.model, "cwd": t.cwd,
@@ -970,7 +976,8 @@ def _session_entries(conn, sessions: list[Candidate], evidence: dict[int, Eviden
         }
         if v != "direct":
             entry["lineage"] = paths_by_event.get(items[0][0], [])
-        out_sessions.append(window.lift_unreadable(entry))  # a tape that cannot be read: marked
+        # a tape that cannot be read: marked (a window that read nothing has nothing to lift)
+        out_sessions.append(window.lift_unreadable(entry) if r is None or r.ofs < 0 else entry)
     return out_sessions
 
 
@@ -997,13 +1004,7 @@ def _windows(conn, access: TapeAccess, t, items: list[tuple[int, float, float]],
         if seen:
             continue  # already visible in an earlier window
         covered.append((r.ofs - before, r.ofs + after))
-        w = {"anchor": r.ofs, "kind": schema.kind_name(r.kind), "confidence": round(c, ROUND),
-             "file": r.file}
-        ev = evidence.get(eid)
-        if ev is not None and ev.lines:
-            w["lines"] = ev.lines
-        if ev is not None and ev.produced > PRODUCED_FLOOR:
-            w["produced"] = round(ev.produced, ROUND)
+        w = _anchor(r, c, evidence.get(eid))
         if r.ofs < 0:  # -- sidecar enrichment (issue 6): engram/index/sidecar.py --
             from engram.index import sidecar
 
@@ -1019,6 +1020,18 @@ def _windows(conn, access: TapeAccess, t, items: list[tuple[int, float, float]],
             w.update(window.window(access, t, r.ofs, before, after, expand_until, brief))
         windows.append(w)
     return windows
+
+
+def _anchor(r, confidence: float, ev: Evidence | None) -> dict:
+    """A window's anchor fields: the event ``r``, its confidence, and what its evidence says
+    (the span's lines in it, the share it produced)."""
+    w = {"anchor": r.ofs, "kind": schema.kind_name(r.kind), "confidence": round(confidence, ROUND),
+         "file": r.file}
+    if ev is not None and ev.lines:
+        w["lines"] = ev.lines
+    if ev is not None and ev.produced > PRODUCED_FLOOR:
+        w["produced"] = round(ev.produced, ROUND)
+    return w
 
 
 def _add_semantic(conn, semantic, text: str, out_sessions: list[dict], shown: int, before: int,
