@@ -76,9 +76,12 @@ def _run() -> None:
         _ready.set()
     try:
         if not _lenses_kept():
+            from engram.config import resolve_index_path
             from engram.query import direct
 
-            direct.warm()
+            # the connection the first count reads through, opened here (its schema read, its
+            # statements compiled): the machine's index, as for ``_lenses_kept``
+            direct.warm(resolve_index_path(Path.cwd(), None))
     except Exception:  # a warm-up: the first lens imports it and reports what fails
         log.debug("importing the lens count failed", exc_info=True)
 
@@ -86,7 +89,8 @@ def _run() -> None:
 def _lenses_kept() -> bool:
     """``lenses.kept_for`` the machine's index: a repository's own ``index.path`` is not known
     before ``initialize``, so the machine's index stands for it here (only the timing depends on
-    it: with counts kept, the count's imports wait for the engine's, after the first lenses)."""
+    it: with counts kept, the count's imports wait for the engine's, after the first lenses; a
+    count of another index opens its own connection)."""
     from engram_lsp import lenses
 
     return lenses.kept_for(Path.cwd())

@@ -9,8 +9,9 @@ The rules (the numbers ``explain`` and ``blocks`` look a span up with; both impo
 * ``SAMPLE``: a block with more is looked up by its ``SAMPLE`` smallest winnowed keys, which are
   also the denominator of its confidence (``engram.query.blocks``, a bottom-k sample).
 
-``lens_counts`` answers what a code lens shows — each top-level block's range and how many
-sessions hold it — exactly as ``Engine.explain_blocks`` counts them (``sessions``), without numpy
+``lens_counts`` answers what a code lens shows — each top-level block's range (Python's by
+``symbols``' scan without numpy, others' by their parse) and how many sessions hold it —
+exactly as ``Engine.explain_blocks`` counts them (``sessions``), without numpy
 or the engine: a language server that has just started answers its first code lens with it while
 the engine (numpy's import alone: ~150 ms of CPU) is still being imported. Every step is the
 numpy path's, on Python ints, in C loops where the standard library has one (``map``, slices of
@@ -39,6 +40,7 @@ import os
 import re
 import struct
 import sys
+import threading
 from collections import Counter
 from itertools import accumulate, chain, compress, repeat
 from operator import floordiv, getitem, le, lt, rshift, sub
@@ -71,38 +73,140 @@ _CALIBRATION = ("ENGRAM_CALIBRATE_K", "ENGRAM_CALIBRATE_W")
 _LITTLE = sys.byteorder == "little"
 
 
-def lens_counts(index: str | os.PathLike, text: str, path) -> list[dict] | None:
+def lens_counts(index: str | os.PathLike, text: str, path, close: bool = True) -> list[dict] | None:
     """``[{"range": [start, end], "sessions": n}, ...]`` for every top-level block of ``text``
     (``symbols.top_level_blocks``), as ``explain_blocks`` counts them; None when this index
-    cannot be answered here (missing, another schema or fingerprint parameters)."""
+    cannot be answered here (missing, another schema or fingerprint parameters). Read through the
+    connection ``prepare`` opened for ``index`` when there is one; ``close=False`` keeps the
+    connection for the next count (``release`` closes it) instead of closing it now."""
     from engram.query import symbols
 
     if any(os.environ.get(v) for v in _CALIBRATION) or not Path(index).is_file():
         return None
-    blocks = [(s, e) for s, e, _n in symbols.top_level_blocks(text, path, scan=False)]
-    try:
-        conn = apsw.Connection(str(index), flags=apsw.SQLITE_OPEN_READONLY)
-    except apsw.Error:
+    blocks = [(s, e) for s, e, _n in symbols.top_level_blocks(text, path, plain=True)]
+    conn = _take(index)
+    if conn is None:
         return None
     try:
-        conn.set_busy_timeout(1000)
-        conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")  # as the engine's readers: no copy of a cold page
         with _read(conn):
             if not _same_params(conn):
                 return None
             counts = block_sessions(conn, text, blocks)
+    except BaseException:
+        close = True
+        raise
     finally:
-        with contextlib.suppress(Exception):
-            conn.close()
+        if close:
+            with contextlib.suppress(Exception):
+                conn.close()
+        else:
+            _keep(index, conn)
     return [{"range": [s, e], "sessions": n} for (s, e), n in zip(blocks, counts, strict=True)]
 
 
-def warm() -> None:
+def warm(index: str | os.PathLike | None = None) -> None:
     """Load what ``lens_counts`` needs beyond this module (the parser of the commonest language;
-    others load on their first lens), ahead of the first."""
+    others load on their first lens), ahead of the first; with ``index``, also ``prepare`` it."""
     from engram.query import symbols
 
     symbols.top_level_blocks("def warm():\n    return 1\n", "warm.py", scan=False)
+    symbols.top_level_blocks("def warm():\n    return 1\n", "warm.py", plain=True)
+    if index is not None:
+        prepare(index)
+
+
+# A connection opened ahead for the next count (``prepare``; one at a time): (the index's path,
+# its file's identity then, the connection). Whatever a count reads is read in its own read
+# transaction, so an ingest meanwhile changes nothing but the index's contents, which it sees.
+_prepared: tuple[str, tuple[int, int], apsw.Connection] | None = None
+_prepared_lock = threading.Lock()
+_preparing = threading.Lock()  # held by ``prepare``: a count that starts meanwhile waits for it
+_PREPARING_WAIT_S = 0.25
+
+
+def _identity(index: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(index)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _open(index: str) -> apsw.Connection | None:
+    try:
+        conn = apsw.Connection(index, flags=apsw.SQLITE_OPEN_READONLY)
+    except apsw.Error:
+        return None
+    conn.set_busy_timeout(1000)
+    conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")  # as the engine's readers: no copy of a cold page
+    return conn
+
+
+def prepare(index: str | os.PathLike) -> None:
+    """Open the read-only connection the next ``lens_counts`` of ``index`` reads through, ahead
+    of it (a server's start, before a file is opened): SQLite reads the schema and compiles the
+    count's statements (apsw keeps them), and the index's top pages are mapped, here rather than
+    in the count (~1.5-2 ms of a first count's CPU). Nothing is kept but the connection: every
+    count reads the index afresh. Errors are left to the count."""
+    index = str(index)
+    with _preparing:
+        ident = _identity(index)
+        if ident is None or (_prepared is not None and _prepared[:2] == (index, ident)):
+            return
+        conn = _open(index)
+        if conn is None:
+            return
+        try:
+            with _read(conn):
+                if _same_params(conn):  # the statements a count runs, on a key no block has
+                    boilerplate(conn)
+                    postings(conn, [0])
+                    block_tapes(conn, [0])
+        except apsw.Error:
+            with contextlib.suppress(Exception):
+                conn.close()
+            return
+        _keep(index, conn, ident)
+
+
+def _keep(index, conn: apsw.Connection, ident: tuple[int, int] | None = None) -> None:
+    """Keep ``conn`` for the next count of ``index`` (closing the one kept before); closed when
+    the index's file is gone."""
+    global _prepared
+    index = str(index)
+    ident = ident or _identity(index)
+    with _prepared_lock:
+        old, _prepared = _prepared, ((index, ident, conn) if ident is not None else None)
+    for c in ((old[2],) if old is not None else ()) + ((conn,) if ident is None else ()):
+        if c is not conn or ident is None:
+            with contextlib.suppress(Exception):
+                c.close()
+
+
+def _take(index) -> apsw.Connection | None:
+    """The connection ``prepare`` opened for ``index`` (its file the same one), else a new one."""
+    global _prepared
+    index = str(index)
+    if _preparing.acquire(timeout=_PREPARING_WAIT_S):  # (a prepare under way: nearly done)
+        _preparing.release()
+    with _prepared_lock:
+        got, _prepared = _prepared, None
+    if got is not None:
+        if got[:2] == (index, _identity(index)):
+            return got[2]
+        with contextlib.suppress(Exception):
+            got[2].close()
+    return _open(index)
+
+
+def release() -> None:
+    """Close the connection kept for the next count, if any."""
+    global _prepared
+    with _prepared_lock:
+        got, _prepared = _prepared, None
+    if got is not None:
+        with contextlib.suppress(Exception):
+            got[2].close()
 
 
 @contextlib.contextmanager
@@ -342,11 +446,26 @@ def _blocks_of(rows: bytes) -> array.array:
 
 
 def block_tapes(conn: apsw.Connection, blocks: list[int]) -> dict[int, set[int]]:
-    """``{block: the tapes with an event referring to it}`` (events and tapes that exist)."""
+    """``{block: the tapes with an event referring to it}`` (events and tapes that exist).
+
+    When the tapes' ids are one unbroken run (``count(*) = max(id) - min(id) + 1``: the usual
+    case, tapes are seldom deleted), a tape exists exactly when its id is in that run: checked in
+    the query instead of a lookup in ``tapes`` per event (its rows are wide: ~800 pages read for
+    a ~600-line file's first lens at 16k sessions)."""
     out: dict[int, set[int]] = {}
     if blocks:
-        for b, t in conn.execute(
-                "SELECT r.block, e.tape FROM refs r JOIN events e ON e.id = r.event"
-                " JOIN tapes t ON t.id = e.tape WHERE r.block IN carray(?)", (_carray(blocks),)):
+        n, lo, hi = conn.execute("SELECT (SELECT count(*) FROM tapes), (SELECT min(id) FROM tapes),"
+                                 " (SELECT max(id) FROM tapes)").fetchone()
+        if not n:
+            return out
+        if n == hi - lo + 1:
+            rows = conn.execute("SELECT r.block, e.tape FROM refs r JOIN events e ON e.id = r.event"
+                                " WHERE r.block IN carray(?) AND e.tape BETWEEN ? AND ?",
+                                (_carray(blocks), lo, hi))
+        else:
+            rows = conn.execute("SELECT r.block, e.tape FROM refs r JOIN events e ON e.id = r.event"
+                                " JOIN tapes t ON t.id = e.tape WHERE r.block IN carray(?)",
+                                (_carray(blocks),))
+        for b, t in rows:
             out.setdefault(b, set()).add(t)
     return out

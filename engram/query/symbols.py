@@ -697,6 +697,104 @@ def _py_def_extents(text: str, defs: list[tuple[int, int, str]], lines: _PyLines
     return out
 
 
+# The same scan without numpy (``top_level_blocks(plain=True)``: a language server's first code
+# lens, before numpy is imported): the same spans, and each line's class from the same rules, with
+# the text's brackets and backslashes outside strings and comments counted per line (C loops over
+# the lines) instead of found by array operations.
+_PY_MASK = str.maketrans("()[]{}\\", " " * 7)  # inside a string or comment: none of them
+_PY_BRACKETS = re.compile(r"[()\[\]{}]")
+_PY_OPEN = {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}
+
+
+def _python_top_level_plain(text: str) -> list[tuple[int, int, str]] | None:
+    """``_python_top_level`` without numpy: the same answer (``tests/unit/test_symbols.py``)."""
+    odd = _ODD_BREAKS[:5] if text.isascii() else _ODD_BREAKS
+    if any(c in text for c in odd) or ("\r" in text and text.count("\r") != text.count("\r\n")):
+        return None
+    spans = _py_string_spans_plain(text)
+    if spans is None:
+        return None
+    lines = _py_lines_plain(text, *spans)
+    if lines is None:
+        return None
+    defs = _py_defs(text, lines.stmts)
+    if defs is None:
+        return None
+    return _py_def_extents(text, defs, lines)
+
+
+def _py_string_spans_plain(text: str) -> tuple[list[int], list[int]] | None:
+    """``_py_string_spans`` as lists."""
+    n = len(text)
+    spans = [m.span(1) for m in _PY_LEX.finditer(text) if m.start(1) >= 0]
+    if not spans:
+        return [-1], [-1]
+    if any(b - a == 1 and text[a] != "#" for a, b in spans):
+        return None  # a lone quote
+    a, b = spans[-1]
+    if (
+        b == n
+        and text[a] != "#"
+        and text.startswith(text[a] * 3, a)
+        and _PY_TRIPLE.fullmatch(text, a, b) is None
+    ):
+        return None  # a triple-quoted string that runs to the end
+    return [a for a, _ in spans], [b for _, b in spans]
+
+
+def _py_lines_plain(text: str, st: list[int], en: list[int]) -> _PyLines | None:
+    """``_py_lines`` without numpy."""
+    from itertools import accumulate, repeat
+    from operator import add, sub
+
+    n = len(text)
+    # the text with no bracket or backslash inside a string or comment (same length, same lines)
+    parts, prev = [], 0
+    for a, b in zip(st, en):
+        if a >= 0:
+            parts.append(text[prev:a])
+            parts.append(text[a:b].translate(_PY_MASK))
+            prev = b
+    parts.append(text[prev:])
+    code = "".join(parts)
+    depth = list(accumulate(map(_PY_OPEN.__getitem__, _PY_BRACKETS.findall(code))))
+    if depth and (depth[-1] != 0 or min(depth) < 0):
+        return None
+    lines = text.split("\n")
+    masked = code.split("\n")
+    line_start = list(accumulate(map(len, lines[:-1]), lambda x, y: x + y + 1, initial=0))
+    line_end = list(map(add, line_start, map(len, lines)))
+    first = list(map(sub, line_end, map(len, map(str.lstrip, lines, repeat(" \t\r")))))
+    # brackets open before each line's first character (none between a line's start and it)
+    delta = [sum(map(m.count, "([{")) - sum(map(m.count, ")]}")) if m else 0 for m in masked]
+    open_before = list(accumulate(delta[:-1], initial=0))
+    # lines that continue the one before: after a backslash outside strings and comments
+    contpos = set()
+    i = code.find("\\")
+    while i >= 0:
+        after = i + 1 + (text[min(i + 1, n - 1)] == "\r")  # the \n the backslash escapes
+        if after < n:
+            contpos.add(after + 1)
+        i = code.find("\\", i + 1)
+    starts = set(st)
+    kinds, logical = [], []
+    for r, (f, e) in enumerate(zip(first, line_end)):
+        if f >= e:
+            kinds.append(0)
+            logical.append(False)
+            continue
+        if text[f] == "#" and f in starts:
+            kinds.append(1)
+            logical.append(False)
+            continue
+        kinds.append(2)
+        k = bisect.bisect_right(st, f) - 1
+        inside = k >= 0 and st[k] < f < en[k]
+        logical.append(not inside and open_before[r] == 0 and f not in contpos)
+    rows = [r for r, (lg, f, s0) in enumerate(zip(logical, first, line_start)) if lg and f == s0]
+    return _PyLines(kinds, logical, first, line_start, line_end, rows, [first[r] for r in rows])
+
+
 # --- public API -------------------------------------------------------------------------------
 
 
@@ -783,17 +881,18 @@ def table_block(table: list[list[int]], line: int) -> tuple[int, int]:
     return table[i][2], table[i][3]
 
 
-def top_level_blocks(text: str, path: str | PurePath | None, scan: bool = True
-                     ) -> list[tuple[int, int, str]]:
+def top_level_blocks(text: str, path: str | PurePath | None, scan: bool = True,
+                     plain: bool = False) -> list[tuple[int, int, str]]:
     """Top-level definitions ``(start, end, name)`` in file order (chunks when there are none).
-    ``scan=False``: Python from the parse too, not the scan (the same blocks; the scan needs
-    numpy, which a language server's first code lens does without: ``engram.query.direct``)."""
+    ``scan=False``: Python from the parse too, not the scan (the same blocks). ``plain``: the
+    scan without numpy, which a language server's first code lens does without
+    (``engram.query.direct``; the same blocks)."""
     if not text:
         return []
     lang = language_for(path)
     found = None
     if scan and lang == "python" and len(text) <= _MAX_PARSE_BYTES and _parser(lang) is not None:
-        found = _python_top_level(text)
+        found = _python_top_level_plain(text) if plain else _python_top_level(text)
         if found:
             return [(a + 1, b + 1, name) for a, b, name in found]  # ends trimmed already
     lines = text.splitlines()

@@ -80,13 +80,14 @@ def _without_engine(ls, backend, doc: documents.Doc) -> bool:
                 or backend.closing)
 
 
-def _count(backend, doc: documents.Doc) -> list[dict] | None:
+def _count(backend, doc: documents.Doc, keep: bool = False) -> list[dict] | None:
+    """``keep``: the connection is kept for the next count (``direct.release`` closes it)."""
     _freeze_startup()
     with backend.answering():  # background work gives way meanwhile (``Backend.busy``)
         try:
             from engram.query import direct as counts
 
-            results = counts.lens_counts(backend.index_path(), doc.text, doc.path)
+            results = counts.lens_counts(backend.index_path(), doc.text, doc.path, close=not keep)
         except Exception:  # a shortcut: the engine's path answers
             log.debug("code lens without the engine failed", exc_info=True)
             return None
@@ -148,7 +149,7 @@ def opened(ls, backend, doc: documents.Doc) -> None:
             log.debug("code lens counted from the open: %s", doc.uri)
             results = None  # (_count catches what it can; on None the lens counts again)
             try:
-                results = _count(backend, doc)
+                results = _count(backend, doc, keep=True)
             finally:
                 future.set_result(results)
 
@@ -174,6 +175,19 @@ def _run_jobs(jobs: queue.SimpleQueue) -> None:
             jobs.get()()
         except BaseException:  # (logged by the job; the next one still runs)
             log.debug("a first-lens job failed", exc_info=True)
+        if jobs.empty():
+            # the connection a count kept (and the one opened at the start, ``early``), closed
+            # once no count is queued: after the answer, not in it
+            _release()
+
+
+def _release() -> None:
+    try:
+        from engram.query import direct as counts
+
+        counts.release()
+    except Exception:
+        log.debug("closing the lens count's connection failed", exc_info=True)
 
 
 def _opened_count(ls, doc: documents.Doc) -> list[dict] | None:
