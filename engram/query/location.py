@@ -23,7 +23,6 @@ import bisect
 import dataclasses
 import functools
 import operator
-from collections import defaultdict
 
 import apsw
 import numpy as np
@@ -108,25 +107,42 @@ def _history(conn: apsw.Connection, rel: str | None, file: str):
     else:
         cur = conn.execute(f"SELECT {queries.EVENT_COLS} FROM events WHERE file = ? AND kind = ? LIMIT ?",
                            (file, schema.KIND_CODE["code.edit"], MAX_FILE_EDITS + 1))
-    rows = [queries.EventRow(*r) for r in cur]
+    rows = list(map(queries.EventRow._make, cur))
     if not rows or len(rows) > MAX_FILE_EDITS:
         return None
-    calls: dict[tuple, list[queries.EventRow]] = defaultdict(list)
+    # (a file's first explain reads its whole history: hundreds of edits, most of them one
+    # region of one call each, which take the short paths below)
+    calls: dict[tuple, list[queries.EventRow]] = {}
     for r in rows:
-        if None in (r.a_start, r.a_end, r.b_start, r.b_end):
+        if r.a_start is None or r.a_end is None or r.b_start is None or r.b_end is None:
             continue
-        calls[(r.tape, r.t)].append(r)
-    ordered = sorted(calls.values(), key=lambda rs: min((r.t or "", r.tape, r.ofs) for r in rs),
-                     reverse=True)
-    groups = [(tuple(r.id for r in rs), sorted((r.b_start, r.b_end, r.a_start, r.a_end, r.id) for r in rs))
+        call = calls.get((r.tape, r.t))
+        if call is None:
+            calls[(r.tape, r.t)] = [r]
+        else:
+            call.append(r)
+    ordered = sorted(calls.values(), key=_call_key, reverse=True)
+    groups = [((rs[0].id,), [(rs[0].b_start, rs[0].b_end, rs[0].a_start, rs[0].a_end, rs[0].id)])
+              if len(rs) == 1 else
+              (tuple(r.id for r in rs), sorted((r.b_start, r.b_end, r.a_start, r.a_end, r.id) for r in rs))
               for rs in ordered]
     return groups, {r.id: r for rs in ordered for r in rs}, _bounds(groups)
+
+
+def _call_key(rs: list[queries.EventRow]) -> tuple:
+    """A call's place in time: its first edit's ``(t, tape, offset)``."""
+    if len(rs) == 1:
+        r = rs[0]
+        return (r.t or "", r.tape, r.ofs)
+    return min((r.t or "", r.tape, r.ofs) for r in rs)
 
 
 def _bounds(groups) -> list[tuple[int, int, int]]:
     """Per call: ``(first after-line, last after-line, lines it added)`` over its regions, so that
     ``blame`` passes a call entirely above or below the live lines in O(1)."""
-    return [(min(r[2] for r in regions), max(r[3] for r in regions),
+    return [(regions[0][2], regions[0][3], (regions[0][1] - regions[0][0]) - (regions[0][3] - regions[0][2]))
+            if len(regions) == 1 else
+            (min(r[2] for r in regions), max(r[3] for r in regions),
              sum((r[1] - r[0] + 1) - (r[3] - r[2] + 1) for r in regions)) for _ids, regions in groups]
 
 
