@@ -52,6 +52,10 @@ MAX_PRINTS_BYTES = 96 << 20  # fingerprint arrays of texts kept
 MAX_LINES_BYTES = 64 << 20   # JSONL lines of wanted events kept
 LINES_IN_MEMORY = 4 << 20    # ... of which held in memory (the rest in the spill file)
 PRINTS_IN_MEMORY = 8 << 20   # fingerprint arrays held in memory (the rest in the spill file)
+PRINT_OBJECT_BYTES = 400     # ... counted with each text's objects: two arrays' headers (112 bytes
+#                              each), the tuple, its key and dict slot — most edits' arrays are a
+#                              few hundred bytes, so the arrays' bytes alone let the held prints
+#                              take ~2x the cap (5.3 MB of objects for 3.3 MB of arrays, 400 MB log)
 MAX_HEADS_BYTES = 32 << 20   # head input texts kept (``heads``; 2.5 MB at 16k sessions)
 HEAD_TEXT_BYTES = 256 << 10  # ... of one tape at most (a longer head is read back from its tape)
 _EMPTY = np.zeros(0, np.int64)
@@ -260,7 +264,7 @@ class IngestCache:
         old_mem = self.prints.pop(key, None)
         if old_mem is not None:
             old = old_mem[0].nbytes + old_mem[1].nbytes
-            self._prints_in_memory -= old
+            self._prints_in_memory -= old + PRINT_OBJECT_BYTES
         else:
             row = self._spilled_prints.get(KeyMap.key(key)) if self._spill is not None else None
             old = 8 * (row[1] + row[2]) if row is not None and row[1] >= 0 else 0
@@ -270,7 +274,7 @@ class IngestCache:
         size = value[0].nbytes + value[1].nbytes
         if self.prints_bytes + size > MAX_PRINTS_BYTES:
             return
-        if self._prints_in_memory + size > PRINTS_IN_MEMORY:
+        if self._prints_in_memory + size + PRINT_OBJECT_BYTES > PRINTS_IN_MEMORY:
             spill = self._spill_file()
             if spill is None:
                 return
@@ -278,7 +282,7 @@ class IngestCache:
             self._spilled_prints[KeyMap.key(key)] = (spill.append(h, k), len(h), len(k), int(value[2]))
         else:
             self.prints[key] = value
-            self._prints_in_memory += size
+            self._prints_in_memory += size + PRINT_OBJECT_BYTES
         self.prints_bytes += size
 
     def _has_print(self, key: bytes) -> bool:
