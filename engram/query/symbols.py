@@ -514,15 +514,25 @@ def _python_top_level(text: str) -> list[tuple[int, int, str]] | None:
     grammar delimits them (the rows of its nodes), or None (see above)."""
     import numpy as np
 
-    odd = _ODD_BREAKS[:5] if text.isascii() else _ODD_BREAKS
-    if any(c in text for c in odd) or ("\r" in text and text.count("\r") != text.count("\r\n")):
+    if _odd_breaks(text):
         return None
     # one byte per character (others become '?': neither brackets nor line breaks)
     codes = np.frombuffer(text.encode("latin-1", "replace"), dtype=np.uint8)
     spans = _py_string_spans(text, codes)
     if spans is None:
         return None
-    lines = _py_lines(text, codes, *spans)
+    return _py_blocks(text, _py_lines(text, codes, *spans))
+
+
+def _odd_breaks(text: str) -> bool:
+    """Whether ``text`` has line breaks the scan does not split on as the grammar does (then
+    the parse answers)."""
+    odd = _ODD_BREAKS[:5] if text.isascii() else _ODD_BREAKS
+    return any(c in text for c in odd) or ("\r" in text and text.count("\r") != text.count("\r\n"))
+
+
+def _py_blocks(text: str, lines) -> list[tuple[int, int, str]] | None:
+    """The top-level definitions from the scan's logical lines (None: the parse answers)."""
     if lines is None:
         return None
     defs = _py_defs(text, lines.stmts)
@@ -537,7 +547,6 @@ def _py_string_spans(text: str, codes):
     that runs to the end of the text."""
     import numpy as np
 
-    n = len(text)
     spans = [m.span(1) for m in _PY_LEX.finditer(text) if m.start(1) >= 0]
     st = np.fromiter((a for a, _ in spans), np.int64, len(spans))
     en = np.fromiter((b for _, b in spans), np.int64, len(spans))
@@ -545,13 +554,7 @@ def _py_string_spans(text: str, codes):
         lone = np.flatnonzero(en - st == 1)
         if len(lone) and (codes[st[lone]] != ord("#")).any():
             return None  # a lone quote
-        a, b = spans[-1]
-        if (
-            b == n
-            and text[a] != "#"
-            and text.startswith(text[a] * 3, a)
-            and _PY_TRIPLE.fullmatch(text, a, b) is None
-        ):
+        if _runs_to_end(text, *spans[-1]):
             return None  # a triple-quoted string that runs to the end
     if not len(st):
         st = en = np.zeros(1, dtype=np.int64) - 1  # no span: nothing is inside one
@@ -708,36 +711,29 @@ _PY_OPEN = {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}
 
 def _python_top_level_plain(text: str) -> list[tuple[int, int, str]] | None:
     """``_python_top_level`` without numpy: the same answer (``tests/unit/test_symbols.py``)."""
-    odd = _ODD_BREAKS[:5] if text.isascii() else _ODD_BREAKS
-    if any(c in text for c in odd) or ("\r" in text and text.count("\r") != text.count("\r\n")):
+    if _odd_breaks(text):
         return None
     spans = _py_string_spans_plain(text)
     if spans is None:
         return None
-    lines = _py_lines_plain(text, *spans)
-    if lines is None:
-        return None
-    defs = _py_defs(text, lines.stmts)
-    if defs is None:
-        return None
-    return _py_def_extents(text, defs, lines)
+    return _py_blocks(text, _py_lines_plain(text, *spans))
+
+
+def _runs_to_end(text: str, a: int, b: int) -> bool:
+    """Whether the last string span ``a..b`` of ``text`` is a triple-quoted string that runs to
+    the end of the text (unterminated: the scan gives up on such a text)."""
+    return (b == len(text) and text[a] != "#" and text.startswith(text[a] * 3, a)
+            and _PY_TRIPLE.fullmatch(text, a, b) is None)
 
 
 def _py_string_spans_plain(text: str) -> tuple[list[int], list[int]] | None:
     """``_py_string_spans`` as lists."""
-    n = len(text)
     spans = [m.span(1) for m in _PY_LEX.finditer(text) if m.start(1) >= 0]
     if not spans:
         return [-1], [-1]
     if any(b - a == 1 and text[a] != "#" for a, b in spans):
         return None  # a lone quote
-    a, b = spans[-1]
-    if (
-        b == n
-        and text[a] != "#"
-        and text.startswith(text[a] * 3, a)
-        and _PY_TRIPLE.fullmatch(text, a, b) is None
-    ):
+    if _runs_to_end(text, *spans[-1]):
         return None  # a triple-quoted string that runs to the end
     return [a for a, _ in spans], [b for _, b in spans]
 
