@@ -201,13 +201,13 @@ def cache_bytes() -> int:
     return mb << 20
 
 
-_cap: int | None = None   # ``capped``: a lower budget while a pass that reads each tape once runs
+_caps: list[int] = []   # ``capped``: lower budgets while passes that read each tape once run
 
 
 def budget() -> int:
     """The LRU's budget now: ``cache_bytes()``, or less while ``capped``."""
     b = cache_bytes()
-    return b if _cap is None else min(b, _cap)
+    return min(b, *_caps) if _caps else b
 
 
 @contextlib.contextmanager
@@ -217,16 +217,14 @@ def capped(limit: int):
     would otherwise fill the whole budget with tapes it does not read again — what a one-shot
     ingest holds then grows with the tapes it reads, up to ``CACHE_MB``. The previous budget
     comes back after it (the LRU refills as it is used)."""
-    global _cap
     with _lru_lock:
-        before = _cap
-        _cap = limit if before is None else min(before, limit)
+        _caps.append(limit)  # (blocks on several threads may end in any order)
         _evict(budget())
     try:
         yield
     finally:
         with _lru_lock:
-            _cap = before
+            _caps.remove(limit)
 
 
 def _evict(limit: int) -> None:

@@ -15,7 +15,7 @@ def lru(monkeypatch):
     monkeypatch.delenv(reader.ENV_CACHE_MB, raising=False)
     monkeypatch.setattr(reader, "_lru", type(reader._lru)())
     monkeypatch.setattr(reader, "_lru_bytes", 0)
-    monkeypatch.setattr(reader, "_cap", None)
+    monkeypatch.setattr(reader, "_caps", [])
     return reader
 
 
@@ -56,13 +56,13 @@ def test_capped_to_nothing_keeps_the_last_tape_and_reads_right(tmp_path, lru):
         for p in paths + paths:
             assert b'"k":"meta"' in lru.raw_lines_cached(p)[0]
             assert len(lru._lru) == 1
-    assert lru._cap is None
+    assert lru._caps == []
 
 
 def test_capped_is_undone_on_error(lru):
     with pytest.raises(RuntimeError), lru.capped(10):
         raise RuntimeError("boom")
-    assert lru._cap is None and lru.budget() == reader.CACHE_MB << 20
+    assert lru._caps == [] and lru.budget() == reader.CACHE_MB << 20
 
 
 def test_the_lineage_pass_runs_capped(monkeypatch, lru):
@@ -76,4 +76,17 @@ def test_the_lineage_pass_runs_capped(monkeypatch, lru):
     conn = apsw.Connection(":memory:")
     assert derive.after_ingest(conn)["tapes"] == 0
     assert seen == [min(derive.TAPE_CACHE_BYTES, lru.cache_bytes())]
-    assert lru._cap is None
+    assert lru._caps == []
+
+
+def test_caps_of_two_threads_ending_out_of_order_give_the_budget_back(lru):
+    """Two passes capped at once (on two threads) may end in either order: the budget is the
+    lowest cap still held, and the whole budget once none is."""
+    a, b = lru.capped(100), lru.capped(200)
+    a.__enter__()
+    b.__enter__()
+    assert lru.budget() == 100
+    a.__exit__(None, None, None)  # the first one ends first
+    assert lru.budget() == 200
+    b.__exit__(None, None, None)
+    assert lru._caps == [] and lru.budget() == reader.CACHE_MB << 20
