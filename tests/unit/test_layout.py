@@ -28,7 +28,7 @@ PACKAGES = ("engram", "engram_lsp")
 HEAVY = ("pygls", "lsprotocol", "torch", "transformers")
 
 LEAVES = ("errors", "paths", "config", "digest", "linediff", "sortedset", "env", "files",
-          "timestamps", "warm", "spill", "glibc")
+          "timestamps", "warm", "spill", "glibc", "collect")
 """Shared utilities (``engram.<name>``), and the package root ``engram`` itself: layer 0, where
 any module may import any other (the cycle check still applies)."""
 
@@ -59,10 +59,11 @@ PEERS_INSIDE_FUNCTIONS = {frozenset({"query", "embed"})}
 needs transcript windows, and the windows' search needs semantic hits (docs/architecture.md)."""
 
 LSP_MAY_IMPORT = ("engram", "engram.engine", "engram.errors", "engram.config",
-                  "engram.query.direct", "engram.glibc")
+                  "engram.query.direct", "engram.glibc", "engram.collect")
 """All of ``engram`` that ``engram_lsp`` may import: it goes through the ``Engine``; and the code
 lens counts without numpy (``engram.query.direct``), for the first lenses before the engine's
-import (which loads numpy) is done; and glibc's malloc knobs (``engram.glibc``)."""
+import (which loads numpy) is done; glibc's malloc knobs (``engram.glibc``); and the garbage
+collection between requests that ``engram mcp`` shares (``engram.collect``)."""
 
 
 @dataclass(frozen=True)
