@@ -785,7 +785,7 @@ def _head_query(conn: apsw.Connection, b: queries.TapeRow, text: TapeText, hb: d
 
 def _tail_hits(conn: apsw.Connection, preds: dict[int, queries.TapeRow], hashes: np.ndarray,
                with_preamble: bool = False, acted: dict | None = None,
-               prints: IngestCache | None = None, tails: dict | None = None,
+               prints: IngestCache | None = None, tails: TailCache | None = None,
                fetched: tuple | None = None) -> dict[int, dict[int, set[int]]]:
     """{tape: {event: head hashes found}} over the tails of ``preds`` (the last ``TAIL_EVENTS``
     events), leaving out each tape's preamble (the input before it first acted) unless
@@ -849,8 +849,19 @@ TAIL_CACHE_TAPES = 1 << 16
 
 
 class TailCache(dict):
-    """``_tail_refs``' tails by tape row id, with the rows they hold (``rows``)."""
-    rows = 0
+    """``_tail_refs``' tails by tape row id: at most ``TAIL_CACHE_ROWS`` rows (``rows``) and
+    ``TAIL_CACHE_TAPES`` tapes, then it starts afresh."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows = 0
+
+    def keep(self, tid: int, got: np.ndarray) -> None:
+        if len(self) >= TAIL_CACHE_TAPES or self.rows + len(got) > TAIL_CACHE_ROWS:
+            self.clear()
+            self.rows = 0
+        self[tid] = got
+        self.rows += len(got)
 
 
 # ``_tail_refs``' query for many tapes at once: each carray value is a tape's row id (high 32 bits)
@@ -862,7 +873,7 @@ TAILS_SQL = ("SELECT c.value, r.block, r.event, r.role, e.ofs FROM carray(?) c C
 _TAIL_BIAS = 1 << 31
 
 
-def _fetch_tails(conn: apsw.Connection, tapes: list[queries.TapeRow], tails: dict) -> None:
+def _fetch_tails(conn: apsw.Connection, tapes: list[queries.TapeRow], tails: TailCache) -> None:
     """``_tail_refs`` of each of ``tapes`` (not in ``tails``) kept in ``tails``, read in one query
     (``TAILS_SQL``) rather than one a tape; tapes whose id or offset do not fit its encoding are
     left to ``_tail_refs``."""
@@ -879,30 +890,19 @@ def _fetch_tails(conn: apsw.Connection, tapes: list[queries.TapeRow], tails: dic
         lo = np.searchsorted(ids, [tid for tid, _s in ch], "left").tolist()
         hi = np.searchsorted(ids, [tid for tid, _s in ch], "right").tolist()
         for (tid, _s), i, j in zip(ch, lo, hi):
-            _keep_tail(tails, tid, got[i:j, 1:].copy())
+            tails.keep(tid, got[i:j, 1:].copy())
 
 
-def _keep_tail(tails: dict, tid: int, got: np.ndarray) -> None:
-    held = getattr(tails, "rows", 0) + len(got)
-    if len(tails) >= TAIL_CACHE_TAPES or held > TAIL_CACHE_ROWS:
-        tails.clear()
-        held = len(got)
-    tails[tid] = got
-    if isinstance(tails, TailCache):
-        tails.rows = held
-
-
-def _tail_refs(conn: apsw.Connection, a: queries.TapeRow, tails: dict) -> np.ndarray:
+def _tail_refs(conn: apsw.Connection, a: queries.TapeRow, tails: TailCache) -> np.ndarray:
     """(block, event, role, ofs) rows of every ref of the last ``TAIL_EVENTS`` events of tape
-    ``a``, as an ``(n, 4)`` array, kept in ``tails`` (a ``TailCache`` keeps at most
-    ``TAIL_CACHE_ROWS`` rows, a plain dict ``TAIL_CACHE_TAPES`` tapes: then it starts afresh)."""
+    ``a``, as an ``(n, 4)`` array, kept in ``tails``."""
     got = tails.get(a.id)
     if got is None:
         rows = conn.execute(
             "SELECT r.block, r.event, r.role, e.ofs FROM events e JOIN refs r ON r.event=e.id"
             " WHERE e.tape=? AND e.ofs>=?", (a.id, a.n_events - TAIL_EVENTS)).fetchall()
         got = np.asarray(rows, dtype=np.int64).reshape(-1, 4)
-        _keep_tail(tails, a.id, got)
+        tails.keep(a.id, got)
     return got
 
 

@@ -97,8 +97,7 @@ def lens_counts(index: str | os.PathLike, text: str, path, close: bool = True) -
         raise
     finally:
         if close:
-            with contextlib.suppress(Exception):
-                conn.close()
+            _close(conn)
         else:
             _keep(index, conn)
     return [{"range": [s, e], "sessions": n} for (s, e), n in zip(blocks, counts, strict=True)]
@@ -163,8 +162,7 @@ def prepare(index: str | os.PathLike) -> None:
                     postings(conn, [0])
                     block_tapes(conn, [0])
         except apsw.Error:
-            with contextlib.suppress(Exception):
-                conn.close()
+            _close(conn)
             return
         _keep(index, conn, ident)
 
@@ -177,10 +175,15 @@ def _keep(index, conn: apsw.Connection, ident: tuple[int, int] | None = None) ->
     ident = ident or _identity(index)
     with _prepared_lock:
         old, _prepared = _prepared, ((index, ident, conn) if ident is not None else None)
-    for c in ((old[2],) if old is not None else ()) + ((conn,) if ident is None else ()):
-        if c is not conn or ident is None:
-            with contextlib.suppress(Exception):
-                c.close()
+    if old is not None and old[2] is not conn:
+        _close(old[2])
+    if ident is None:
+        _close(conn)
+
+
+def _close(conn: apsw.Connection) -> None:
+    with contextlib.suppress(Exception):
+        conn.close()
 
 
 def _take(index) -> apsw.Connection | None:
@@ -194,8 +197,7 @@ def _take(index) -> apsw.Connection | None:
     if got is not None:
         if got[:2] == (index, _identity(index)):
             return got[2]
-        with contextlib.suppress(Exception):
-            got[2].close()
+        _close(got[2])
     return _open(index)
 
 
@@ -205,8 +207,7 @@ def release() -> None:
     with _prepared_lock:
         got, _prepared = _prepared, None
     if got is not None:
-        with contextlib.suppress(Exception):
-            got[2].close()
+        _close(got[2])
 
 
 @contextlib.contextmanager

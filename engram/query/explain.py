@@ -907,18 +907,7 @@ def _rank(sessions: list[Candidate], evidence: dict[int, Evidence], walked: _Wal
     keys = []
     for s in sessions:
         t = trows[s.tape]
-        if s.via == "direct" and not s.produced and t.tape_id not in history_tapes:
-            # a reader unless one of its events wrote the text (``group``'s loop, inlined: a
-            # popular span has hundreds of readers)
-            g = 2
-            for e, _p, _c in s.items:
-                ev = evidence.get(e)
-                if ev is not None and after_role in ev.roles and (
-                        ev.quoted >= WROTE_MIN or is_history(history_paths.get(e, []))):
-                    g = 1
-                    break
-        else:
-            g = group(s)
+        g = group(s)
         groups[id(s)] = g
         p = s.produced
         keys.append((g, -round(p, 2) if p else 0, -round(s.confidence, 2),

@@ -67,7 +67,7 @@ def test_tail_hits_from_the_tails_equal_the_blocks_query(world):
         conn = eng.conn()
         trows = queries.tapes(conn, [r[0] for r in conn.execute("SELECT id FROM tapes")])
         text = continuations.TapeText(CachedAccess(conn, IngestCache()), IngestCache())
-        tails: dict = {}
+        tails = continuations.TailCache()
         compared = hits = 0
         for b in trows.values():
             preds = {a.id: a for a in trows.values() if a.id != b.id}

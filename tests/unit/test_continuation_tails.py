@@ -45,7 +45,7 @@ def _index(seed: int):
 def _one_by_one(conn, tapes) -> dict:
     got = {}
     for a in tapes:
-        got[a.id] = continuations._tail_refs(conn, a, {})
+        got[a.id] = continuations._tail_refs(conn, a, continuations.TailCache())
     return got
 
 
