@@ -109,6 +109,12 @@ def parse_error(path: str | os.PathLike, line: int | None, message: str,
     return {"error": {"code": code, "path": str(path), "line": line, "message": message}}
 
 
+def _path_order(p: Path) -> tuple[str, ...]:
+    """The order of ``sorted()`` on paths (part by part), as a key: thousands of logs sort
+    without a Python ``__lt__`` call per comparison."""
+    return p.parts
+
+
 class Adapter:
     """Base class. Subclasses set the class attributes and implement ``parse_source``."""
 
@@ -145,10 +151,10 @@ class Adapter:
             return
         seen: set[Path] = set()
         for pat in self.patterns:
-            for p in sorted(root.glob(pat)):
+            for p in root.glob(pat):
                 if p not in seen and (p.is_file() or p.is_dir()):
                     seen.add(p)
-        yield from sorted(seen)
+        yield from sorted(seen, key=_path_order)
 
     def parse_source(self, path: Path, *, mode: str = "permissive") -> ParseOutput:
         raise NotImplementedError
