@@ -516,6 +516,20 @@ def release_freed_memory() -> None:
     glibc.malloc_trim()
 
 
+def drop_parse_memos() -> None:
+    """Let go of what the parse memoises (the redaction results of long and of short texts seen)
+    before the continuation pass, which redacts nothing, and give it back to the system. The
+    memo of long texts is bounded in characters, not bytes: texts with characters past Latin-1,
+    each with the UTF-8 copy that encoding its event's line cached in the string, held ~100 MB
+    of an Aider history's parse through the pass, on top of the pass's own tables (which grow
+    with the history's sessions). A later parse fills the memos again."""
+    from engram.adapters import redact
+
+    redact._redact_cached.cache_clear()
+    redact._redact_short.cache_clear()
+    release_freed_memory()
+
+
 M_MMAP_THRESHOLD = -3              # glibc's ``mallopt`` parameter
 HEAP_MMAP_THRESHOLD = 256 << 10    # allocations from here up are mapped apart (``bound_heap``)
 
@@ -875,14 +889,22 @@ def main(parent: int | None = None) -> None:
             del res
             release_freed_memory()
         elif request[0] == "continuations":
+            # what the ingest kept for the pass (``kept``: heads, postings) is let go with the
+            # pass, not held by the request while its answer is written
+            args = request[1:]
+            del request
+            drop_parse_memos()
             try:
                 from engram.lineage import continuations, derive
                 from engram.tape import reader
                 with reader.capped(derive.TAPE_CACHE_BYTES):   # as the pass in the ingest
-                    res = continuations.compute_remote(request[1], request[2], request[3])
+                    res = continuations.compute_remote(*args)
             except Exception as e:  # noqa: BLE001 — the ingest computes them itself then
                 res = ("crash", f"{type(e).__name__}: {e}", traceback.format_exc())
+            del args
             _write_answer(reply, res, lambda: ("crash", "unpicklable answer", ""))
+            del res
+            release_freed_memory()
         else:
             _kind, items, mode, compact, tapes = request
             res = parse_many(items, mode, compact, tapes)
