@@ -39,6 +39,7 @@ import dataclasses
 import functools
 import math
 import re
+import sys
 import threading
 from urllib.parse import unquote
 
@@ -960,16 +961,26 @@ def redact_text(text: str) -> tuple[str, int]:
     return _redact_short(text)
 
 
+def _held_bytes(text: str) -> int:
+    """What keeping ``text`` costs: its object (1, 2 or 4 bytes a character, as its widest
+    character needs) and, for a text that is not ASCII, about as much again for the UTF-8 copy
+    CPython caches in the string once it is encoded (writing its event's line does that)."""
+    n = sys.getsizeof(text)
+    return n if text.isascii() else 2 * n
+
+
 class _TextCache:
-    """``_redact`` memoised for long texts, least recently used first out, bounded by the
-    characters held (``max_chars``: the texts and the redacted copies that differ) rather than by
-    a count — 2,048 whole files re-read were hundreds of MB kept for the whole ingest. A text
+    """``_redact`` memoised for long texts, least recently used first out, bounded by the bytes
+    held (``max_bytes``: the texts and the redacted copies that differ, ``_held_bytes``) rather
+    than by a count — 2,048 whole files re-read were hundreds of MB kept for the whole ingest —
+    or by characters, which a text of wide characters holds several bytes each of. A text
     bigger than an eighth of the bound is not kept. Thread-safe."""
 
-    def __init__(self, max_chars: int):
-        self.max_chars = max_chars
-        self.chars = 0
-        self.items: collections.OrderedDict[str, tuple[str, int]] = collections.OrderedDict()
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self.held = 0
+        # text → (its ``_redact`` answer, the bytes counted for it)
+        self.items: collections.OrderedDict[str, tuple[tuple[str, int], int]] = collections.OrderedDict()
         self.lock = threading.Lock()
 
     def __call__(self, text: str) -> tuple[str, int]:
@@ -977,23 +988,22 @@ class _TextCache:
             hit = self.items.get(text)
             if hit is not None:
                 self.items.move_to_end(text)
-                return hit
+                return hit[0]
         res = _redact(text)
-        size = len(text) + (len(res[0]) if res[0] is not text else 0)
-        if size <= self.max_chars // 8:
+        size = _held_bytes(text) + (_held_bytes(res[0]) if res[0] is not text else 0)
+        if size <= self.max_bytes // 8:
             with self.lock:
                 if text not in self.items:
-                    self.items[text] = res
-                    self.chars += size
-                while self.chars > self.max_chars:
-                    k, v = self.items.popitem(last=False)
-                    self.chars -= len(k) + (len(v[0]) if v[0] is not k else 0)
+                    self.items[text] = (res, size)
+                    self.held += size
+                while self.held > self.max_bytes:
+                    self.held -= self.items.popitem(last=False)[1][1]
         return res
 
     def cache_clear(self) -> None:
         with self.lock:
             self.items.clear()
-            self.chars = 0
+            self.held = 0
 
 
 _redact_cached = _TextCache(32 << 20)

@@ -20,7 +20,7 @@ def test_memos_emptied_and_answers_unchanged():
 
     worker.drop_parse_memos()
 
-    assert redact._redact_cached.chars == 0 and not redact._redact_cached.items
+    assert redact._redact_cached.held == 0 and not redact._redact_cached.items
     assert redact._redact_short.cache_info().currsize == 0
     assert [redact.redact_text(t) for t in longs + shorts] == before
     assert any(t in redact._redact_cached.items for t in longs)   # filled again
