@@ -129,7 +129,7 @@ def build_deja(dest: Path) -> Path | None:
     return dest
 
 
-SET_ASIDE = ".engram-homes-set-aside"   # under ``--out``: earlier runs' homes, removed later
+SET_ASIDE = ".engram-homes-set-aside"   # beside the home: earlier runs' homes, removed later
 SETTLE_S = 360   # ext4 without a journal skips the inodes freed this recently (60 s, +300 s while
 #                  their inode table block is dirty) each time it allocates one
 
@@ -478,15 +478,15 @@ def main(argv: list[str] | None = None) -> int:
                                                    "projects", "distinct_real_files")},
                "machine": {"platform": platform.platform(), "python": platform.python_version(),
                            "cpus": os.cpu_count(), "load_before": os.getloadavg()}}
-    home_dir = (a.engram_home or out / "engram-home").resolve().parent
+    eh = (a.engram_home or out / "engram-home").resolve()
+    home_dir = eh.parent
     ago = recent_removal(home_dir)
     if ago is not None and "ingest" in only:
         print(f"note: an earlier run removed its index home {ago:.0f} s ago; the kernel may still "
               f"skip those inodes (up to {SETTLE_S} s): this ingest can pay for it", file=sys.stderr)
         r["machine"]["home_removed_s_ago"] = ago
-    env = setup_home(out, a.engram_home) if "ingest" in only else dict(
-        os.environ, HOME=str(out / "home"),
-        ENGRAM_HOME=str((a.engram_home or out / "engram-home").resolve()), PYTHONHASHSEED="0")
+    env = setup_home(out, eh) if "ingest" in only else dict(
+        os.environ, HOME=str(out / "home"), ENGRAM_HOME=str(eh), PYTHONHASHSEED="0")
     for f in (out / "home" / ".claude").rglob("*.jsonl"):  # the page cache, for both tools
         f.read_bytes()
 

@@ -1014,6 +1014,13 @@ def _redact_short(text: str) -> tuple[str, int]:  # short texts repeat most (too
     return _redact(text)
 
 
+def clear_memos() -> None:
+    """Forget every text ``redact_text`` memoised (long and short): for a phase that redacts
+    nothing (a later call fills them again)."""
+    _redact_cached.cache_clear()
+    _redact_short.cache_clear()
+
+
 def _redact(text: str) -> tuple[str, int]:
     spans = find_secrets(text)
     if not spans:

@@ -854,10 +854,11 @@ class _ParseQueue:
         else:
             fut = (self.procs.submit_stream(*args) if self.procs is not None
                    else self.pool.submit(parse_worker.stream, *args))
-        size = max(nxt[1][0], 0) if self.procs is not None else 0
-        self.ahead.append((nxt, (fut, None), size))
-        self.ahead_bytes += max(nxt[1][0], 0)
-        self.sent_bytes += size
+        size = max(nxt[1][0], 0)
+        sent = size if self.procs is not None else 0
+        self.ahead.append((nxt, (fut, None), sent))
+        self.ahead_bytes += size
+        self.sent_bytes += sent
 
     def refill(self) -> None:
         if self.procs is None:
@@ -1013,7 +1014,7 @@ class _Resolver:
         return os.path.join(real, name)
 
 
-def _leaves(src: Path, inside: list[str], resolve=os.path.realpath) -> str | None:
+def _leaves(src: Path, inside: list[str], resolve: _Resolver) -> str | None:
     """Where ``src`` resolves to when that is outside every directory of ``inside`` (a
     symbolic link, or a path under one, out of the configured locations); else None."""
     real = resolve(src)

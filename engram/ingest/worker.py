@@ -518,15 +518,13 @@ def release_freed_memory() -> None:
 
 def drop_parse_memos() -> None:
     """Let go of what the parse memoises (the redaction results of long and of short texts seen)
-    before the continuation pass, which redacts nothing, and give it back to the system. The
-    memo of long texts is bounded in characters, not bytes: texts with characters past Latin-1,
-    each with the UTF-8 copy that encoding its event's line cached in the string, held ~100 MB
-    of an Aider history's parse through the pass, on top of the pass's own tables (which grow
-    with the history's sessions). A later parse fills the memos again."""
+    before the continuation pass, which redacts nothing, and give it back to the system: up to
+    the long-text memo's 32 MB and the short texts' ``lru_cache`` (an Aider history's parse held
+    ~100 MB of them through the pass when the memo was bounded in characters), on top of the
+    pass's own tables, which grow with the history's sessions. A later parse fills them again."""
     from engram.adapters import redact
 
-    redact._redact_cached.cache_clear()
-    redact._redact_short.cache_clear()
+    redact.clear_memos()
     release_freed_memory()
 
 
