@@ -56,15 +56,19 @@ def span_fingerprints(text: str, where: tuple[str, int, int] | None = None
     Memoised per text (read-only arrays, the last ``_SPAN_PRINTS_MAX`` spans): the engine checks a
     span for k-grams before explaining it, and an editor asks about the same block again and
     again. ``where = (file text, first line, last line)`` (0-based) says that ``text`` is those
-    lines of that file joined, each followed by ``\\n``: the span's k-grams are then cut from the
-    file's tokens (``_file_tokens``, one tokenising pass per file) — the same values."""
+    lines of that file joined, each followed by ``\\n``: when the file's tokens are at hand
+    (``_file_tokens``: the language server tokenises an opened file once, ahead), the span's
+    k-grams are cut from them — the same values. Otherwise the span alone is tokenised: the first
+    explain of a file nobody read ahead (a 3,000-line file takes ~4 ms to tokenise, a span of it
+    a fraction of a millisecond) does not pay for the whole file."""
     with _span_prints_lock:
         hit = _SPAN_PRINTS.get(text)
         if hit is not None:
             _SPAN_PRINTS.move_to_end(text)
             return hit
-    if where is not None:
-        allk, lines, win = fingerprint.line_span_prints(_file_tokens(where[0]), where[1], where[2])
+    tokens = _TOKENS.peek(where[0]) if where is not None else None
+    if tokens is not None:
+        allk, lines, win = fingerprint.line_span_prints(tokens, where[1], where[2])
     else:
         allk, lines, win = fingerprint.span_prints(text)
     # (sort-based: numpy's hash-based ``unique`` costs more to set up than a span's few dozen)

@@ -100,3 +100,28 @@ def test_document_lines_memo_holds_an_agents_files():
         assert got == tuple(t.split("\n"))
     changed = texts[0] + "x = 1\n"
     assert engine._lines(changed) == tuple(changed.split("\n"))
+
+
+def test_a_file_not_tokenised_ahead_is_not_tokenised_for_one_span():
+    """``span_fingerprints`` of a span of a file whose tokens nobody holds tokenises the span
+    alone (the file stays untokenised); once the file's tokens are held, spans are cut from them.
+    Both give the same values."""
+    text = (ROOT / "engram" / "query" / "explain.py").read_text()
+    lines = text.split("\n")
+    explain._TOKENS.items.pop(text, None)
+    got = []
+    for a, b in ((10, 14), (200, 260)):
+        span = "\n".join(lines[a:b + 1]) + "\n"
+        with explain._span_prints_lock:
+            explain._SPAN_PRINTS.pop(span, None)
+        cold = explain.span_fingerprints(span, (text, a, b))
+        assert explain._TOKENS.peek(text) is None
+        with explain._span_prints_lock:
+            explain._SPAN_PRINTS.pop(span, None)
+        explain._file_tokens(text)
+        warm = explain.span_fingerprints(span, (text, a, b))
+        explain._TOKENS.items.pop(text, None)
+        for x, y in zip(cold, warm):
+            assert x.dtype == y.dtype and np.array_equal(x, y)
+        got.append(len(cold[0]))
+    assert all(got)
