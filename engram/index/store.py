@@ -32,7 +32,9 @@ _EMPTY = np.zeros(0, np.int64)
 
 MAX_BLOCK_CHARS = 4_000_000     # text beyond this is not fingerprinted (the tape keeps it all)
 INSERT_CHUNK_ROWS = 1 << 21     # fingerprint rows inserted at a time (``Batch._insert_blocks``)
-BOILERPLATE_DEFER = 1 << 22     # a streamed session's hashes whose boilerplate counts wait
+BOILERPLATE_DEFER = 1 << 20     # a streamed session's hashes whose boilerplate counts wait
+# (int32 keys: 4 MB; made distinct at once when they are counted, ~3x that for a moment — at 4 M the
+# moment took ~50 MB, the peak of a big session's index transaction once its log held 4 M of them)
 MAX_FTS_CHARS = 65_536
 BLOCK_RULES = 2                 # which texts of an event are blocks, and how (``event_blocks``,
 # ``_Derived``); the index keeps it with the fingerprint parameters (another value: rebuild).
@@ -813,11 +815,12 @@ class Batch:
                 stats["blocks"] += len(new)
                 del blocks.new[first_new:]   # inserted
                 if sum(len(w) for w in waiting) >= BOILERPLATE_DEFER:
-                    self._update_boilerplate(uniq(np.concatenate(waiting)))
-                    waiting = []
+                    self._update_boilerplate(_drained(waiting))
+            if keep:
+                _pending_only(keep, blocks.new)
             del event_rows, ref_rows, line_rows, fts_rows, ready, new, pblocks, texts
         if waiting:
-            self._update_boilerplate(uniq(np.concatenate(waiting)))
+            self._update_boilerplate(_drained(waiting))
         if ofs != len(rec.events):
             raise ValueError(f"prepared parts of {ofs} events for a session of {len(rec.events)}")
         stats["events"] += len(rec.events)
@@ -923,6 +926,29 @@ class Batch:
             rows = sorted((k, n) for k, n in counts.items() if n >= BOILERPLATE_MIN)
             if rows:
                 conn.executemany("INSERT OR REPLACE INTO boilerplate VALUES (?,?)", rows)
+
+
+def _pending_only(keep: set[bytes], queued: list[tuple[bytes, str | None]]) -> None:
+    """(``Batch._commit_parts``, after a part) ``keep`` is read when a block is inserted: of what
+    it holds, later parts need only the blocks still ``queued`` (the batch's sessions before this
+    one, inserted at the commit's end) — the others are inserted or were there before. Held, it
+    would grow with the session (a hash and its slot for every edit's texts)."""
+    keep.intersection_update({h for h, _ in queued})
+
+
+def _drained(parts: list[np.ndarray]) -> np.ndarray:
+    """The distinct values of ``parts`` (``uniq`` of their concatenation), sorted; the list is
+    emptied first, so the parts and their concatenation are not held together while it is sorted
+    (in place)."""
+    out = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    parts.clear()   # (one part: sorted in place, the caller's own array)
+    out.sort()
+    if len(out) < 2:
+        return out
+    keep = np.empty(len(out), dtype=bool)
+    keep[0] = True
+    np.not_equal(out[1:], out[:-1], out=keep[1:])
+    return out[keep]
 
 
 # Fingerprint rows packed one to an int64 (``_packing``) to be sorted and made distinct at once

@@ -56,6 +56,8 @@ PRINT_OBJECT_BYTES = 400     # ... counted with each text's objects: two arrays'
 #                              each), the tuple, its key and dict slot — most edits' arrays are a
 #                              few hundred bytes, so the arrays' bytes alone let the held prints
 #                              take ~2x the cap (5.3 MB of objects for 3.3 MB of arrays, 400 MB log)
+SPILLED_MERGE_AT = 1 << 11   # spilled prints' keys added before they join the sorted arrays (the
+#                              keys waiting in a dict take ~150 bytes each, merged 48)
 MAX_HEADS_BYTES = 32 << 20   # head input texts kept (``heads``; 2.5 MB at 16k sessions)
 HEAD_TEXT_BYTES = 256 << 10  # ... of one tape at most (a longer head is read back from its tape)
 _EMPTY = np.zeros(0, np.int64)
@@ -190,7 +192,7 @@ class IngestCache:
         self._prints_in_memory = 0
         # prints past ``PRINTS_IN_MEMORY``: ``KeyMap.key(text key)`` → (offset in the spill file,
         # hashes, k-grams, distinct or not; -1 hashes: none kept)
-        self._spilled_prints = KeyMap(4)
+        self._spilled_prints = KeyMap(4, SPILLED_MERGE_AT)
         self._spill: SpillFile | None = None
         self._spill_failed = False
         # fingerprint rows this run inserted, for blocks lo..hi (None: not usable)
@@ -319,7 +321,7 @@ class IngestCache:
     def close(self) -> None:
         """Drop what is kept (the spill file too); the cache then keeps nothing more."""
         self.lines, self.prints = {}, {}
-        self._spilled_prints = KeyMap(4)
+        self._spilled_prints = KeyMap(4, SPILLED_MERGE_AT)
         if self._spill is not None:
             self._spill.close()
             self._spill = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import logging
+import sys
 from collections import defaultdict
 
 import apsw
@@ -47,7 +48,9 @@ from engram.spill import SpillFile
 
 log = logging.getLogger(__name__)
 
-LINK_PASS_HASHES = 1_000_000   # query hashes matched in one pass of ``_link`` (memory bound)
+LINK_PASS_HASHES = 250_000     # query hashes matched in one pass of ``_link`` (memory bound: the
+# pass's edits hold their queries until it ends; at 1 M a big session's first pass held ~13 k edits'
+# — ~10 MB with their arrays' objects — only to be split by ``LINK_PASS_POSTINGS`` down to ~800 edits)
 LINK_PASS_POSTINGS = 1_000_000  # postings one pass holds: more, and its edits are split in two
 # postings gathered by one ``match_all`` (queries x their postings): its arrays take ~90 bytes a
 # row at their peak, on top of the pass's postings (at 1 M, the peak of a big session's lineage
@@ -91,8 +94,9 @@ class Node:
         self.eid, self.tape, self.tape_id, self.ofs = eid, tape.id, tape.tape_id, ofs
         self.session = tape.session
         self.t = ev.get("t")
-        self.file = ev.get("file") if isinstance(ev.get("file"), str) else None
-        self.rel = ev.get("rel") if isinstance(ev.get("rel"), str) else None
+        # (interned: a session's thousands of edits name a few files; held for the whole run)
+        self.file = sys.intern(ev["file"]) if isinstance(ev.get("file"), str) else None
+        self.rel = sys.intern(ev["rel"]) if isinstance(ev.get("rel"), str) else None
         before = ev.get("before_text") if isinstance(ev.get("before_text"), str) else ""
         after = ev.get("after_text") if isinstance(ev.get("after_text"), str) else ""
         self.has_before = bool(before)
@@ -654,6 +658,7 @@ class Linker:
         conn.executemany("INSERT INTO tombstones(event, block, file, rel, start, end, t)"
                          " VALUES (?,?,?,?,?,?,?)", tomb_rows)
         self.stats["tombstones"] += len(tomb_rows)
+        del tomb_rows   # (a tuple and its numbers an edit: not held through the passes)
         self._loc_cache: dict[tuple, _PlaceRows] = {}
         self._node_order = sorted({n.key for n in nodes})   # (``_PlaceRows``' ``after``)
         part: list[Node] = []
