@@ -939,34 +939,52 @@ class Linker:
 
     # -- cardinality ---------------------------------------------------------------------------
     def _cardinality(self, touched_from: set[int], touched_to: set[int]) -> None:
+        """The cardinality of every edge from or to a touched event, from the columns it reads
+        (a big session's run touches tens of thousands of edges: their whole rows, twice, and an
+        ``EventRow`` for each source only for its tape made the end of the pass its peak)."""
         conn = self.conn
-        cols = "id, from_event, to_event, confidence, to_start, to_end, location_only, kind"
+        # (id, from, to, to_start, to_end, cardinality)
+        cols = "id, from_event, to_event, to_start, to_end, cardinality"
         rows: dict[int, tuple] = {}
         for ids, col in ((touched_from, "from_event"), (touched_to, "to_event")):
             for ch in _chunks(sorted(ids)):
-                for r in conn.execute(f"SELECT {cols}, cardinality FROM edges WHERE {col} IN carray(?)",
+                for r in conn.execute(f"SELECT {cols} FROM edges WHERE {col} IN carray(?)",
                                       (apsw.carray(queries._i64(ch)),)):
                     rows[r[0]] = r
         froms = {r[1] for r in rows.values()}
         tos = {r[2] for r in rows.values()}
-        out_e: dict[int, list] = defaultdict(list)
-        in_e: dict[int, list] = defaultdict(list)
-        for ids, col, dst in ((froms, "from_event", out_e), (tos, "to_event", in_e)):
-            for ch in _chunks(sorted(ids)):
-                for r in conn.execute(f"SELECT {cols} FROM edges WHERE {col} IN carray(?)"
-                                      " AND location_only=0 AND kind IN ('edit','move','reinsert')",
-                                      (apsw.carray(queries._i64(ch)),)):
-                    dst[r[1] if col == "from_event" else r[2]].append(r)
-        tape_of = {e.id: e.tape for e in queries.events(
-            conn, {i[1] for v in in_e.values() for i in v} | {r[1] for r in rows.values()}).values()}
+        linking = " AND location_only=0 AND kind IN ('edit','move','reinsert')"
+        out_n: dict[int, list] = {}   # source → [its linking edges, their highest confidence]
+        for ch in _chunks(sorted(froms)):
+            for f, conf in conn.execute("SELECT from_event, confidence FROM edges WHERE from_event"
+                                        f" IN carray(?){linking}", (apsw.carray(queries._i64(ch)),)):
+                o = out_n.get(f)
+                if o is None:
+                    out_n[f] = [1, conf]
+                else:
+                    o[0] += 1
+                    o[1] = max(o[1], conf)
+        in_e: dict[int, list] = defaultdict(list)   # target → (source, to_start, to_end) of each
+        for ch in _chunks(sorted(tos)):
+            for f, to, s0, s1 in conn.execute("SELECT from_event, to_event, to_start, to_end FROM edges"
+                                              f" WHERE to_event IN carray(?){linking}",
+                                              (apsw.carray(queries._i64(ch)),)):
+                in_e[to].append((f, s0, s1))
+        tape_of: dict[int, int] = {}
+        wanted = {i[0] for v in in_e.values() for i in v} | {r[1] for r in rows.values()}
+        for ch in _chunks(sorted(wanted)):
+            tape_of.update(conn.execute("SELECT id, tape FROM events WHERE id IN carray(?)",
+                                        (apsw.carray(queries._i64(ch)),)))
+        del wanted
         # (target, tape of the source) → {span continued: the sources that continued it}
         spans_in: dict[tuple, dict[tuple, set[int]]] = defaultdict(lambda: defaultdict(set))
         for to, ins in in_e.items():
-            for i in ins:
-                spans_in[(to, tape_of.get(i[1]))][(i[4], i[5])].add(i[1])
+            for f, s0, s1 in ins:
+                spans_in[(to, tape_of.get(f))][(s0, s1)].add(f)
+        del in_e
         # a merge: several earlier texts continued in one edit, none of them covering it
-        merged = {f for f, outs in out_e.items() if len(outs) > 1
-                  and max(o[3] for o in outs) < MERGE_COVER}
+        merged = {f for f, (n, top) in out_n.items() if n > 1 and top < MERGE_COVER}
+        del out_n
         updates = []
         for r in rows.values():
             card = "1:1"
@@ -975,10 +993,10 @@ class Linker:
             else:
                 # a split: other edits of the same session continued other lines of the same span
                 spans = spans_in.get((r[2], tape_of.get(r[1])), {})
-                mine = (r[4], r[5])
+                mine = (r[3], r[4])
                 if any((len(fs) > 1 or r[1] not in fs) and not _overlap(s, mine)
                        for s, fs in spans.items()):
                     card = "1:N"
-            if card != r[8]:  # (most edges keep the '1:1' they were written with)
+            if card != r[5]:  # (most edges keep the '1:1' they were written with)
                 updates.append((card, r[0]))
         conn.executemany("UPDATE edges SET cardinality=? WHERE id=?", updates)
