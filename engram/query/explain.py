@@ -747,11 +747,15 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
 
 
 def _read_ahead(conn, seeds: list[tuple[int, Evidence]], erows, n: int) -> None:
-    """Start reading the tapes of the ``n`` sessions likeliest to get windows (those of the
-    strongest evidence: the head of the ranking as far as the direct evidence tells) on a
-    background thread (``access.read_ahead``) while the lineage walk and the ranking run."""
+    """Start reading the tapes of up to ``n`` producing sessions (the head of the ranking: its
+    first group; ``seeds`` are in order of the share produced) on a background thread
+    (``access.read_ahead``) while the lineage walk and the ranking run. (Which readers and
+    which history sessions come next only the ranking tells: guessed from the evidence alone, a
+    fifth of the tapes read ahead were not shown.)"""
     top: list[int] = []
-    for eid, _e in seeds:
+    for eid, e in seeds:
+        if e.produced <= 0:
+            break
         r = erows.get(eid)
         if r is not None and r.tape not in top:
             top.append(r.tape)
