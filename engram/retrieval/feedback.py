@@ -187,13 +187,10 @@ _CACHE: dict[str, tuple[tuple, dict[str, SessionFeedback]]] = {}
 
 
 def feedback_tapes(conn) -> list[tuple[int, str]]:
-    """``[(tape row id, tape id)]`` of the indexed feedback tapes, by tape id (memoised per index
-    version: every explain asks)."""
-    from engram.index import queries
-
-    return queries.memo(conn, "feedback.tapes", lambda: [(r[0], r[1]) for r in conn.execute(
+    """``[(tape row id, tape id)]`` of the indexed feedback tapes, by tape id."""
+    return [(r[0], r[1]) for r in conn.execute(
         "SELECT id, tape_id FROM tapes WHERE harness=? AND json_extract(meta_json, '$.engram')=?"
-        " ORDER BY tape_id", (HARNESS, KIND))])
+        " ORDER BY tape_id", (HARNESS, KIND))]
 
 
 def load(conn) -> dict[str, SessionFeedback]:
