@@ -6,6 +6,7 @@ A sealed tape that cannot be read (missing, unreadable, corrupt, not matching it
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -122,6 +123,15 @@ class _Ahead:
 
 
 _ahead = _Ahead()
+
+
+def _after_fork() -> None:
+    """A forked child has no background thread (and maybe a lock held by it): start afresh."""
+    global _ahead
+    _ahead = _Ahead()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def read_ahead(tapes: Iterable[queries.TapeRow]) -> None:

@@ -5,7 +5,9 @@ read under way instead of reading twice, and a tape that cannot be read still ra
 
 from __future__ import annotations
 
+import signal
 import threading
+import time
 
 import pytest
 
@@ -93,3 +95,33 @@ def test_a_corrupt_tape_read_ahead_is_reported_by_the_query_itself(tmp_path, lru
     assert not lru._lru
     with pytest.raises(CorruptTape):
         access.TapeAccess(None).read(_row(path), range(1, 2))
+
+
+def test_a_forked_child_reads_ahead_on_its_own_thread(tmp_path, lru):
+    """A child forked after a read ahead (its parent's background thread does not exist there)
+    still reads ahead and reads: nothing waits for a thread that is not there."""
+    import os
+
+    first, second = _tape(tmp_path, "first"), _tape(tmp_path, "second")
+    access.read_ahead([_row(first)])
+    _drain()
+    pid = os.fork()
+    if pid == 0:  # the child: exit status 0 when both reads work
+        ok = False
+        try:
+            access.read_ahead([_row(second)])
+            evs = access.TapeAccess(None).read(_row(second), range(1, 2))
+            ok = evs[0][1]["text"].startswith("second ")
+        finally:
+            os._exit(0 if ok else 1)
+    deadline = time.monotonic() + 30
+    while True:  # (a child left waiting for its parent's thread would hang: killed, and failed)
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child's read did not finish in 30 s")
+        time.sleep(0.02)
+    assert os.waitstatus_to_exitcode(status) == 0
