@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -35,6 +36,7 @@ class TapeAccess:
         if last is None or last[0] != tape.path:
             _ahead.wait(tape.path)  # being read ahead: not read twice
             last = self._last = (tape.path, reader.raw_lines_cached(tape.path))
+            _ahead.read(tape.path)
         return last[1]
 
     def read(self, tape: queries.TapeRow, offsets: range) -> list[tuple[int, dict]]:
@@ -90,30 +92,53 @@ class _Ahead:
     Reading a tape is mostly work done without the GIL (the file read, zstd, the hash check), so
     it runs beside the query that will need it on another core. A path being read is not read a
     second time: ``wait`` lets the query take it from the LRU once it is there. A read that fails
-    is dropped here; the query's own read then raises as it would have."""
+    is dropped here; the query's own read then raises as it would have.
+
+    A path read lately, ahead or by a query (``KNOWN`` of them), is not handed to the thread
+    again: it is in the LRU (a long-running server explains spans of the same files again and
+    again), and handing it over costs both threads more CPU than the look-up it saves. Were it
+    evicted meanwhile, the query reads it itself, as it would without a read-ahead."""
+
+    KNOWN = 4096
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pending: dict[str, Future] = {}
+        self._known: OrderedDict[str, None] = OrderedDict()
         self._pool: ThreadPoolExecutor | None = None
 
     def submit(self, paths: Iterable[str]) -> None:
         with self._lock:
             for path in paths:
-                if path in self._pending:
+                if path in self._pending or path in self._known:
                     continue
                 if self._pool is None:
                     self._pool = ThreadPoolExecutor(1, thread_name_prefix="engram-tape-ahead")
                 self._pending[path] = self._pool.submit(self._read, path)
 
     def _read(self, path: str) -> None:
+        ok = False
         try:
             reader.raw_lines_cached(path)
+            ok = True
         except Exception:  # noqa: BLE001 -- the query's own read reports it
             pass
         finally:
             with self._lock:
                 self._pending.pop(path, None)
+                if ok:
+                    self._remember(path)
+
+    def read(self, path: str) -> None:
+        """A query read ``path`` itself: not read ahead again while it is known."""
+        with self._lock:
+            self._remember(path)
+
+    def _remember(self, path: str) -> None:
+        self._known[path] = None
+        self._known.move_to_end(path)
+        while len(self._known) > self.KNOWN:
+            self._known.popitem(last=False)
 
     def wait(self, path: str) -> None:
         with self._lock:
