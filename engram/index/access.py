@@ -6,12 +6,6 @@ A sealed tape that cannot be read (missing, unreadable, corrupt, not matching it
 
 from __future__ import annotations
 
-import os
-import threading
-from collections import OrderedDict
-from collections.abc import Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
-
 import apsw
 import orjson
 
@@ -34,9 +28,7 @@ class TapeAccess:
             raise CorruptTape("tape has no file", path=tape.tape_id)
         last = self._last
         if last is None or last[0] != tape.path:
-            _ahead.wait(tape.path)  # being read ahead: not read twice
             last = self._last = (tape.path, reader.raw_lines_cached(tape.path))
-            _ahead.read(tape.path)
         return last[1]
 
     def read(self, tape: queries.TapeRow, offsets: range) -> list[tuple[int, dict]]:
@@ -84,83 +76,3 @@ _MSG_IN = schema.KIND_CODE["msg.in"]
 def _is_request(ev: dict) -> bool:
     return (ev.get("k") == "msg.in" and not ev.get("compaction") and not ev.get("meta")
             and not ev.get("boilerplate") and isinstance(ev.get("text"), str))
-
-
-class _Ahead:
-    """Sealed tapes read into the reader's LRU on a background thread (``read_ahead``).
-
-    Reading a tape is mostly work done without the GIL (the file read, zstd, the hash check), so
-    it runs beside the query that will need it on another core. A path being read is not read a
-    second time: ``wait`` lets the query take it from the LRU once it is there. A read that fails
-    is dropped here; the query's own read then raises as it would have.
-
-    A path read lately, ahead or by a query (``KNOWN`` of them), is not handed to the thread
-    again: it is in the LRU (a long-running server explains spans of the same files again and
-    again), and handing it over costs both threads more CPU than the look-up it saves. Were it
-    evicted meanwhile, the query reads it itself, as it would without a read-ahead."""
-
-    KNOWN = 4096
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pending: dict[str, Future] = {}
-        self._known: OrderedDict[str, None] = OrderedDict()
-        self._pool: ThreadPoolExecutor | None = None
-
-    def submit(self, paths: Iterable[str]) -> None:
-        with self._lock:
-            for path in paths:
-                if path in self._pending or path in self._known:
-                    continue
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(1, thread_name_prefix="engram-tape-ahead")
-                self._pending[path] = self._pool.submit(self._read, path)
-
-    def _read(self, path: str) -> None:
-        ok = False
-        try:
-            reader.raw_lines_cached(path)
-            ok = True
-        except Exception:  # noqa: BLE001 -- the query's own read reports it
-            pass
-        finally:
-            with self._lock:
-                self._pending.pop(path, None)
-                if ok:
-                    self._remember(path)
-
-    def read(self, path: str) -> None:
-        """A query read ``path`` itself: not read ahead again while it is known."""
-        with self._lock:
-            self._remember(path)
-
-    def _remember(self, path: str) -> None:
-        self._known[path] = None
-        self._known.move_to_end(path)
-        while len(self._known) > self.KNOWN:
-            self._known.popitem(last=False)
-
-    def wait(self, path: str) -> None:
-        with self._lock:
-            fut = self._pending.get(path)
-        if fut is not None:
-            fut.result()
-
-
-_ahead = _Ahead()
-
-
-def _after_fork() -> None:
-    """A forked child has no background thread (and maybe a lock held by it): start afresh."""
-    global _ahead
-    _ahead = _Ahead()
-
-
-os.register_at_fork(after_in_child=_after_fork)
-
-
-def read_ahead(tapes: Iterable[queries.TapeRow]) -> None:
-    """Start reading these sealed tapes into the reader's LRU on a background thread (live tapes
-    and tapes without a file are skipped): a query that will read their windows finds them
-    there, or waits for the read under way instead of reading them again."""
-    _ahead.submit([t.path for t in tapes if t.path and not t.live])

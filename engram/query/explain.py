@@ -25,7 +25,7 @@ import numpy as np
 
 from engram import fingerprint
 from engram.index import packed, postings, queries, schema, store
-from engram.index.access import TapeAccess, read_ahead
+from engram.index.access import TapeAccess
 from engram.query import location, walk, window
 from engram.query.direct import ALL_KGRAMS_MAX, DIRECT_FLOOR  # the rules, shared with blocks/lens
 from engram.retrieval import feedback
@@ -718,8 +718,7 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
         _add_path_blame(conn, evidence, span["file"], path, lines, text, context)
     evidence, conf_of = _kept_evidence(evidence, floor, all)
     erows = queries.events(conn, evidence.keys())
-    shown = WINDOW_SESSIONS if window_sessions is None else window_sessions
-    walked = _walk(conn, evidence, conf_of, erows, min_confidence, all, ahead=shown)
+    walked = _walk(conn, evidence, conf_of, erows, min_confidence, all)
     trows = queries.tapes(conn, {r.tape for r in erows.values()})
 
     per_tape, lineage_tapes = _by_tape(evidence, conf_of, erows, walked.via)
@@ -728,12 +727,11 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
     history_tapes = _history_tapes(producer_tapes, walked.lineage)
     sessions += _lineage_candidates(lineage_tapes, walked, trows, history_tapes, min_confidence, all)
     sessions, groups = _rank(sessions, evidence, walked, trows, producer_tapes, history_tapes)
-    if shown > 0:  # the sessions that get windows, as ranked (those not read ahead above)
-        read_ahead(trows[s.tape] for s in sessions[:shown])
     stats["sessions_total"] = len(sessions)
     sessions = _cap_readers(sessions, groups, max_sessions, all,
                             {t for t, r in trows.items() if r.harness == "engram"})  # notes stay
 
+    shown = WINDOW_SESSIONS if window_sessions is None else window_sessions
     out_sessions = _session_entries(conn, sessions, evidence, erows, trows, walked.paths_by_event,
                                     shown, before, after, expand_until, brief)
     if semantic is not None:
@@ -744,26 +742,6 @@ def explain_text(conn: apsw.Connection, text: str, *, span: dict, before: int = 
     stats["elapsed_ms"] = round((time.perf_counter() - t0) * 1000, 2)
     return {"span": span, "sessions": out_sessions, "lineage": walked.lineage,
             "tombstones": walked.tombstones, "truncated": walked.truncated, "stats": stats}
-
-
-def _read_ahead(conn, seeds: list[tuple[int, Evidence]], erows, n: int) -> None:
-    """Start reading the tapes of up to ``n`` producing sessions (the head of the ranking: its
-    first group; ``seeds`` are in order of the share produced) on a background thread
-    (``access.read_ahead``) while the lineage walk and the ranking run. (Which readers and
-    which history sessions come next only the ranking tells: guessed from the evidence alone, a
-    fifth of the tapes read ahead were not shown.)"""
-    top: list[int] = []
-    for eid, e in seeds:
-        if e.produced <= 0:
-            break
-        r = erows.get(eid)
-        if r is not None and r.tape not in top:
-            top.append(r.tape)
-            if len(top) == n:
-                break
-    if top:
-        trows = queries.tapes(conn, top)
-        read_ahead(trows[t] for t in top if t in trows)
 
 
 def _add_path_blame(conn, evidence: dict[int, Evidence], display: str, path: str | None,
@@ -790,18 +768,14 @@ def _kept_evidence(evidence: dict[int, Evidence], floor: float, show_all: bool
 
 
 def _walk(conn, evidence: dict[int, Evidence], conf_of: dict[int, float], erows,
-          min_confidence: float, show_all: bool, ahead: int = 0) -> _Walked:
-    """The lineage walk from the strongest evidence; ``erows`` gains the events it reaches.
-    ``ahead``: the tapes of that many sessions of the strongest evidence are read ahead
-    meanwhile (``_read_ahead``)."""
+          min_confidence: float, show_all: bool) -> _Walked:
+    """The lineage walk from the strongest evidence; ``erows`` gains the events it reaches."""
     walked = _Walked([], [], {"fanout": False, "edges": False}, {}, {}, {}, {})
     # the walk starts from the strongest evidence: producers first, then the best quotes (a
     # generic two-line span can match hundreds of events; its edge budget is bounded anyway)
     # (``heapq.nsmallest`` is ``sorted(...)[:n]``, without sorting a popular span's thousand)
     seeds = heapq.nsmallest(MAX_WALK_SEEDS, evidence.items(),
                             key=lambda kv: (-kv[1].produced, -conf_of[kv[0]], kv[0]))
-    if ahead > 0:
-        _read_ahead(conn, seeds, erows, ahead)
     # the producers' earlier parts and dispatchers are crossed however many tapes read the span
     found = walk.walk(conn, {eid: conf_of[eid] for eid, _e in seeds},
                       min_confidence=min_confidence, all=show_all,
