@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+from test_ingest_stream import _setup  # the real Claude Code fixture logs in a repo of their own
 
 from engram.cli import main
 from engram.engine import Engine
@@ -19,7 +20,6 @@ from engram.ingest import ingestor, worker
 from engram.lineage import cache as lcache
 from engram.sortedset import uniq
 
-HARNESS = Path(__file__).resolve().parents[1] / "data" / "harness"
 TABLES = ("tapes", "events", "blocks", "refs", "fingerprints", "block_lines", "boilerplate",
           "edges", "tombstones", "continuations")
 
@@ -35,20 +35,6 @@ def test_drained_is_the_distinct_union_and_empties_the_list():
         assert parts == []
         assert got.dtype == np.int32 and np.array_equal(got, want)
     assert np.array_equal(store._drained([np.array([3], np.int32)]), [3])
-
-
-def _setup(tmp_path: Path) -> Path:
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    for p in sorted((HARNESS / "claude_code").glob("*.jsonl")):
-        shutil.copy(p, logs / p.name)
-    root = tmp_path / "repo"
-    (root / ".git").mkdir(parents=True)
-    (root / ".engram").mkdir()
-    (root / ".engram" / "config.yml").write_text(
-        f"harnesses:\n  claude_code:\n    paths: [{logs}]\n" + "".join(
-            f"  {h}: false\n" for h in ("codex", "gemini_cli", "opencode", "cursor", "openclaw", "aider")))
-    return root
 
 
 def _ingest(root: Path, home: Path, capsys) -> tuple[dict, list]:
@@ -77,7 +63,7 @@ def _ingest(root: Path, home: Path, capsys) -> tuple[dict, list]:
 
 
 def test_keep_is_let_go_part_by_part_with_the_same_index_and_kept_prints(tmp_path, monkeypatch, capsys):
-    root = _setup(tmp_path)
+    root, _logs = _setup(tmp_path)
     monkeypatch.chdir(root)
     home = Path(os.environ["ENGRAM_HOME"])
     monkeypatch.setattr(ingestor, "STREAM_MIN_BYTES", 0)
