@@ -9,7 +9,11 @@ import numpy as np
 def uniq(a: np.ndarray) -> np.ndarray:
     """``np.unique(a)`` (sorted distinct values) by a stable sort and a comparison (runs of sorted
     values merge in one pass)."""
-    s = np.sort(a, kind="stable")
+    return distinct(np.sort(a, kind="stable"))
+
+
+def distinct(s: np.ndarray) -> np.ndarray:
+    """The distinct values of the sorted array ``s``, in order (``s`` itself when under two)."""
     if len(s) < 2:
         return s
     keep = np.empty(len(s), dtype=bool)

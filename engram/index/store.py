@@ -24,7 +24,7 @@ from engram.fingerprint.tokenize import PAD, encode, hash_spans
 from engram.index import packed as packed_rows
 from engram.index import queries as Q
 from engram.index import schema as S
-from engram.sortedset import KeyMap, uniq
+from engram.sortedset import KeyMap, distinct, uniq
 from engram.spill import PickledParts
 
 log = logging.getLogger(__name__)
@@ -943,12 +943,7 @@ def _drained(parts: list[np.ndarray]) -> np.ndarray:
     out = np.concatenate(parts) if len(parts) > 1 else parts[0]
     parts.clear()   # (one part: sorted in place, the caller's own array)
     out.sort()
-    if len(out) < 2:
-        return out
-    keep = np.empty(len(out), dtype=bool)
-    keep[0] = True
-    np.not_equal(out[1:], out[:-1], out=keep[1:])
-    return out[keep]
+    return distinct(out)
 
 
 # Fingerprint rows packed one to an int64 (``_packing``) to be sorted and made distinct at once
