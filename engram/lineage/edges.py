@@ -10,7 +10,9 @@ from __future__ import annotations
 import bisect
 import itertools
 import logging
+import pickle
 import sys
+from array import array
 from collections import defaultdict
 
 import apsw
@@ -155,10 +157,95 @@ class _Texts:
             n = nb
         return self._spill.read(pos, n).decode("utf-8", "surrogatepass") if n else ""
 
+    def put_record(self, data: bytes) -> int:
+        """``data`` appended after what ``put`` wrote (a spill file there: ``put`` gave a place);
+        its offset."""
+        return self._spill.append(data)
+
+    def get_record(self, pos: int, n: int) -> bytes:
+        return self._spill.read(pos, n)
+
     def close(self) -> None:
         if self._spill is not None:
             self._spill.close()
             self._spill = None
+
+
+class _Nodes:
+    """The nodes of one run (``Linker.run``) as a few numbers each — the edit's event id, offset
+    and tape, and where its texts and its other fields (time, file, ranges: pickled) lie in the
+    run's spill file (``_Texts``) — each made into a ``Node`` when asked for (``nodes[i]``, a
+    slice, iteration) and let go by its user. A big session's edits then hold ~64 bytes each
+    through the run, where each held a ``Node`` of ~660 bytes in small objects (its ranges,
+    time, text place) made among the tape's parsed events, which kept pymalloc arenas from being
+    given back. A node whose texts cannot be spilled (no spill file) is held as its ``Node``."""
+
+    def __init__(self, texts: _Texts | None):
+        self._texts = texts
+        self._tapes: list[queries.TapeRow] = []
+        self._tape_at: dict[int, int] = {}
+        # per node: event id, offset, tape (index in ``_tapes``), texts' place, record's place
+        self.eid, self._ofs, self._tape = array("q"), array("q"), array("q")
+        self._pos, self._nb, self._na, self._rpos, self._rn = (array("q") for _ in range(5))
+        self._held: dict[int, Node] = {}
+
+    def add(self, eid: int, tape: queries.TapeRow, ofs: int, ev: dict) -> None:
+        n = Node(eid, tape, ofs, ev)   # (what a node keeps of the event, its texts held for now)
+        i = len(self.eid)
+        at = self._tape_at.get(tape.id)
+        if at is None:
+            at = self._tape_at[tape.id] = len(self._tapes)
+            self._tapes.append(tape)
+        where = self._texts.put(n.before, n.after) if self._texts is not None else None
+        if where is None:
+            self._held[i] = n
+            where, rpos, rn = (0, 0, 0), 0, 0
+        else:
+            rec = pickle.dumps((n.t, n.file, n.rel, n.b_range, n.a_range), pickle.HIGHEST_PROTOCOL)
+            rpos, rn = self._texts.put_record(rec), len(rec)
+        self.eid.append(eid)
+        self._ofs.append(ofs)
+        self._tape.append(at)
+        self._pos.append(where[0])
+        self._nb.append(where[1])
+        self._na.append(where[2])
+        self._rpos.append(rpos)
+        self._rn.append(rn)
+
+    def __len__(self) -> int:
+        return len(self.eid)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._node(j) for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return self._node(i)
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self._node(i)
+
+    def _node(self, i: int) -> Node:
+        held = self._held.get(i)
+        if held is not None:
+            return held
+        t, file, rel, b_range, a_range = pickle.loads(self._texts.get_record(self._rpos[i], self._rn[i]))
+        tape = self._tapes[self._tape[i]]
+        n = Node.__new__(Node)
+        n.eid, n.tape, n.tape_id, n.ofs, n.session = self.eid[i], tape.id, tape.tape_id, self._ofs[i], tape.session
+        n.t = t
+        n.file = sys.intern(file) if file is not None else None
+        n.rel = sys.intern(rel) if rel is not None else None
+        n._store, n._txt = self._texts, (self._pos[i], self._nb[i], self._na[i])
+        n.has_before = self._nb[i] > 0
+        n.b_range, n.a_range = b_range, a_range
+        n.qa = n.qb = None
+        n.tomb = False
+        n.cont = None
+        return n
 
 
 class Postings:
@@ -523,7 +610,7 @@ class Linker:
 
     def _run(self, new_tapes: list[queries.TapeRow]) -> None:
         conn = self.conn
-        nodes: list[Node] = []
+        nodes = _Nodes(self._texts)
         links: list[tuple[queries.TapeRow, int, dict]] = []
         new_ids = [t.id for t in new_tapes]
         ev_ids: dict[int, dict[int, int]] = defaultdict(dict)   # tape → {ofs: event id}
@@ -542,12 +629,12 @@ class Linker:
                     if ofs not in wanted:
                         continue
                     if ev.get("k") == "code.edit":
-                        nodes.append(Node(wanted[ofs], t, ofs, ev, self._texts))
+                        nodes.add(wanted[ofs], t, ofs, ev)
                     elif ev.get("k") == "span.link":
                         links.append((t, ofs, ev))
         # edits indexed earlier but later in time may continue text of the new tapes
-        nodes.extend(self._later_edits(new_tapes, {n.eid for n in nodes}))
-        ids = [n.eid for n in nodes]
+        self._later_edits(new_tapes, set(nodes.eid), nodes)
+        ids = nodes.eid.tolist()
         if ids:
             for ch in _chunks(ids):
                 arr = apsw.carray(queries._i64(ch))
@@ -561,11 +648,12 @@ class Linker:
             self._agent_link(t, ofs, ev, touched_from, touched_to)
         self._cardinality(touched_from, touched_to)
 
-    def _later_edits(self, new_tapes: list[queries.TapeRow], have: set[int]) -> list[Node]:
+    def _later_edits(self, new_tapes: list[queries.TapeRow], have: set[int], nodes: _Nodes) -> None:
         """Already-indexed edits, later than the new tapes' start, of the files the new tapes
         edited or read (out-of-order ingest, or a live session re-indexed): their before-text may
         continue text the new tapes hold. A move *into another file* from a late tape is only
-        linked when that file's edits are re-linked for another reason (a known gap)."""
+        linked when that file's edits are re-linked for another reason (a known gap). They join
+        ``nodes``."""
         conn = self.conn
         new_ids = {t.id for t in new_tapes}
         first = min((t.first_t or "") for t in new_tapes)
@@ -577,7 +665,7 @@ class Linker:
                 places.add(rel or file)
         places.discard(None)
         if not places:
-            return []
+            return
         rows = list(conn.execute(
             "SELECT e.id, e.tape, e.ofs, coalesce(e.rel, e.file) FROM events e"
             " JOIN tapes t ON t.id=e.tape"
@@ -586,12 +674,11 @@ class Linker:
         rows = [r[:3] for r in rows if r[3] in places and r[1] not in new_ids and r[0] not in have]
         rows = rows[:MAX_RELINK]
         if not rows:
-            return []
+            return
         by_tape: dict[int, dict[int, int]] = defaultdict(dict)
         for eid, tid, ofs in rows:
             by_tape[tid][ofs] = eid
         trows = queries.tapes(conn, by_tape)
-        out = []
         for tid in sorted(by_tape):
             t = trows[tid]
             try:
@@ -601,8 +688,7 @@ class Linker:
                 log.warning("lineage: cannot read tape %s", t.tape_id)
                 continue
             for ofs, ev in evs:
-                out.append(Node(by_tape[tid][ofs], t, ofs, ev, self._texts))
-        return out
+                nodes.add(by_tape[tid][ofs], t, ofs, ev)
 
     # -- fingerprint linking -------------------------------------------------------------------
     def _queries(self, n: Node, prints: tuple | None = None) -> None:
@@ -624,12 +710,12 @@ class Linker:
         ``QUERY_BATCH_CHARS`` characters) fingerprinted in one batch."""
         i = 0
         while i < len(nodes):
-            j, size, texts = i, 0, []
+            j, size, texts, part = i, 0, [], []
             while j < len(nodes) and j - i < QUERY_BATCH and (size < QUERY_BATCH_CHARS or j == i):
-                texts += (nodes[j].before, nodes[j].after)
+                part.append(nodes[j])   # (a ``_Nodes`` makes a node each time it is asked)
+                texts += (part[-1].before, part[-1].after)
                 size += len(texts[-2]) + len(texts[-1])
                 j += 1
-            part = nodes[i:j]
             prints = self.cache.texts_prints(texts)
             del texts
             for k, n in enumerate(part):
@@ -638,7 +724,7 @@ class Linker:
             del prints
             i = j
 
-    def _link(self, nodes: list[Node], touched_to: set[int]) -> None:
+    def _link(self, nodes: _Nodes | list[Node], touched_to: set[int]) -> None:
         """Tombstones of every node first (the location-only rule reads them), then the edges,
         a pass of ``LINK_PASS_HASHES`` query hashes at a time: what one pass holds (postings,
         matches) stays bounded however many edits the run indexed. A node's edges depend only on
