@@ -98,3 +98,40 @@ class KeyMap:
         new = ~old
         self.keys = np.insert(self.keys, at[new], ks[new])
         self.vals = np.insert(self.vals, at[new], vs[new], axis=0)
+
+
+class IntSet:
+    """A set of int64 values (``add``, ``in``, ``len``): the values added lately in a Python set,
+    merged into one sorted array every ``merge_at`` of them — ~8 bytes a value held, where a set
+    holds an int object and a slot for each (~60 bytes), strewn over the heap among whatever was
+    made meanwhile."""
+
+    def __init__(self, merge_at: int = 1 << 12):
+        self.merge_at = merge_at
+        self.values = np.zeros(0, np.int64)   # sorted, distinct
+        self.recent: set[int] = set()
+
+    def add(self, v: int) -> None:
+        self.recent.add(v)
+        if len(self.recent) >= self.merge_at:
+            self._merge()
+
+    def __contains__(self, v: int) -> bool:
+        if v in self.recent:
+            return True
+        s = self.values
+        if not len(s):
+            return False
+        i = int(s.searchsorted(v))
+        return i < len(s) and int(s[i]) == v
+
+    def __len__(self) -> int:
+        self._merge()
+        return len(self.values)
+
+    def _merge(self) -> None:
+        if not self.recent:
+            return
+        new = np.fromiter(self.recent, np.int64, len(self.recent))
+        self.recent = set()
+        self.values = uniq(np.concatenate([self.values, new]))

@@ -24,7 +24,7 @@ from engram.fingerprint.tokenize import PAD, encode, hash_spans
 from engram.index import packed as packed_rows
 from engram.index import queries as Q
 from engram.index import schema as S
-from engram.sortedset import KeyMap, distinct, uniq
+from engram.sortedset import IntSet, KeyMap, distinct, uniq
 from engram.spill import PickledParts
 
 log = logging.getLogger(__name__)
@@ -296,18 +296,22 @@ class BlockIds:
     """Content-addressed block ids for one transaction: a text's existing block, else the next
     free id (the text is then queued in ``new`` to be fingerprinted and inserted).
 
-    ``ids`` maps every queued block's hash to its id (``_insert_blocks`` reads it), and remembers
-    the ids of at most about ``MEMO`` other blocks: past that, those are forgotten and looked up
-    again (they are in the ``blocks`` table: there before, or inserted since they were queued).
-    The ids are the same either way; what one huge streamed session holds here no longer grows
-    with it (~90 bytes a block, measured at 47 k blocks; 153 k blocks at 1.5 GB of log)."""
+    ``ids`` maps every queued block's hash to its id (``_insert_blocks`` reads it) and those of
+    the ``RECENT`` blocks asked for last; past that, the others move to ``_seen`` (``_HashIds``:
+    sorted arrays, 24 bytes a block), which remembers at most about ``MEMO`` of them: past that,
+    those are forgotten and looked up again (they are in the ``blocks`` table: there before, or
+    inserted since they were queued). The ids are the same either way; what one huge streamed
+    session holds here no longer grows with it (153 k blocks at 1.5 GB of log), and is not a
+    dict of 65 k hashes' objects (~90 bytes a block) strewn among a part's objects."""
 
     MEMO = 1 << 16
+    RECENT = 1 << 12
 
     def __init__(self, conn: apsw.Connection):
         self.conn = conn
         self.ids: dict[bytes, int] = {}
         self.new: list[tuple[bytes, str]] = []
+        self._seen = _HashIds()
         self.next_id = conn.execute("SELECT coalesce(max(id), 0) FROM blocks").fetchone()[0] + 1
 
     def id_of_hash(self, h: bytes, keep: set[bytes] | None = None, text: str | None = None) -> int:
@@ -325,8 +329,12 @@ class BlockIds:
     def _id(self, h: bytes, text: str | None, keep: set[bytes] | None) -> int:
         bid = self.ids.get(h)
         if bid is None:
-            if len(self.ids) >= self.MEMO + len(self.new):
-                self.ids = {q: self.ids[q] for q, _ in self.new}   # (the queued ones only)
+            bid = self._seen.get(h)
+        if bid is None:
+            if len(self.ids) >= self.RECENT + len(self.new):
+                queued = {q for q, _ in self.new}
+                self._seen.add([(q, b) for q, b in self.ids.items() if q not in queued], self.MEMO)
+                self.ids = {q: self.ids[q] for q in queued}   # (the queued ones only)
             row = self.conn.execute("SELECT id FROM blocks WHERE hash=?", (h,)).fetchone()
             if row:
                 bid = row[0]
@@ -338,6 +346,42 @@ class BlockIds:
         if keep is not None:
             keep.add(h)
         return bid
+
+
+class _HashIds:
+    """Block ids by 16-byte hash (``BlockIds``' older ones) in three arrays sorted by the hash:
+    its first and last 8 bytes (big-endian: the order of the bytes) and the id."""
+
+    def __init__(self) -> None:
+        self.hi = self.lo = np.zeros(0, np.uint64)
+        self.ids = np.zeros(0, np.int64)
+
+    def get(self, h: bytes) -> int | None:
+        if not len(self.ids) or len(h) != 16:
+            return None
+        hi = np.uint64(int.from_bytes(h[:8], "big"))
+        lo = np.uint64(int.from_bytes(h[8:], "big"))
+        i = int(self.hi.searchsorted(hi))
+        while i < len(self.hi) and self.hi[i] == hi:
+            if self.lo[i] == lo:
+                return int(self.ids[i])
+            i += 1
+        return None
+
+    def add(self, items: list[tuple[bytes, int]], cap: int) -> None:
+        """Remember ``items`` (hashes not held yet), forgetting the others first when all would
+        pass ``cap``; hashes not of 16 bytes are not kept (looked up again)."""
+        items = [(h, b) for h, b in items if len(h) == 16][-cap:] if cap > 0 else []
+        if not items:
+            return
+        if len(self.ids) + len(items) > cap:
+            self.__init__()
+        both = np.frombuffer(b"".join(h for h, _ in items), ">u8").reshape(-1, 2).astype(np.uint64)
+        hi = np.concatenate([self.hi, both[:, 0]])
+        lo = np.concatenate([self.lo, both[:, 1]])
+        ids = np.concatenate([self.ids, np.fromiter((b for _, b in items), np.int64, len(items))])
+        order = np.lexsort((lo, hi))
+        self.hi, self.lo, self.ids = hi[order], lo[order], ids[order]
 
 
 @dataclasses.dataclass
@@ -770,7 +814,7 @@ class Batch:
         conn, cache = self.conn, self.cache
         if cache is not None:
             cache.expect_postings(rec.prepared.rows)
-        lined: set[int] = set()
+        lined = IntSet()   # (the blocks given their ``block_lines`` row: tens of thousands at 1.5 GB)
         ofs = 0
         # the boilerplate counts of the parts' hashes, updated once ``BOILERPLATE_DEFER`` of them
         # wait (and at the end): a count updated later includes later parts' rows, as the

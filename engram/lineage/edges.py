@@ -248,6 +248,22 @@ class _Nodes:
         return n
 
 
+class _Touched:
+    """The events whose edges ``_cardinality`` recomputes: added as they come (``add``, into an
+    int64 array: a big session's run touches tens of thousands — a set held an int object for
+    each, made among a pass's short-lived rows, through all the passes), given back distinct
+    and sorted (iteration)."""
+
+    def __init__(self, ids=()):
+        self._ids = array("q", ids)
+
+    def add(self, eid: int) -> None:
+        self._ids.append(eid)
+
+    def __iter__(self):
+        return iter(uniq(np.frombuffer(self._ids, np.int64)).tolist() if self._ids else ())
+
+
 class Postings:
     """The index postings of a set of hashes as sorted arrays, matched against many queries at
     once (``match_all``)."""
@@ -642,7 +658,8 @@ class Linker:
                 conn.execute("DELETE FROM tombstones WHERE event IN carray(?)",
                              (apsw.carray(queries._i64(ch)),))
         self.stats["edits"] = len(nodes)
-        touched_from, touched_to = set(ids), set()
+        touched_from, touched_to = _Touched(ids), _Touched()
+        del ids
         self._link(nodes, touched_to)
         for t, ofs, ev in links:
             self._agent_link(t, ofs, ev, touched_from, touched_to)
@@ -724,7 +741,7 @@ class Linker:
             del prints
             i = j
 
-    def _link(self, nodes: _Nodes | list[Node], touched_to: set[int]) -> None:
+    def _link(self, nodes: _Nodes | list[Node], touched_to: _Touched) -> None:
         """Tombstones of every node first (the location-only rule reads them), then the edges,
         a pass of ``LINK_PASS_HASHES`` query hashes at a time: what one pass holds (postings,
         matches) stays bounded however many edits the run indexed. A node's edges depend only on
@@ -758,7 +775,7 @@ class Linker:
         if part:
             self._link_pass(part, touched_to)
 
-    def _link_pass(self, nodes: list[Node], touched_to: set[int]) -> None:
+    def _link_pass(self, nodes: list[Node], touched_to: _Touched) -> None:
         """The edges of ``nodes`` (their queries made): vectorised matches over the postings of
         all their hashes. A pass whose postings pass ``LINK_PASS_POSTINGS`` is split in two
         (never one edit's queries); its edits are matched ``LINK_MATCH_ROWS`` gathered postings
@@ -794,7 +811,7 @@ class Linker:
         for n in nodes:
             n.qa = n.qb = None
 
-    def _link_matched(self, post: Postings, nodes: list[Node], touched_to: set[int]) -> None:
+    def _link_matched(self, post: Postings, nodes: list[Node], touched_to: _Touched) -> None:
         """The edges of ``nodes`` from one ``match_all`` over ``post``."""
         conn = self.conn
         # per query: the blocks it matched (hash counts, line ranges); those that may link
@@ -954,8 +971,8 @@ class Linker:
         return out
 
     # -- agent links ---------------------------------------------------------------------------
-    def _agent_link(self, tape: queries.TapeRow, ofs: int, ev: dict, touched_from: set,
-                    touched_to: set) -> None:
+    def _agent_link(self, tape: queries.TapeRow, ofs: int, ev: dict, touched_from: _Touched,
+                    touched_to: _Touched) -> None:
         conn = self.conn
         t = ev.get("t")
         to_file, from_file = ev.get("to_file"), ev.get("from_file")
@@ -1024,7 +1041,7 @@ class Linker:
         return max((min(1.0, len(v) / nq) for v in hit.values()), default=0.0)
 
     # -- cardinality ---------------------------------------------------------------------------
-    def _cardinality(self, touched_from: set[int], touched_to: set[int]) -> None:
+    def _cardinality(self, touched_from: _Touched, touched_to: _Touched) -> None:
         """The cardinality of every edge from or to a touched event, from the columns it reads
         (a big session's run touches tens of thousands of edges: their whole rows, twice, and an
         ``EventRow`` for each source only for its tape made the end of the pass its peak)."""
