@@ -635,6 +635,12 @@ def as_dict(v) -> dict:
     return v if isinstance(v, dict) else {}
 
 
+def as_list(v) -> list:
+    """``v`` when it is an array, else ``[]`` (a string, a number or ``true`` where a log had a
+    list: nothing to iterate, not its characters)."""
+    return v if isinstance(v, list) else []
+
+
 def as_int(v) -> int | None:
     """``v`` when it is an integer (not a bool), else None."""
     return v if isinstance(v, int) and not isinstance(v, bool) else None

@@ -164,7 +164,7 @@ def _split_hunk(h: dict) -> list[dict]:
     Regions separated by fewer than ``SPLIT_CONTEXT`` unchanged lines stay one region (blank lines
     and fences that happen to match inside a rewrite would otherwise shred it into fragments).
     """
-    lines = [ln for ln in h.get("lines") or [] if isinstance(ln, str) and not ln.startswith("\\")]
+    lines = [ln for ln in base.as_list(h.get("lines")) if isinstance(ln, str) and not ln.startswith("\\")]
     old_no, new_no = _int(h.get("oldStart")) or 1, _int(h.get("newStart")) or 1
     out: list[dict] = []
     cur: list[str] = []
@@ -655,7 +655,7 @@ class _Parser:
             return [("", _s(args.get("content")) or "")]
         if tool == "MultiEdit":
             return [(_s(e.get("old_string")) or "", _s(e.get("new_string")) or "")
-                    for e in args.get("edits") or [] if isinstance(e, dict)]
+                    for e in base.as_list(args.get("edits")) if isinstance(e, dict)]
         return [(_s(args.get("old_string")) or "", _s(args.get("new_string")) or "")]
 
     @staticmethod
@@ -665,7 +665,7 @@ class _Parser:
         if before is None:
             return None
         if tool == "MultiEdit":
-            edits = [e for e in args.get("edits") or [] if isinstance(e, dict)]
+            edits = [e for e in base.as_list(args.get("edits")) if isinstance(e, dict)]
         else:
             edits = [args]
         cur = before

@@ -579,9 +579,9 @@ class _Parser(base.StreamParser):
                     self.emit(ev_msg(t, "msg.out", text, **extra))
             return
         if typ == "reasoning":
-            parts = [s.get("text") for s in p.get("summary") or [] if isinstance(s, dict)]
+            parts = [s.get("text") for s in base.as_list(p.get("summary")) if isinstance(s, dict)]
             if not any(parts):
-                parts = [c.get("text") for c in p.get("content") or [] if isinstance(c, dict)]
+                parts = [c.get("text") for c in base.as_list(p.get("content")) if isinstance(c, dict)]
             for text in parts:
                 if isinstance(text, str) and text and self.ledger.first("reasoning", text, "item"):
                     self.emit(ev_msg(t, "msg.out", text, reasoning=True))

@@ -239,7 +239,7 @@ class GeminiCliAdapter(Adapter):
             return evs
         if typ != "gemini":
             return evs
-        for th in m.get("thoughts") or []:
+        for th in base.as_list(m.get("thoughts")):
             if isinstance(th, dict):
                 body = "\n".join(x for x in (th.get("subject"), th.get("description"))
                                  if isinstance(x, str) and x)
@@ -248,7 +248,7 @@ class GeminiCliAdapter(Adapter):
                                       reasoning=True, message_id=m.get("id")))
         if text:
             evs.append(ev_msg(t, "msg.out", text, message_id=m.get("id")))
-        for tc in m.get("toolCalls") or []:
+        for tc in base.as_list(m.get("toolCalls")):
             if isinstance(tc, dict):
                 evs.extend(self._tool(tc, t, cwd, known))
         return evs
@@ -1049,7 +1049,7 @@ def _infer_cwd(msgs) -> str | None:
 
 def _cwd_of(m: dict) -> str | None:
     """``_infer_cwd`` of one message."""
-    for tc in m.get("toolCalls") or []:
+    for tc in base.as_list(m.get("toolCalls")):
         if not isinstance(tc, dict) or not isinstance(tc.get("args"), dict):
             continue
         p = tc["args"].get("file_path")

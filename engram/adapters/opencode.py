@@ -568,7 +568,7 @@ def _edit_events(tool: str, inp: dict, md: dict, t, cwd, files: dict, x: dict) -
         if before is not None:
             return base.edits_from_texts(t, file, before, content, cwd=cwd, **x)
         return [base.ev_edit(t, file, 1, "", 1, content, cwd=cwd, range_known=False, **x)]
-    pairs = [inp] if tool != "multiedit" else [e for e in inp.get("edits") or []
+    pairs = [inp] if tool != "multiedit" else [e for e in base.as_list(inp.get("edits"))
                                                 if isinstance(e, dict)]
     pairs = [(_s(e.get("oldString")) or "", _s(e.get("newString")) or "",
               e.get("replaceAll") is True) for e in pairs]

@@ -94,7 +94,8 @@ def _strip_git(p: str | None, git: bool) -> str | None:
 
 def split_hunk(h: dict) -> list[dict]:
     """Split one hunk at its context runs: one sub-hunk per changed region."""
-    lines = [ln for ln in h.get("lines") or [] if isinstance(ln, str) and not ln.startswith("\\")]
+    raw = h.get("lines")
+    lines = [ln for ln in (raw if isinstance(raw, list) else []) if isinstance(ln, str) and not ln.startswith("\\")]
     old_no, new_no = int(h.get("oldStart") or 1), int(h.get("newStart") or 1)
     out: list[dict] = []
     cur: list[str] = []
