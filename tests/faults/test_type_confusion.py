@@ -186,3 +186,46 @@ def test_opencode_storage_survives_type_confusion(tmp_path):
         assert out.sessions or out.errors
         if f.relative_to(src).parts[0] in ("message", "part"):  # one odd message or part
             assert len(out.sessions) == len(base.sessions), (f, out.errors)
+
+
+LAYOUT = {"claude_code": "claude/-work-proj", "codex": "codex/2026/05/11",
+          "openclaw": "openclaw/agents/main/sessions", "cursor": "cursor/work-proj/agent-transcripts"}
+HARNESSES = ("claude_code", "codex", "openclaw", "cursor", "gemini_cli", "opencode", "aider")
+INGESTS = 60  # whole ingests (the CLI, a fresh index each): ~0.15 s each
+
+
+def test_type_confused_logs_are_ingested_and_indexed(tmp_path, monkeypatch, capsys):
+    """The whole ingest (redaction, the tape, the index, lineage) of a type-confused log: exit 0,
+    no traceback, no adapter crash, the session sealed and indexed."""
+    from engram.cli import main
+
+    rng = random.Random("type-confusion/ingest")
+    for n in range(INGESTS):
+        harness = sorted(LAYOUT)[n % len(LAYOUT)]
+        log = rng.choice(sorted((HARNESS / harness).glob("*.jsonl")))
+        lines = log.read_text(encoding="utf-8").splitlines()
+        records = [(i, json.loads(line)) for i, line in enumerate(lines) if line.startswith("{")]
+        i, rec = rng.choice(records[1:])  # not the first: a session needs it to be one
+        mutated = list(lines)
+        mutated[i] = dumps(replaced(rec, rng.choice(list(value_paths(rec))), rng.choice(ODD)))
+        root = tmp_path / f"run{n}"
+        logs = root / LAYOUT[harness]
+        logs.mkdir(parents=True)
+        name = log.name if harness != "codex" else "rollout-" + log.name.split("rollout-")[-1]
+        (logs / name).write_text("\n".join(mutated) + "\n", encoding="utf-8")
+        repo = root / "repo"
+        (repo / ".git").mkdir(parents=True)
+        (repo / ".engram").mkdir()
+        cfg = f"harnesses:\n  {harness}:\n    paths: [{root / LAYOUT[harness].split('/')[0]}]\n"
+        cfg += "".join(f"  {h}: false\n" for h in HARNESSES if h != harness)
+        (repo / ".engram" / "config.yml").write_text(cfg)
+        monkeypatch.setenv("ENGRAM_HOME", str(root / "home"))
+        monkeypatch.chdir(repo)
+        code = main(["ingest", "--seal"])
+        out, err = capsys.readouterr()
+        assert code == 0 and "Traceback" not in err, (log.name, i + 1, err)
+        res = json.loads(out)
+        assert not [e for e in res["errors"] if e["error"]["code"] == "E_ADAPTER_CRASH"], res["errors"]
+        for e in res["errors"]:
+            assert e["error"]["line"], e
+        assert res["sealed"] >= 1 and res["tapes_indexed"] >= 1, (log.name, i + 1, res)
