@@ -522,15 +522,26 @@ def _ref_rows(conn: apsw.Connection, blocks: list[int]):
     rank of each of them (``np.int64``), and every distinct time order key, sorted. An event is
     earlier than a key ``k`` when its rank is below ``bisect_left(order, k)``."""
     got: dict[int, list] = {}
+    # a tape's id and session, and a place, are one string each for all of its rows (a pass reads
+    # tens of thousands of rows of a few tapes and files: a string of each a row, made only to be
+    # compared, set the high-water mark of the pass's small objects)
+    tapes: dict[int, tuple] = {}
+    places: dict[str | None, str | None] = {}
     for ch in _chunks(blocks):
-        for b, eid, role, line0, t, ofs, file, rel, tape, tape_id, session in conn.execute(
-                "SELECT r.block, r.event, r.role, r.line0, e.t, e.ofs, e.file, e.rel, e.tape, t.tape_id,"
-                " t.session FROM refs r JOIN events e ON e.id=r.event JOIN tapes t ON t.id=e.tape"
+        for b, eid, role, line0, t, ofs, file, rel, tape in conn.execute(
+                "SELECT r.block, r.event, r.role, r.line0, e.t, e.ofs, e.file, e.rel, e.tape"
+                " FROM refs r JOIN events e ON e.id=r.event JOIN tapes t ON t.id=e.tape"
                 " WHERE r.block IN carray(?) AND r.role IN (?,?,?) ORDER BY r.block, r.event, r.role",
                 (apsw.carray(queries._i64(ch)), schema.ROLE_EDIT_AFTER, schema.ROLE_EDIT_BEFORE,
                  schema.ROLE_READ)):
-            got.setdefault(b, []).append((_order(t, tape_id, ofs),
-                                          (eid, role, line0, t, ofs, _place(file, rel), tape, session)))
+            ts = tapes.get(tape)
+            if ts is None:
+                ts = tapes[tape] = conn.execute("SELECT tape_id, session FROM tapes WHERE id=?",
+                                                (tape,)).fetchone()
+            place = _place(file, rel)
+            place = places.setdefault(place, place)
+            got.setdefault(b, []).append((_order(t, ts[0], ofs),
+                                          (eid, role, line0, t, ofs, place, tape, ts[1])))
     order = sorted({k for rs in got.values() for k, _ in rs})
     rank = {k: i for i, k in enumerate(order)}
     refs: dict[int, tuple[list[int], list[tuple]]] = {}
