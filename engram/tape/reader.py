@@ -26,6 +26,7 @@ import xxhash
 import zstandard
 
 from engram.errors import CorruptTape
+from engram.tape.check import check_event
 from engram.tape.writer import MAX_TAPE_BYTES, SUFFIX, size_limit
 
 MAX_FILE_BYTES = MAX_TAPE_BYTES + (MAX_TAPE_BYTES >> 7)
@@ -168,6 +169,8 @@ def parse_lines(raw: bytes, path: Path | str = "<tape>") -> list[dict]:
         out.append(ev)
     if not out or out[0].get("k") != "meta":
         raise CorruptTape("tape does not start with a meta event", path=str(path), line=1)
+    for n, ev in enumerate(out):  # the documented fields of the documented types (untrusted)
+        check_event(ev, n, path)
     return out
 
 
