@@ -178,7 +178,8 @@ class _Nodes:
     slice, iteration) and let go by its user. A big session's edits then hold ~64 bytes each
     through the run, where each held a ``Node`` of ~660 bytes in small objects (its ranges,
     time, text place) made among the tape's parsed events, which kept pymalloc arenas from being
-    given back. A node whose texts cannot be spilled (no spill file) is held as its ``Node``."""
+    given back. A node without texts, or whose texts cannot be spilled (no spill file), is held
+    as its ``Node``."""
 
     def __init__(self, texts: _Texts | None):
         self._texts = texts
@@ -196,7 +197,9 @@ class _Nodes:
         if at is None:
             at = self._tape_at[tape.id] = len(self._tapes)
             self._tapes.append(tape)
-        where = self._texts.put(n.before, n.after) if self._texts is not None else None
+        # (a node without texts is held as it is, as before: no spill file made for it alone)
+        texts = n.before or n.after
+        where = self._texts.put(n.before, n.after) if self._texts is not None and texts else None
         if where is None:
             self._held[i] = n
             where, rpos, rn = (0, 0, 0), 0, 0

@@ -45,7 +45,10 @@ def test_rows_give_back_the_nodes():
             tape = tapes[i % 2]
             nodes.add(1000 + i, tape, 10 * i, ev)
             want.append(_fields(edges.Node(1000 + i, tape, 10 * i, ev)))
-        assert not nodes._held   # (every node spilled)
+        # (every node with a text spilled; one without is held, and makes no spill file)
+        assert sorted(nodes._held) == [i for i, ev in enumerate(EVENTS * 3)
+                                       if not (isinstance(ev.get("before_text"), str) and ev["before_text"]
+                                               or isinstance(ev.get("after_text"), str) and ev["after_text"])]
         assert len(nodes) == len(want)
         assert [_fields(n) for n in nodes] == want
         assert [_fields(n) for n in nodes[3:8]] == want[3:8]
@@ -54,6 +57,16 @@ def test_rows_give_back_the_nodes():
         assert nodes[2].file is None and nodes[0].file is edges.Node(1, tapes[0], 0, EVENTS[0]).file
     finally:
         texts.close()
+
+
+def test_no_spill_file_for_nodes_without_texts():
+    texts = edges._Texts()
+    nodes = edges._Nodes(texts)
+    tape = _tape(1, "tape-a", "s")
+    for i, ev in enumerate(EVENTS[2:4]):   # (neither has a text)
+        nodes.add(i + 1, tape, i, ev)
+    assert texts._spill is None and len(nodes._held) == 2
+    assert [_fields(n) for n in nodes] == [_fields(edges.Node(i + 1, tape, i, ev)) for i, ev in enumerate(EVENTS[2:4])]
 
 
 def test_nodes_held_without_a_spill_file(monkeypatch):
