@@ -265,7 +265,9 @@ def _fixture_tapes(tmp_path, monkeypatch, capsys) -> list[list[dict]]:
     assert code == 0, err
     tapes = sorted((base / "home").rglob("*.jsonl.zst"))
     assert len(tapes) >= 6
-    return [reader.read_tape(t) for t in tapes]
+    # in a fixed order (a tape's name hashes its meta, which holds this run's temporary paths)
+    return sorted((reader.read_tape(t) for t in tapes),
+                  key=lambda evs: json.dumps([evs[0].get("session"), evs[0].get("agent_id"), len(evs)]))
 
 
 def test_type_confused_foreign_tapes_cost_only_their_own_session(tmp_path, monkeypatch, capsys):
@@ -305,6 +307,8 @@ def test_type_confused_foreign_tapes_cost_only_their_own_session(tmp_path, monke
             events[j] = replaced(events[j], at, rng.choice(writable + kinds))
         if not isinstance(events[j], dict):
             events[j] = {"k": events[j]}
+        if j == 0:  # a first line that is not a meta is refused before any of this (test_hostile)
+            events[0]["k"] = "meta"
         bad = writer.write_tape(team, events)
         for i, evs in enumerate(fixtures):
             if i != k:
