@@ -98,8 +98,9 @@ class Engine:
 
     @contextlib.contextmanager
     def _ingest_lock(self):
-        paths.private_dir(self.index_path.parent)  # as ``db.connect`` makes it (0700, parents too)
-        lock_path = self.index_path.with_suffix(".lock")
+        index = db.index_file(self.index_path)  # (not a directory: its lock goes beside it)
+        paths.private_dir(index.parent)  # as ``db.connect`` makes it (0700, parents too)
+        lock_path = index.with_suffix(".lock")
         with open(lock_path, "a+") as f:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX)
             try:

@@ -44,6 +44,16 @@ class IndexUnavailable(EngramError):
     code = "index-unavailable"
 
 
+def index_file(path) -> Path:
+    """``path`` as the index's file; ``IndexUnavailable`` when it names a directory (``/``, ``..``,
+    an existing directory), where neither the index nor its lock beside it can be made."""
+    path = Path(path)
+    if path.name in ("", ".", "..") or path.is_dir():
+        raise IndexUnavailable("a directory, not an index file: point index.path or --index at a "
+                               "file (for example <directory>/index.sqlite)", path=str(path))
+    return path
+
+
 def connect(path: Path, *, create: bool = True, readonly: bool = False,
             mmap: bool = True) -> apsw.Connection:
     """Open (and, if ``create``, initialise or migrate) the index at ``path``.
@@ -56,7 +66,7 @@ def connect(path: Path, *, create: bool = True, readonly: bool = False,
     Raises ``NotIndexed`` when it does not exist and ``create`` is false, ``SchemaTooNew`` for an
     index from a newer Engram, ``IndexMismatch`` when fingerprint parameters differ (rebuild).
     """
-    path = Path(path)
+    path = index_file(path)
     if (not create or readonly) and not path.exists():
         raise NotIndexed("no index yet; run `engram ingest`", path=str(path))
     if not readonly:

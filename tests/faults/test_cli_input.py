@@ -79,6 +79,28 @@ def test_explain_whole_file_form_refuses_too(repo, target):
     assert "Traceback" not in res.stderr
 
 
+
+@pytest.mark.parametrize("where", ["/", "..", "adir", "--index"])
+@pytest.mark.parametrize("command", [["status"], ["ingest"], ["explain", "ok.py:1-2"]])
+def test_an_index_path_that_is_a_directory_is_a_one_line_error(repo, tmp_path, where, command):
+    """``index.path`` (a committed config's, or ``--index``) naming a directory: one line, exit 1,
+    and nothing made beside it (an ingest made its lock at ``<dir>.lock`` before, e.g. ``/tmp.lock``)."""
+    home = tmp_path / "home"
+    argv = list(command)
+    if where == "--index":
+        argv += ["--index", str(repo / "adir")]
+    else:
+        (repo / ".engram").mkdir()
+        (repo / ".engram" / "config.yml").write_text(f"index:\n  path: {where!r}\n")
+    before = sorted(p.name for p in repo.parent.iterdir())
+    r = engram(*argv, cwd=repo, env={"ENGRAM_HOME": str(home)})
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert r.stderr.startswith("Error: ") and "a directory, not an index file" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert sorted(p.name for p in repo.parent.iterdir() if p.name != "home") == \
+        [n for n in before if n != "home"]
+    assert not (repo / "adir.lock").exists()
+
 def test_size_limit_is_a_setting(repo):
     assert (repo / "huge.py").stat().st_size > MAX_FILE_BYTES
     res = engram("blame", "ok.py", cwd=repo, env={"ENGRAM_MAX_FILE_BYTES": "8"})

@@ -125,4 +125,5 @@ def test_an_index_that_cannot_be_opened_names_its_path(tmp_path):
     path.mkdir()  # a directory where the database should be
     with pytest.raises(db.IndexUnavailable) as e:
         db.connect(path)
-    assert e.value.path == str(path) and "cannot open the index" in e.value.message
+    assert e.value.path == str(path) and "a directory, not an index file" in e.value.message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index.sqlite"]  # nothing made beside it
