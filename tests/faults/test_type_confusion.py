@@ -191,6 +191,23 @@ def test_opencode_storage_survives_type_confusion(tmp_path):
 LAYOUT = {"claude_code": "claude/-work-proj", "codex": "codex/2026/05/11",
           "openclaw": "openclaw/agents/main/sessions", "cursor": "cursor/work-proj/agent-transcripts"}
 HARNESSES = ("claude_code", "codex", "openclaw", "cursor", "gemini_cli", "opencode", "aider")
+
+
+def make_repo(repo: Path, harness: str | None = None, logs: Path | None = None,
+              sources: Path | None = None) -> Path:
+    """A repository whose config reads ``harness``'s logs under ``logs`` (every other harness
+    off) and the tapes of ``sources``."""
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".engram").mkdir()
+    cfg = f"sources: [{sources}]\n" if sources is not None else ""
+    cfg += "harnesses:\n"
+    if harness is not None:
+        cfg += f"  {harness}:\n    paths: [{logs}]\n"
+    cfg += "".join(f"  {h}: false\n" for h in HARNESSES if h != harness)
+    (repo / ".engram" / "config.yml").write_text(cfg)
+    return repo
+
+
 INGESTS = 60  # whole ingests (the CLI, a fresh index each): ~0.15 s each
 
 
@@ -213,12 +230,7 @@ def test_type_confused_logs_are_ingested_and_indexed(tmp_path, monkeypatch, caps
         logs.mkdir(parents=True)
         name = log.name if harness != "codex" else "rollout-" + log.name.split("rollout-")[-1]
         (logs / name).write_text("\n".join(mutated) + "\n", encoding="utf-8")
-        repo = root / "repo"
-        (repo / ".git").mkdir(parents=True)
-        (repo / ".engram").mkdir()
-        cfg = f"harnesses:\n  {harness}:\n    paths: [{root / LAYOUT[harness].split('/')[0]}]\n"
-        cfg += "".join(f"  {h}: false\n" for h in HARNESSES if h != harness)
-        (repo / ".engram" / "config.yml").write_text(cfg)
+        repo = make_repo(root / "repo", harness, root / LAYOUT[harness].split("/")[0])
         monkeypatch.setenv("ENGRAM_HOME", str(root / "home"))
         monkeypatch.chdir(repo)
         code = main(["ingest", "--seal"])
@@ -253,12 +265,7 @@ def _fixture_tapes(tmp_path, monkeypatch, capsys) -> list[list[dict]]:
     logs.mkdir(parents=True)
     for p in sorted((HARNESS / "claude_code").glob("*.jsonl")):
         shutil.copy(p, logs / p.name)
-    repo = base / "repo"
-    (repo / ".git").mkdir(parents=True)
-    (repo / ".engram").mkdir()
-    (repo / ".engram" / "config.yml").write_text(
-        f"harnesses:\n  claude_code:\n    paths: [{base / 'logs'}]\n"
-        + "".join(f"  {h}: false\n" for h in HARNESSES if h != "claude_code"))
+    repo = make_repo(base / "repo", "claude_code", base / "logs")
     monkeypatch.setenv("ENGRAM_HOME", str(base / "home"))
     monkeypatch.chdir(repo)
     code, _out, err = _run(["ingest", "--seal"], capsys)
@@ -287,11 +294,7 @@ def test_type_confused_foreign_tapes_cost_only_their_own_session(tmp_path, monke
     for n in range(TAPES):
         work = tmp_path / f"w{n}"
         team = work / "team"
-        repo = work / "repo"
-        (repo / ".git").mkdir(parents=True)
-        (repo / ".engram").mkdir()
-        (repo / ".engram" / "config.yml").write_text(
-            f"sources: [{team}]\nharnesses:\n" + "".join(f"  {h}: false\n" for h in HARNESSES))
+        repo = make_repo(work / "repo", sources=team)
         (repo / "hello.py").write_text("def main():\n    print('Hello, World!')\n")
         k = rng.randrange(len(fixtures))
         events = json.loads(json.dumps(fixtures[k]))
