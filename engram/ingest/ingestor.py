@@ -722,6 +722,18 @@ class Ingestor:
                     continue
                 if tid in known:
                     continue
+                if reader.content_bound(p) >= reader.STREAM_MIN_BYTES:
+                    # a big tape: streamed, and indexed in a transaction of its own (after the
+                    # tapes before it, so the rows are those of the whole-tape path)
+                    self._commit(batch, pending, summary)
+                    batch, pending = store.Batch(self.conn), []
+                    try:
+                        summary["events"] += self._index_streamed_tape(p, tid, summary)
+                    except CorruptTape as e:
+                        self._record_errors(str(p), [e.to_dict()], summary, pending)
+                        continue
+                    known.add(tid)
+                    continue
                 try:
                     events = reader.read_tape(p)
                 except CorruptTape as e:
@@ -736,6 +748,30 @@ class Ingestor:
                     batch, pending = store.Batch(self.conn), []
         self._commit(batch, pending, summary)
         self._index_sidecars(summary)
+
+    def _index_streamed_tape(self, p: Path, tid: str, summary: dict) -> int:
+        """Index a big tape of a tape directory as a stream (``worker.prepare_tape``: checked
+        whole first, as ``read_tape`` checks it, then its blocks prepared a part at a time into
+        temp files) and commit it alone: ``Batch.commit`` indexes it a part at a time (as a
+        streamed log's session), in one transaction -- a kill leaves it not indexed, and the next
+        ingest indexes it. Its lines the lineage pass reads are kept for it, as for a streamed
+        log. ``CorruptTape`` (nothing of it indexed) as ``read_tape`` raises it; its number of
+        events."""
+        work = paths.private_dir(paths.user_tapes_dir())
+        events, prep, kept = parse_worker.prepare_tape(str(p), work)
+        batch = store.Batch(self.conn, self.cache)
+        try:
+            batch.add(store.SessionRecord(tid, events, path=str(p), prepared=prep,
+                                          source_path=events.meta.get("source_path")))
+            if self.cache is not None and hasattr(orjson, "Fragment"):
+                self.cache.keep_tape(tid, events, {o: orjson.Fragment(b) for o, b in kept.items()})
+            del kept
+        except BaseException:
+            prep.discard()
+            parse_worker.discard_spilled(events)
+            raise
+        self._commit(batch, [], summary)   # (its temp files removed, committed or not)
+        return len(events)
 
     # -- sidecars (issue 6) ------------------------------------------------------------------
     def _index_sidecars(self, summary: dict) -> None:

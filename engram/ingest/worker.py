@@ -393,6 +393,84 @@ class _Kept:
         return {at[i]: bytes(buf[at[i + 1]:at[i + 2]]) for i in range(0, len(at), 3)}
 
 
+def prepare_tape(path: str, work: Path) -> tuple:
+    """A big tape of a tape directory (a teammate's, pulled; a tape source's) made ready to index
+    a part at a time, as a streamed log's session is (``_stream_session``), never held whole:
+    ``(SpilledEvents, PreparedSpill, {offset: line})`` -- its events as the indexing reads them
+    (``store.light_event``; the ``meta`` whole), its blocks prepared ``STREAM_CHUNK_EVENTS``
+    events at a time (a part ends between calls) into temp files of ``work`` (the caller's, to
+    index and remove: ``Batch.commit`` of a ``SessionRecord`` with them), and the lines the
+    lineage pass reads (``lineage.cache.wanted``), as they are in the file.
+
+    The tape is untrusted: it is read twice as a stream (``reader.stream_raw``). The first pass
+    checks all that ``reader.read_tape`` checks -- size, end, content hash against its name,
+    every line a JSON object, every event of its documented shape -- and raises the
+    ``CorruptTape`` that ``read_tape`` would, before anything is prepared; it also notes each
+    call's read and edits (``store._Seen``) over the whole tape, so that a part leaves out the
+    derived output that the whole-tape indexing (``store._Derived``) leaves out, wherever the
+    tape puts a call's events. The second pass prepares; it checks the hash again (a file
+    changed in between is refused: nothing of it is kept)."""
+    from engram.index import store
+    from engram.lineage.cache import wanted
+    from engram.tape import reader, writer
+
+    class Whole(store._Seen):
+        """Every call of the tape, seen in the first pass (not updated part by part)."""
+
+        def update(self, events: list[dict]) -> None:
+            pass
+
+    seen = Whole()
+    note = functools.partial(store._Seen.update, seen)
+    n = reader.verify_stream(path, lambda ev: note((ev,)))
+    spill = light = None
+    try:
+        spill = store.PreparedSpill.create(work, writer.temp_name("prepared"))
+        light = SpilledEvents.create(work, writer.temp_name("events"))
+        prep = store.Preparer(wanted, sink=spill.write)
+        prep.seen = seen
+        kept = _Kept()
+        chunk: list[dict] = []
+        meta = None
+        ofs = 0
+
+        def flush() -> None:
+            prep.add(chunk)
+            light.write([store.light_event(ev) for ev in chunk])
+            chunk.clear()
+            release_freed_memory()   # (as ``_stream_session``: the part's texts go back now)
+
+        for ev, line in reader.stream_events(path, lines=True):
+            if wanted(ofs, ev):
+                kept.add(ofs, line)
+            if meta is None:
+                meta = ev
+            else:
+                if len(chunk) >= STREAM_CHUNK_EVENTS and (ev.get("call_id") is None
+                                                          or ev.get("call_id") != chunk[-1].get("call_id")):
+                    flush()
+                chunk.append(ev)
+            ofs += 1
+        if chunk:
+            flush()
+        spill.close()
+        light.close()
+        if ofs != n:   # (the hash matched both times: not expected)
+            from engram.errors import CorruptTape
+
+            raise CorruptTape("tape changed while it was read", path=str(path))
+        light.meta = meta
+        lines = kept.lines()
+        res = (light, spill, lines)
+        spill = light = None   # the caller's now
+        return res
+    finally:
+        if spill is not None:
+            spill.discard()
+        if light is not None:
+            light.discard()
+
+
 class SpilledEvents(PickledParts):
     """A streamed session's events as the indexing reads them (``store.light_event``; the
     ``meta`` first, whole), held in a temp file of a tape directory a part at a time rather than

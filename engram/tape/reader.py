@@ -179,6 +179,207 @@ def read_tape(path: Path) -> list[dict]:
     return parse_lines(read_raw(path), path)
 
 
+# -- a tape read as a stream (a big tape from a tape directory: ``Ingestor._index_tape_dirs``) -----
+
+STREAM_MIN_BYTES = 32 << 20
+"""A tape whose content may be this big or bigger -- the size its zstd frame declares, or for a
+frame that declares none the most its file may decompress to (``size_limit``) -- is indexed from a
+tape directory as a stream (``stream_events``), never held whole; a smaller one is read whole
+(``read_tape``), which is quicker for small tapes. The same threshold as a log's
+(``ingestor.STREAM_MIN_BYTES``)."""
+
+_PIECE = 1 << 20   # decompressed bytes gathered before they are cut into lines
+_READ = 1 << 16    # compressed bytes read from the file at a time (fed ``_FEED`` at a time)
+
+
+def content_bound(path: Path | str) -> int:
+    """The most bytes the tape at ``path`` may hold: its frame's declared content size, else the
+    most its file may decompress to; 0 when it is not a zstd frame, -1 when the file cannot be
+    read (``read_raw`` says why, at once)."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(18)   # (a zstd frame header is at most 18 bytes)
+    except OSError:
+        return -1
+    limit = size_limit(size)
+    try:
+        declared = zstandard.frame_content_size(head)
+    except zstandard.ZstdError:
+        return 0   # not a zstd frame (or an empty file): ``read_raw`` refuses it at once
+    return declared if 0 <= declared <= limit else limit
+
+
+def stream_raw(path: Path | str):
+    """The tape's JSONL as a stream, a piece of about ``_PIECE`` bytes at a time (a piece ends
+    anywhere, not on a line), decompressed within ``size_limit`` as ``read_raw`` decompresses it
+    -- the same file size cap, the same refusal of a frame declaring more than its file may hold,
+    at most ``_FEED`` compressed bytes fed at a time -- and hashed as it goes: after the last
+    piece, ``CorruptTape`` when the content does not end (a truncated frame) or does not hash to
+    the tape's name. Whatever came before is then not the tape's: the caller keeps nothing of a
+    stream that did not end without error."""
+    want = tape_id_of(path)
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        raise CorruptTape("tape file vanished or does not exist", path=str(Path(path))) from None
+    except OSError as e:
+        raise CorruptTape(f"cannot read tape: {e.strerror or e}", path=str(Path(path))) from None
+    with f:
+        try:
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_FILE_BYTES:
+                raise CorruptTape(f"tape file is {size} bytes, more than a tape may hold "
+                                  f"({MAX_FILE_BYTES})", path=str(Path(path)))
+            limit = size_limit(size)
+            data = f.read(_READ)
+        except OSError as e:
+            raise CorruptTape(f"cannot read tape: {e.strerror or e}", path=str(Path(path))) from None
+        yield from _stream_frame(f, data, size, limit, want, path)
+
+
+def _stream_frame(f, data: bytes, size: int, limit: int, want: str, path):
+    """(``stream_raw``) the frame of ``f``, whose first bytes are ``data``."""
+    h = xxhash.xxh3_128()
+    total = 0
+    piece = bytearray()
+    try:
+        try:
+            declared = zstandard.frame_content_size(data)
+        except zstandard.ZstdError:
+            declared = -1   # (not a zstd frame: the decompressor says so)
+        if declared > limit:
+            raise CorruptTape(f"tape declares {declared} bytes of content, more than its "
+                              f"{size}-byte file may hold ({limit}): a zstd bomb?",
+                              path=str(Path(path)))
+        dobj = _decompressor().decompressobj()
+        while data and not dobj.eof:
+            view = memoryview(data)
+            for i in range(0, len(view), _FEED):
+                out = dobj.decompress(view[i:i + _FEED])
+                total += len(out)
+                if total > limit:
+                    raise CorruptTape(f"tape decompresses to more than its {size}-byte file "
+                                      f"may hold ({limit} bytes): a zstd bomb?", path=str(Path(path)))
+                h.update(out)
+                piece += out
+                if dobj.eof:
+                    break
+                if len(piece) >= _PIECE:
+                    yield bytes(piece)
+                    piece.clear()
+            if not dobj.eof:
+                data = f.read(_READ)
+    except zstandard.ZstdError as e:
+        raise CorruptTape(f"corrupt or truncated zstd data: {e}", path=str(Path(path))) from None
+    except OSError as e:
+        raise CorruptTape(f"cannot read tape: {e.strerror or e}", path=str(Path(path))) from None
+    if piece:
+        yield bytes(piece)
+    if not dobj.eof:
+        raise CorruptTape("truncated zstd data (the frame does not end)", path=str(Path(path)))
+    got = h.hexdigest()
+    if got != want:
+        raise CorruptTape(f"content hash {got} does not match the tape's name", path=str(Path(path)))
+
+
+def stream_lines(path: Path | str):
+    """``(line number, line)`` of every non-empty line of the tape's JSONL, from ``stream_raw``
+    (its errors raised where it raises them: the hash after the last line). A line longer than a
+    piece is joined once, at its end."""
+    pending: list[bytes] = []   # the pieces of a line not ended yet
+    no = 0
+    for piece in stream_raw(path):
+        nl = piece.find(b"\n")
+        if nl < 0:
+            pending.append(piece)
+            continue
+        head = piece[:nl]
+        if pending:
+            pending.append(head)
+            head = b"".join(pending)
+            pending.clear()
+        no += 1
+        if head:
+            yield no, head
+        lines = piece[nl + 1:].split(b"\n")
+        rest = lines.pop()
+        for line in lines:
+            no += 1
+            if line:
+                yield no, line
+        if rest:
+            pending.append(rest)
+    if pending:
+        yield no + 1, b"".join(pending)
+
+
+def stream_events(path: Path | str, lines: bool = False):
+    """The tape's events in order, each parsed and checked (``check.check_event``) as
+    ``read_tape`` checks them, without the tape held whole (``stream_raw``); with ``lines``,
+    ``(event, its line)``. ``CorruptTape`` as ``read_tape`` raises it, at the first bad line or
+    event -- and after the last event when the content is not what the tape's name says (which
+    ``read_tape`` finds first): what was yielded before an error is not the tape's. The error is
+    then ``read_tape``'s only when the stream is read to its end first (``verify_stream``)."""
+    n = 0
+    for no, line in stream_lines(path):
+        try:
+            ev = orjson.loads(line)
+        except orjson.JSONDecodeError as e:
+            raise CorruptTape(f"bad JSON in tape: {e}", path=str(path), line=no) from None
+        if not isinstance(ev, dict):
+            raise CorruptTape("tape line is not an object", path=str(path), line=no)
+        if n == 0 and ev.get("k") != "meta":
+            raise CorruptTape("tape does not start with a meta event", path=str(path), line=1)
+        check_event(ev, n, path)
+        n += 1
+        yield (ev, line) if lines else ev
+    if n == 0:
+        raise CorruptTape("tape does not start with a meta event", path=str(path), line=1)
+
+
+def verify_stream(path: Path | str, each=None) -> int:
+    """Read the tape at ``path`` as a stream to its end, checking all that ``read_tape`` checks,
+    and raise the ``CorruptTape`` that ``read_tape`` would raise (the same message and line) --
+    the content's size, end and hash first, then the first line that is not a JSON object, then
+    the meta event, then the first event of the wrong shape; ``each(event)`` is called on each
+    event (in order; those after a bad one are not given). The number of events."""
+    first_bad: CorruptTape | None = None    # the first bad line (JSON), else the first bad event
+    bad_event = False
+    n = 0
+    for no, line in stream_lines(path):
+        if first_bad is not None and not bad_event:
+            continue   # (a line that is not JSON: the rest is hashed only)
+        try:
+            ev = orjson.loads(line)
+        except orjson.JSONDecodeError as e:
+            first_bad, bad_event = CorruptTape(f"bad JSON in tape: {e}", path=str(path), line=no), False
+            continue
+        if not isinstance(ev, dict):
+            first_bad, bad_event = CorruptTape("tape line is not an object", path=str(path),
+                                               line=no), False
+            continue
+        if first_bad is not None:
+            continue   # (an event of the wrong shape: later lines are still checked as JSON)
+        if n == 0 and ev.get("k") != "meta":
+            first_bad, bad_event = CorruptTape("tape does not start with a meta event",
+                                               path=str(path), line=1), True
+            continue
+        try:
+            check_event(ev, n, path)
+        except CorruptTape as e:
+            first_bad, bad_event = e, True
+            continue
+        n += 1
+        if each is not None:
+            each(ev)
+    if first_bad is not None:
+        raise first_bad
+    if n == 0:
+        raise CorruptTape("tape does not start with a meta event", path=str(path), line=1)
+    return n
+
+
 CACHE_MB = 128
 """Default budget of the LRU of decompressed tapes, in MiB of tape text."""
 ENV_CACHE_MB = "ENGRAM_TAPE_CACHE_MB"
