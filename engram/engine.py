@@ -796,6 +796,7 @@ class Engine:
     # -- status ----------------------------------------------------------------------------------
     def status(self) -> dict:
         old = old_cache_report(self.root)
+        db.index_file(self.index_path)  # a place it cannot be (a directory, another user's): said now
         if not self.index_path.exists():
             return {"root": str(self.root), "index": str(self.index_path), "indexed": False,
                     "counts": None, "last_ingest": None, "live_sessions": [],

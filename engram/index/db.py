@@ -51,7 +51,39 @@ def index_file(path) -> Path:
     if path.name in ("", ".", "..") or path.is_dir():
         raise IndexUnavailable("a directory, not an index file: point index.path or --index at a "
                                "file (for example <directory>/index.sqlite)", path=str(path))
+    why = _not_yours(path)
+    if why:
+        raise IndexUnavailable(f"{why}: the index holds your transcripts' text, so Engram keeps it "
+                               "in a directory of yours; point index.path or --index there",
+                               path=str(path))
     return path
+
+
+def _not_yours(path: Path) -> str | None:
+    """Why the index at ``path`` is not the user's own, or None. Its directory must belong to
+    the user (or not exist yet: it is then made, 0700): in a directory of someone else's (a
+    committed config's ``index.path: /tmp/index.sqlite``), another user could make the index,
+    its ``-wal``/``-shm`` or its lock before Engram does, owned by them, and then read every
+    event written there or plant answers; ``paths.private_file`` cannot narrow a file of theirs.
+    The files that exist must be the user's too (a directory handed over with them in it)."""
+    me = os.geteuid()
+    d = path.parent
+    try:
+        st = os.stat(d)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return None  # (connect's own error names what is wrong with it)
+    if st.st_uid != me:
+        return f"its directory {d} belongs to another user (uid {st.st_uid})"
+    for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), path.with_suffix(".lock")):
+        try:
+            owner = os.lstat(p).st_uid
+        except OSError:
+            continue
+        if owner != me:
+            return f"{p.name} belongs to another user (uid {owner})"
+    return None
 
 
 def connect(path: Path, *, create: bool = True, readonly: bool = False,

@@ -101,6 +101,45 @@ def test_an_index_path_that_is_a_directory_is_a_one_line_error(repo, tmp_path, w
         [n for n in before if n != "home"]
     assert not (repo / "adir.lock").exists()
 
+
+OTHER_UID = 65534  # nobody
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a file of another user's needs root")
+@pytest.mark.parametrize("planted", [None, "index.sqlite", "index.sqlite-wal", "index.lock"])
+@pytest.mark.parametrize("command", [["ingest"], ["status"], ["explain", "ok.py:1-2"]])
+def test_an_index_path_another_user_controls_is_refused(repo, tmp_path, planted, command):
+    """A committed config's ``index.path`` in a directory of another user's, or where another
+    user made the index's files first: refused in one line, nothing written there (they could
+    read every event written to such an index, or plant its answers)."""
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o777)
+    os.chmod(theirs, 0o777)
+    if planted is None:
+        os.chown(theirs, OTHER_UID, OTHER_UID)
+    else:  # our directory, but a file of the index made first by someone else
+        (theirs / planted).write_bytes(b"")
+        os.chown(theirs / planted, OTHER_UID, OTHER_UID)
+    (repo / ".engram").mkdir()
+    (repo / ".engram" / "config.yml").write_text(f"index:\n  path: {str(theirs / 'index.sqlite')!r}\n")
+    before = {p.name: p.stat().st_size for p in theirs.iterdir()}
+    r = engram(*command, cwd=repo, env={"ENGRAM_HOME": str(tmp_path / "home")})
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and "another user" in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+    assert {p.name: p.stat().st_size for p in theirs.iterdir()} == before  # nothing made or written
+
+
+def test_an_index_path_in_a_directory_of_yours_is_used(repo, tmp_path):
+    """The rule does not stop a private index the user keeps elsewhere (CI's ``index.path``)."""
+    mine = tmp_path / "mine" / "index.sqlite"
+    (repo / ".engram").mkdir()
+    (repo / ".engram" / "config.yml").write_text(f"index:\n  path: {str(mine)!r}\n")
+    r = engram("ingest", cwd=repo, env={"ENGRAM_HOME": str(tmp_path / "home")})
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert mine.exists() and oct(mine.stat().st_mode & 0o777) == "0o600"
+
 def test_size_limit_is_a_setting(repo):
     assert (repo / "huge.py").stat().st_size > MAX_FILE_BYTES
     res = engram("blame", "ok.py", cwd=repo, env={"ENGRAM_MAX_FILE_BYTES": "8"})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 import apsw
@@ -127,3 +128,24 @@ def test_an_index_that_cannot_be_opened_names_its_path(tmp_path):
         db.connect(path)
     assert e.value.path == str(path) and "a directory, not an index file" in e.value.message
     assert sorted(p.name for p in tmp_path.iterdir()) == ["index.sqlite"]  # nothing made beside it
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a file of another user's needs root")
+@pytest.mark.parametrize("readonly", [False, True])
+def test_an_index_in_a_directory_of_another_user_is_refused(tmp_path, readonly):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    index = theirs / "index.sqlite"
+    db.connect(tmp_path / "mine.sqlite").close()
+    (tmp_path / "mine.sqlite").rename(index)  # a valid index, in their directory
+    os.chown(theirs, 65534, 65534)
+    with pytest.raises(db.IndexUnavailable) as e:
+        db.connect(index, readonly=readonly)
+    assert "belongs to another user (uid 65534)" in e.value.message and e.value.path == str(index)
+    os.chown(theirs, os.geteuid(), os.getegid())
+    os.chown(index, 65534, 65534)  # our directory, their file
+    with pytest.raises(db.IndexUnavailable) as e:
+        db.connect(index, readonly=readonly)
+    assert "index.sqlite belongs to another user" in e.value.message
+    os.chown(index, os.geteuid(), os.getegid())
+    db.connect(index, readonly=readonly).close()  # ours again: opened
