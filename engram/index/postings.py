@@ -225,10 +225,13 @@ def prefill(conn: apsw.Connection, stop=None) -> bool | None:
                 conn.execute("COMMIT")
 
 
-def held_block_counts(conn: apsw.Connection, keys: np.ndarray) -> tuple[dict[int, int], int] | None:
-    """``({block: how many of the given sorted distinct index keys it holds}, how many of the keys
-    occur at all)`` from the postings held in memory (``keep_postings``); None when none are held
-    for ``conn``'s index (the caller asks SQLite: ``queries.block_counts``)."""
+def held_block_counts(conn: apsw.Connection, keys: np.ndarray, least: float = 0
+                      ) -> tuple[dict[int, int], int] | None:
+    """``({block: how many of the given sorted distinct index keys it holds, for the blocks
+    holding at least ``least``}, how many of the keys occur at all)`` from the postings held in
+    memory (``keep_postings``); None when none are held for ``conn``'s index (the caller asks
+    SQLite: ``queries.block_counts``). (The blocks below ``least`` are dropped in numpy: a popular
+    span's keys are in thousands of blocks, a few dozen of which are kept.)"""
     held = _held_for(conn)
     if held is None or held.snapshot is None:
         return None
@@ -239,6 +242,9 @@ def held_block_counts(conn: apsw.Connection, keys: np.ndarray) -> tuple[dict[int
             return None
         codes, kid = _postings(conn, keys, cache)
     blocks, n = np.unique(codes & _LO32, return_counts=True)
+    if least > 0:
+        keep = n >= least
+        blocks, n = blocks[keep], n[keep]
     return dict(zip(blocks.tolist(), n.tolist())), len(uniq(kid))
 
 

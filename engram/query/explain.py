@@ -249,9 +249,9 @@ def _block_counts(conn: apsw.Connection, hashes: np.ndarray, keyed, least: float
     holds in memory (the language server; no postings read), else from SQLite, whose rows
     (``packed.rows``) then also give the after-texts' postings (one read of the span's keys, not
     two). ``keyed``: ``queries._keyed(hashes)``."""
-    held = postings.held_block_counts(conn, np.frombuffer(keyed[0], dtype=np.int64))
+    held = postings.held_block_counts(conn, np.frombuffer(keyed[0], dtype=np.int64), least)
     if held is not None:
-        return {b: c for b, c in held[0].items() if c >= least}, held[1], None
+        return held[0], held[1], None
     rows = packed.rows(conn, np.frombuffer(keyed[0], dtype=np.int64))
     return (*queries.block_counts(conn, hashes, keyed, rows, least), rows)
 
