@@ -59,6 +59,7 @@ LINK_PASS_POSTINGS = 1_000_000  # postings one pass holds: more, and its edits a
 # pass grew with the log up to ~800 MB of it; at 500 k it was still the peak at 1.5 GB; the groups
 # of a pass never change a row)
 LINK_MATCH_ROWS = 250_000
+CARDINALITY_EVENTS = 2_048       # touched events whose edges ``_cardinality`` reads at once
 READ_EVENTS = 1_024              # a new tape's edits parsed at a time (``run``)
 QUERY_BATCH = 256               # edits whose texts are fingerprinted in one batch (``_queried``),
 QUERY_BATCH_CHARS = 1 << 20     # ... and characters of their texts (what the batch holds stays small)
@@ -264,7 +265,11 @@ class _Touched:
         self._ids.append(eid)
 
     def __iter__(self):
-        return iter(uniq(np.frombuffer(self._ids, np.int64)).tolist() if self._ids else ())
+        return iter(self.ids().tolist())
+
+    def ids(self) -> np.ndarray:
+        """The events, distinct and sorted (int64)."""
+        return uniq(np.frombuffer(self._ids, np.int64)) if self._ids else np.zeros(0, np.int64)
 
 
 class Postings:
@@ -560,6 +565,105 @@ def _ref_rows(conn: apsw.Connection, blocks: list[int]):
 _I64 = (-(1 << 63), 1 << 63)
 
 
+def _key_bytes(key: tuple) -> bytes | None:
+    """An ``_order`` key ``(t, tape id, offset)`` as bytes that compare as the tuples do: each
+    string's UTF-8 (lone surrogates kept: ``surrogatepass`` orders as the code points do) with
+    NUL written as ``00 01`` and ended by ``00 00`` (so no string's bytes are a prefix of another
+    string's: a shorter string sorts first, as it does among tuples), then the offset biased to
+    an unsigned 8-byte big-endian number. None when a part is not of those types (a time that is
+    not a string, an offset past int64)."""
+    t, tape_id, ofs = key
+    if type(t) is not str or type(tape_id) is not str or type(ofs) is not int or not _I64[0] <= ofs < _I64[1]:
+        return None
+    return b"".join((t.encode("utf-8", "surrogatepass").replace(b"\0", b"\0\1"), b"\0\0",
+                     tape_id.encode("utf-8", "surrogatepass").replace(b"\0", b"\0\1"), b"\0\0",
+                     (ofs - _I64[0]).to_bytes(8, "big")))
+
+
+class _KeyOrder:
+    """The run's node keys (``Node.key``), distinct and sorted, searched as ``bisect`` searches
+    their sorted list (``left``, ``right``) — held as one bytes string of their ``_key_bytes`` and
+    an array of offsets into it: a big session's edits held a tuple, a time string and an int
+    each through the whole ``_link`` (~180 bytes an edit in small objects, made among the nodes
+    read back, keeping pymalloc arenas from being given back). A key that has no bytes form is
+    compared as a tuple (the held keys made back: the same answer, or the same ``TypeError``)."""
+
+    __slots__ = ("_at", "_blob")
+
+    def __init__(self, encoded: list[bytes]):
+        """``encoded``: the keys' ``_key_bytes``, sorted and distinct."""
+        self._blob = b"".join(encoded)
+        at = np.zeros(len(encoded) + 1, np.int64)
+        np.cumsum(np.fromiter((len(e) for e in encoded), np.int64, len(encoded)), out=at[1:])
+        self._at = array("q", at.tobytes())
+
+    def __len__(self) -> int:
+        return len(self._at) - 1
+
+    def _bytes(self, i: int) -> bytes:
+        return self._blob[self._at[i]:self._at[i + 1]]
+
+    def __getitem__(self, i: int) -> tuple:
+        """The ``i``-th key as its tuple."""
+        b = self._bytes(i)
+        t_end = _end(b, 0)
+        id_end = _end(b, t_end + 2)
+        return (_unescaped(b[:t_end]), _unescaped(b[t_end + 2:id_end]),
+                int.from_bytes(b[id_end + 2:], "big") + _I64[0])
+
+    def left(self, key: tuple) -> int:
+        return self._search(key, False)
+
+    def right(self, key: tuple) -> int:
+        return self._search(key, True)
+
+    def _search(self, key: tuple, right: bool) -> int:
+        lo, hi = 0, len(self)
+        enc = _key_bytes(key)
+        at = self._bytes if enc is not None else self.__getitem__
+        k = enc if enc is not None else key
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if (k < at(mid)) if right else not (at(mid) < k):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    @classmethod
+    def of(cls, nodes) -> _KeyOrder | list[tuple]:
+        """The keys of ``nodes``; their sorted list (as before) where one has no bytes form."""
+        encoded = set()
+        for n in nodes:
+            e = _key_bytes(n.key)
+            if e is None:
+                return sorted({n.key for n in nodes})
+            encoded.add(e)
+        return cls(sorted(encoded))
+
+
+def _end(b: bytes, i: int) -> int:
+    """Where the escaped string starting at ``i`` ends (its ``00 00``)."""
+    while True:
+        j = b.index(b"\0", i)
+        if b[j + 1] == 0:
+            return j
+        i = j + 2
+
+
+def _unescaped(b: bytes) -> str:
+    return b.replace(b"\0\1", b"\0").decode("utf-8", "surrogatepass")
+
+
+def _left(order, key) -> int:
+    """``bisect_left`` of ``key`` in ``order`` (a ``_KeyOrder`` or a sorted list)."""
+    return order.left(key) if isinstance(order, _KeyOrder) else bisect.bisect_left(order, key)
+
+
+def _right(order, key) -> int:
+    return order.right(key) if isinstance(order, _KeyOrder) else bisect.bisect_right(order, key)
+
+
 class _PlaceRows:
     """The earlier-edit or tombstone rows at one place (``Linker._place_rows``, latest first) as
     a few numbers a row — not a tuple of six objects (with the row's time and tape strings) a
@@ -570,13 +674,13 @@ class _PlaceRows:
 
     __slots__ = ("after", "eid", "end", "hi", "start")
 
-    def __init__(self, rows, node_order: list[tuple]):
+    def __init__(self, rows, node_order: _KeyOrder | list[tuple]):
         eid, start, end, after = [], [], [], []
         for r in rows:
             eid.append(r[0])
             start.append(r[2])
             end.append(r[3])
-            after.append(bisect.bisect_right(node_order, _order(r[1], r[4], r[5])))
+            after.append(_right(node_order, _order(r[1], r[4], r[5])))
         self.eid = np.array(eid, np.int64)
         self.start, self.end = _ints(start), _ints(end)
         self.hi = np.maximum(self.start, self.end)
@@ -777,7 +881,7 @@ class Linker:
         self.stats["tombstones"] += len(tomb_rows)
         del tomb_rows   # (a tuple and its numbers an edit: not held through the passes)
         self._loc_cache: dict[tuple, _PlaceRows] = {}
-        self._node_order = sorted({n.key for n in nodes})   # (``_PlaceRows``' ``after``)
+        self._node_order = _KeyOrder.of(nodes)   # (``_PlaceRows``' ``after``)
         part: list[Node] = []
         size = 0
         for n in self._queried(nodes):
@@ -931,7 +1035,7 @@ class Linker:
             return []
         col = "rel" if n.rel else "file"
         out = []
-        j = bisect.bisect_left(self._node_order, n.key)
+        j = _left(self._node_order, n.key)
         if n.has_before and n.b_range and n.b_range[0] is not None:
             b0, b1 = n.b_range[0], max(n.b_range[0], n.b_range[1])
             rows = self._place_rows("edits", col, place).earlier(n.eid, b0, b1, j)
@@ -1056,20 +1160,32 @@ class Linker:
 
     # -- cardinality ---------------------------------------------------------------------------
     def _cardinality(self, touched_from: _Touched, touched_to: _Touched) -> None:
-        """The cardinality of every edge from or to a touched event, from the columns it reads
-        (a big session's run touches tens of thousands of edges: their whole rows, twice, and an
-        ``EventRow`` for each source only for its tape made the end of the pass its peak)."""
+        """The cardinality of every edge from or to a touched event, ``CARDINALITY_EVENTS``
+        touched events' edges at a time (an edge's cardinality depends only on the edges of its
+        source and of its target, which the run no longer changes: the same values as all at
+        once), from the columns it reads. A big session's run touches tens of thousands of
+        edges: all of their rows and what is read for them at once made the end of the pass its
+        peak, and left pymalloc arenas of their objects behind."""
         conn = self.conn
         # (id, from, to, to_start, to_end, cardinality)
         cols = "id, from_event, to_event, to_start, to_end, cardinality"
-        rows: dict[int, tuple] = {}
-        for ids, col in ((touched_from, "from_event"), (touched_to, "to_event")):
-            for ch in _chunks(sorted(ids)):
-                for r in conn.execute(f"SELECT {cols} FROM edges WHERE {col} IN carray(?)",
-                                      (apsw.carray(queries._i64(ch)),)):
-                    rows[r[0]] = r
-        froms = {r[1] for r in rows.values()}
-        tos = {r[2] for r in rows.values()}
+        froms = touched_from.ids()
+        for ids, col in ((froms, "from_event"), (touched_to.ids(), "to_event")):
+            for i in range(0, len(ids), CARDINALITY_EVENTS):
+                rows = conn.execute(f"SELECT {cols} FROM edges WHERE {col} IN carray(?)",
+                                    (apsw.carray(queries._i64(ids[i:i + CARDINALITY_EVENTS])),)).fetchall()
+                if col == "to_event" and rows:   # (an edge from a touched event: done above)
+                    done = member(np.fromiter((r[1] for r in rows), np.int64, len(rows)), froms)
+                    rows = [r for r, d in zip(rows, done.tolist()) if not d]
+                if rows:
+                    self._cardinality_of(rows)
+
+    def _cardinality_of(self, rows: list[tuple]) -> None:
+        """``_cardinality`` of the edges ``rows`` (distinct edges, ``(id, from, to, to_start,
+        to_end, cardinality)``)."""
+        conn = self.conn
+        froms = {r[1] for r in rows}
+        tos = {r[2] for r in rows}
         linking = " AND location_only=0 AND kind IN ('edit','move','reinsert')"
         out_n: dict[int, list] = {}   # source → [its linking edges, their highest confidence]
         for ch in _chunks(sorted(froms)):
@@ -1088,7 +1204,7 @@ class Linker:
                                               (apsw.carray(queries._i64(ch)),)):
                 in_e[to].append((f, s0, s1))
         tape_of: dict[int, int] = {}
-        wanted = {i[0] for v in in_e.values() for i in v} | {r[1] for r in rows.values()}
+        wanted = {i[0] for v in in_e.values() for i in v} | froms
         for ch in _chunks(sorted(wanted)):
             tape_of.update(conn.execute("SELECT id, tape FROM events WHERE id IN carray(?)",
                                         (apsw.carray(queries._i64(ch)),)))
@@ -1103,7 +1219,7 @@ class Linker:
         merged = {f for f, (n, top) in out_n.items() if n > 1 and top < MERGE_COVER}
         del out_n
         updates = []
-        for r in rows.values():
+        for r in rows:
             card = "1:1"
             if r[1] in merged:
                 card = "N:1"
