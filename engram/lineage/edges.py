@@ -59,6 +59,10 @@ LINK_PASS_POSTINGS = 1_000_000  # postings one pass holds: more, and its edits a
 # pass grew with the log up to ~800 MB of it; at 500 k it was still the peak at 1.5 GB; the groups
 # of a pass never change a row)
 LINK_MATCH_ROWS = 250_000
+LINK_REF_BLOCKS = 4_096          # blocks whose refs one ``_ref_rows`` reads (``_link_matched``): the
+# blocks a pass's queries may link to grow with the session (each edit matches its file's earlier
+# versions: ~5 k in a pass at 400 MB, ~13 k at 1.5 GB), and their refs' rows are small objects
+# (a tuple and its time order key a ref) that set the high-water mark of the pass's arenas
 CARDINALITY_EVENTS = 2_048       # touched events whose edges ``_cardinality`` reads at once
 READ_EVENTS = 1_024              # a new tape's edits parsed at a time (``run``)
 QUERY_BATCH = 256               # edits whose texts are fingerprinted in one batch (``_queried``),
@@ -930,17 +934,42 @@ class Linker:
             n.qa = n.qb = None
 
     def _link_matched(self, post: Postings, nodes: list[Node], touched_to: _Touched) -> None:
-        """The edges of ``nodes`` from one ``match_all`` over ``post``."""
+        """The edges of ``nodes`` from one ``match_all`` over ``post``: the refs of the blocks
+        their queries may link to read ``LINK_REF_BLOCKS`` blocks at a time (a group of nodes
+        in order; a node's edges depend only on its own blocks' refs), inserted at once."""
         conn = self.conn
         # per query: the blocks it matched (hash counts, line ranges); those that may link
         matches = post.match_all([q for n in nodes for q in (n.qa, n.qb)])
         per_node = list(zip(matches[0::2], matches[1::2]))
-        lk = [m.blocks[m.passing] for m in matches if m is not None]
-        cand_blocks = uniq(np.concatenate(lk)).tolist() if lk else []
-        del lk
-        refs, ref_blocks, first, order = _ref_rows(conn, cand_blocks)
-        edge_rows = []
-        for n, (ma, mb) in zip(nodes, per_node):
+        del matches
+        edge_rows: list[tuple] = []
+        group: list[int] = []
+        blocks: set[int] = set()
+        for i, (ma, mb) in enumerate(per_node):
+            mine = set(itertools.chain.from_iterable(m.blocks[m.passing].tolist() for m in (ma, mb)
+                                                     if m is not None))
+            if group and len(blocks) + len(mine - blocks) > LINK_REF_BLOCKS:
+                self._link_group(nodes, per_node, group, blocks, touched_to, edge_rows)
+                group, blocks = [], set()
+            group.append(i)
+            blocks |= mine
+        if group:
+            self._link_group(nodes, per_node, group, blocks, touched_to, edge_rows)
+        conn.executemany(
+            "INSERT INTO edges(from_event, to_event, confidence, location_delta, cardinality,"
+            " agent_link, location_only, kind, to_start, to_end, from_side, to_role, span_sim)"
+            " VALUES (?,?,?,?,'1:1',0,?,?,?,?,?,?,?)",
+            [(e[0], e[1], e[2], e[3], e[6], e[4], e[5][0], e[5][1], e[7], e[8], e[9])
+             for e in edge_rows])
+
+    def _link_group(self, nodes: list[Node], per_node: list, group: list[int], blocks: set[int],
+                    touched_to: _Touched, edge_rows: list[tuple]) -> None:
+        """(``_link_matched``) the edges of the nodes at ``group`` (indices into ``nodes`` and
+        their matches ``per_node``), from the refs of ``blocks`` (all those their queries may
+        link to), appended to ``edge_rows`` in their order."""
+        refs, ref_blocks, first, order = _ref_rows(self.conn, sorted(blocks))
+        for i in group:
+            n, (ma, mb) = nodes[i], per_node[i]
             edges = self._candidates(n, ma, mb, refs, ref_blocks, first, bisect.bisect_left(order, n.key))
             linked = {e[1] for e in edges}
             edges.extend(self._location_only(n, ma, mb, linked))
@@ -948,12 +977,6 @@ class Linker:
                 touched_to.add(e[1])
                 edge_rows.append(e + ((n.cont if e[7] == 0 else None),))
                 self.stats["location_only" if e[6] else "edges"] += 1
-        conn.executemany(
-            "INSERT INTO edges(from_event, to_event, confidence, location_delta, cardinality,"
-            " agent_link, location_only, kind, to_start, to_end, from_side, to_role, span_sim)"
-            " VALUES (?,?,?,?,'1:1',0,?,?,?,?,?,?,?)",
-            [(e[0], e[1], e[2], e[3], e[6], e[4], e[5][0], e[5][1], e[7], e[8], e[9])
-             for e in edge_rows])
 
     def _candidates(self, n: Node, ma: Match | None, mb: Match | None, refs: dict,
                     ref_blocks: np.ndarray, first: np.ndarray, before: int) -> list[tuple]:
