@@ -758,6 +758,7 @@ class Ingestor:
         log. ``CorruptTape`` (nothing of it indexed) as ``read_tape`` raises it; its number of
         events."""
         work = paths.private_dir(paths.user_tapes_dir())
+        writer.sweep_temp(work)   # what an ingest killed while it indexed one left behind
         events, prep, kept = parse_worker.prepare_tape(str(p), work)
         batch = store.Batch(self.conn, self.cache)
         try:
