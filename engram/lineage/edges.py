@@ -702,6 +702,12 @@ class _PlaceRows:
         return zip(self.eid[sel].tolist(), self.start[sel].tolist(), self.end[sel].tolist())
 
 
+def _place_key(n: Node) -> tuple[bool, str]:
+    """A sort key of ``n``'s place (``_place``; none last)."""
+    p = _place(n.file, n.rel)
+    return (p is None, p if isinstance(p, str) else "")
+
+
 def _small(v) -> bool:
     return type(v) is int and _I64[0] <= v < _I64[1]
 
@@ -935,26 +941,33 @@ class Linker:
 
     def _link_matched(self, post: Postings, nodes: list[Node], touched_to: _Touched) -> None:
         """The edges of ``nodes`` from one ``match_all`` over ``post``: the refs of the blocks
-        their queries may link to read ``LINK_REF_BLOCKS`` blocks at a time (a group of nodes
-        in order; a node's edges depend only on its own blocks' refs), inserted at once."""
+        their queries may link to read ``LINK_REF_BLOCKS`` blocks at a time (a group of nodes,
+        grouped by place; a node's edges depend only on its own blocks' refs), inserted at once
+        in the nodes' order."""
         conn = self.conn
         # per query: the blocks it matched (hash counts, line ranges); those that may link
         matches = post.match_all([q for n in nodes for q in (n.qa, n.qb)])
         per_node = list(zip(matches[0::2], matches[1::2]))
         del matches
-        edge_rows: list[tuple] = []
+        # the nodes grouped by place (a file's edits match mostly the same earlier versions: a
+        # block's refs are then read in few groups), their edges inserted in the nodes' order
+        out: list[list[tuple] | None] = [None] * len(nodes)
         group: list[int] = []
         blocks: set[int] = set()
-        for i, (ma, mb) in enumerate(per_node):
+        for i in sorted(range(len(nodes)), key=lambda i: (_place_key(nodes[i]), i)):
+            ma, mb = per_node[i]
             mine = set(itertools.chain.from_iterable(m.blocks[m.passing].tolist() for m in (ma, mb)
                                                      if m is not None))
             if group and len(blocks) + len(mine - blocks) > LINK_REF_BLOCKS:
-                self._link_group(nodes, per_node, group, blocks, touched_to, edge_rows)
+                self._link_group(nodes, per_node, group, blocks, touched_to, out)
                 group, blocks = [], set()
             group.append(i)
             blocks |= mine
         if group:
-            self._link_group(nodes, per_node, group, blocks, touched_to, edge_rows)
+            self._link_group(nodes, per_node, group, blocks, touched_to, out)
+        del per_node
+        edge_rows = list(itertools.chain.from_iterable(out))
+        del out
         conn.executemany(
             "INSERT INTO edges(from_event, to_event, confidence, location_delta, cardinality,"
             " agent_link, location_only, kind, to_start, to_end, from_side, to_role, span_sim)"
@@ -963,19 +976,20 @@ class Linker:
              for e in edge_rows])
 
     def _link_group(self, nodes: list[Node], per_node: list, group: list[int], blocks: set[int],
-                    touched_to: _Touched, edge_rows: list[tuple]) -> None:
-        """(``_link_matched``) the edges of the nodes at ``group`` (indices into ``nodes`` and
-        their matches ``per_node``), from the refs of ``blocks`` (all those their queries may
-        link to), appended to ``edge_rows`` in their order."""
+                    touched_to: _Touched, out: list) -> None:
+        """(``_link_matched``) the edge rows of the nodes at ``group`` (indices into ``nodes`` and
+        their matches ``per_node``) into ``out`` at the same indices, from the refs of ``blocks``
+        (all those their queries may link to)."""
         refs, ref_blocks, first, order = _ref_rows(self.conn, sorted(blocks))
         for i in group:
             n, (ma, mb) = nodes[i], per_node[i]
             edges = self._candidates(n, ma, mb, refs, ref_blocks, first, bisect.bisect_left(order, n.key))
             linked = {e[1] for e in edges}
             edges.extend(self._location_only(n, ma, mb, linked))
+            rows = out[i] = []
             for e in edges:
                 touched_to.add(e[1])
-                edge_rows.append(e + ((n.cont if e[7] == 0 else None),))
+                rows.append(e + ((n.cont if e[7] == 0 else None),))
                 self.stats["location_only" if e[6] else "edges"] += 1
 
     def _candidates(self, n: Node, ma: Match | None, mb: Match | None, refs: dict,
