@@ -343,7 +343,13 @@ def verify_stream(path: Path | str, each=None) -> int:
     and raise the ``CorruptTape`` that ``read_tape`` would raise (the same message and line) --
     the content's size, end and hash first, then the first line that is not a JSON object, then
     the meta event, then the first event of the wrong shape; ``each(event)`` is called on each
-    event (in order; those after a bad one are not given). The number of events."""
+    event (in order; those after a bad one are not given). The number of events.
+
+    The content is checked first on its own (decompressed and hashed, none of it held), as
+    ``read_raw`` checks a big tape: a zstd bomb or a tape that is not what its name says -- whose
+    content may be one endless line -- is refused before any line of it is gathered."""
+    for _piece in stream_raw(path):
+        pass
     first_bad: CorruptTape | None = None    # the first bad line (JSON), else the first bad event
     bad_event = False
     n = 0
