@@ -18,6 +18,7 @@ from pathlib import Path
 import apsw
 
 from engram import fingerprint, paths
+from engram.env import env_flag
 from engram.errors import EngramError, IndexMismatch, NotIndexed, SchemaTooNew
 from engram.index.schema import MIGRATIONS
 
@@ -66,6 +67,8 @@ def _not_yours(path: Path) -> str | None:
     its ``-wal``/``-shm`` or its lock before Engram does, owned by them, and then read every
     event written there or plant answers; ``paths.private_file`` cannot narrow a file of theirs.
     The files that exist must be the user's too (a directory handed over with them in it)."""
+    if env_flag("ENGRAM_INDEX_ANY_OWNER"):  # (the user's own say, never a config's: e.g. a
+        return None                          # filesystem that shows their files as another uid's)
     me = os.geteuid()
     d = path.parent
     try:
