@@ -62,7 +62,7 @@ def add(conn: apsw.Connection, H: np.ndarray, B: np.ndarray, L: np.ndarray) -> N
             return
     rec = np.empty(len(H), dtype=REC)
     rec["b"], rec["l"] = B, L
-    buf = memoryview(rec.tobytes())
+    buf = memoryview(rec.view(np.uint8))   # (its bytes, not a copy of them)
     starts = np.flatnonzero(np.r_[True, H[1:] != H[:-1]])
     ends = np.r_[starts[1:], len(H)] * REC.itemsize
     keys = H[starts] + OFS
