@@ -402,17 +402,17 @@ def prepare_tape(path: str, work: Path) -> tuple:
     index and remove: ``Batch.commit`` of a ``SessionRecord`` with them), and the lines the
     lineage pass reads (``lineage.cache.wanted``), as they are in the file.
 
-    The tape is untrusted: it is read twice as a stream (``reader.stream_raw``). The first pass
-    checks all that ``reader.read_tape`` checks -- size, end, content hash against its name,
-    every line a JSON object, every event of its documented shape -- and raises the
-    ``CorruptTape`` that ``read_tape`` would, before anything is prepared; it also notes each
-    call's read and edits (``store._Seen``) over the whole tape, so that a part leaves out the
-    derived output that the whole-tape indexing (``store._Derived``) leaves out, wherever the
-    tape puts a call's events. The second pass prepares; it checks the hash again (a file
-    changed in between is refused: nothing of it is kept)."""
+    The tape is untrusted: it is read as a stream (``reader.stream_raw``) three times, never
+    held. First ``reader.verify_stream`` checks all that ``reader.read_tape`` checks -- size,
+    end and content hash against its name (hashed alone first, none of it held), every line a
+    JSON object, every event of its documented shape -- and raises the ``CorruptTape`` that
+    ``read_tape`` would, before anything is prepared; it also notes each call's read and edits
+    (``store._Seen``) over the whole tape, so that a part leaves out the derived output that the
+    whole-tape indexing (``store._Derived``) leaves out, wherever the tape puts a call's events.
+    The last pass prepares (``_prepare_parts``); it checks the hash again (a file changed in
+    between is refused: nothing of it is kept)."""
     from engram.index import store
-    from engram.lineage.cache import wanted
-    from engram.tape import reader, writer
+    from engram.tape import reader
 
     class Whole(store._Seen):
         """Every call of the tape, seen in the first pass (not updated part by part)."""
@@ -422,7 +422,18 @@ def prepare_tape(path: str, work: Path) -> tuple:
 
     seen = Whole()
     note = functools.partial(store._Seen.update, seen)
-    n = reader.verify_stream(path, lambda ev: note((ev,)))
+    with _heap_reused():
+        n = reader.verify_stream(path, lambda ev: note((ev,)))
+        return _prepare_parts(path, work, seen, n)
+
+
+def _prepare_parts(path: str, work: Path, seen, n: int) -> tuple:
+    """(``prepare_tape``) the second pass: the tape's parts prepared, given every call's read and
+    edits (``seen``) and its number of events (``n``)."""
+    from engram.index import store
+    from engram.lineage.cache import wanted
+    from engram.tape import reader, writer
+
     spill = light = None
     try:
         spill = store.PreparedSpill.create(work, writer.temp_name("prepared"))
@@ -621,8 +632,35 @@ def bound_heap() -> bool:
     set any ``MALLOC_*`` variable (glibc's own way to tune it). True when it was applied."""
     from engram import glibc
 
+    global _heap_bounded
     mallopt = glibc.mallopt()
-    return mallopt is not None and mallopt(M_MMAP_THRESHOLD, HEAP_MMAP_THRESHOLD) == 1
+    _heap_bounded = mallopt is not None and mallopt(M_MMAP_THRESHOLD, HEAP_MMAP_THRESHOLD) == 1
+    return _heap_bounded
+
+
+_heap_bounded = False   # ``bound_heap`` applied in this process
+PREPARE_MMAP_THRESHOLD = 4 << 20   # (``_heap_reused``) while a big tape's parts are prepared
+
+
+@contextlib.contextmanager
+def _heap_reused():
+    """(``prepare_tape``, in a process whose heap is bounded: ``bound_heap``) while a big tape is
+    read and its parts prepared, allocations under ``PREPARE_MMAP_THRESHOLD`` come from the heap again,
+    reused part after part, rather than each mapped and unmapped: the fingerprint arrays of every
+    sub-batch of every part took fresh pages, a page fault each (the 400 MB session's tape: 2.8
+    times the system CPU of the whole-tape path, whose big heap served them). The bound comes
+    back after, the heap's free memory given back."""
+    from engram import glibc
+
+    mallopt = glibc.mallopt() if _heap_bounded else None
+    if mallopt is None or mallopt(M_MMAP_THRESHOLD, PREPARE_MMAP_THRESHOLD) != 1:
+        yield
+        return
+    try:
+        yield
+    finally:
+        mallopt(M_MMAP_THRESHOLD, HEAP_MMAP_THRESHOLD)
+        release_freed_memory()
 
 PIPE_BYTES = 1 << 20
 
