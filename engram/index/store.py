@@ -32,9 +32,6 @@ _EMPTY = np.zeros(0, np.int64)
 
 MAX_BLOCK_CHARS = 4_000_000     # text beyond this is not fingerprinted (the tape keeps it all)
 INSERT_CHUNK_ROWS = 1 << 21     # fingerprint rows inserted at a time (``Batch._insert_blocks``)
-PART_CHUNK_ROWS = 1 << 18       # ... of a streamed session's part (``_commit_parts``): a part is
-# 2,048 events, but its rows grow with the session's files (~365 k in a 1.5 GB log's first part,
-# ~580 k in its last), and the insert holds ~40 bytes a row for a moment
 BOILERPLATE_DEFER = 1 << 20     # a streamed session's hashes whose boilerplate counts wait
 # (int32 keys: 4 MB; made distinct at once when they are counted, ~3x that for a moment — at 4 M the
 # moment took ~50 MB, the peak of a big session's index transaction once its log held 4 M of them)
@@ -858,8 +855,7 @@ class Batch:
                 conn.executemany("INSERT INTO fts(rowid, text) VALUES (?,?)", fts_rows)
             new = blocks.new[first_new:]
             if new:
-                stats["fingerprints"] += self._insert_blocks(new, blocks.ids, keep, ready, waiting,
-                                                             PART_CHUNK_ROWS)
+                stats["fingerprints"] += self._insert_blocks(new, blocks.ids, keep, ready, waiting)
                 stats["blocks"] += len(new)
                 del blocks.new[first_new:]   # inserted
                 if sum(len(w) for w in waiting) >= BOILERPLATE_DEFER:
@@ -877,7 +873,7 @@ class Batch:
     def _insert_blocks(self, new_blocks: list[tuple[bytes, str | None]],
                        block_ids: dict[bytes, int], keep: set[bytes] | None = None,
                        ready: dict[bytes, tuple] | None = None,
-                       defer: list[np.ndarray] | None = None, chunk_rows: int | None = None) -> int:
+                       defer: list[np.ndarray] | None = None) -> int:
         """``new_blocks``: (hash, capped text), or (hash, None) for a block prepared ahead
         (its values in ``ready``). Inserted a chunk of about ``INSERT_CHUNK_ROWS`` fingerprint
         rows at a time (blocks in id order), so the row arrays stay small however big the batch
@@ -891,7 +887,7 @@ class Batch:
             chunk.append(item)
             h, text = item
             rows += len(text) // 8 if text is not None else len(ready[h][1])
-            if rows >= (chunk_rows or INSERT_CHUNK_ROWS):
+            if rows >= INSERT_CHUNK_ROWS:
                 n += self._insert_chunk(chunk, block_ids, keep, ready, hashes)
                 chunk, rows = [], 0
         if chunk:
