@@ -115,8 +115,11 @@ class _Log:
             {"tool_use_id": tid, "type": "tool_result", "content": result}]}, toolUseResult=tur)
 
 
-def generate(path: Path, target_bytes: int, seed: int = 7) -> dict:
-    """Write one Claude Code session of about ``target_bytes`` to ``path``."""
+def generate(path: Path, target_bytes: int, seed: int = 7, steady: bool = False) -> dict:
+    """Write one Claude Code session of about ``target_bytes`` to ``path``. Its files grow by a
+    line an edit on average (an edit replaces 1-8 lines by 1-10), so a longer session also reads
+    and edits bigger files; ``steady``: each edit replaces as many lines as it removes, so the
+    files keep their size however long the session (log length apart from file size)."""
     rng = random.Random(seed)
     cwd = "/home/dev/project"
     files = {f"{cwd}/src/{rng.choice(WORDS)}_{i}.py":
@@ -142,7 +145,7 @@ def generate(path: Path, target_bytes: int, seed: int = 7) -> dict:
                                                "totalLines": len(lines)}})
             start = rng.randrange(0, max(1, len(lines) - 12))
             n_old = rng.randint(1, 8)
-            new = [_code_line(rng) for _ in range(rng.randint(1, 10))]
+            new = [_code_line(rng) for _ in range(n_old if steady else rng.randint(1, 10))]
             after = lines[:start] + new + lines[start + n_old:]
             old_s = "\n".join(lines[start:start + n_old])
             new_s = "\n".join(new)
@@ -160,10 +163,10 @@ def generate(path: Path, target_bytes: int, seed: int = 7) -> dict:
     return {"bytes": path.stat().st_size, "records": log.n, "turns": turns}
 
 
-def setup(tmp: Path, log_bytes: int) -> tuple[Path, Path, dict]:
+def setup(tmp: Path, log_bytes: int, steady: bool = False) -> tuple[Path, Path, dict]:
     logs = tmp / "logs" / "-home-dev-project"
     logs.mkdir(parents=True)
-    info = generate(logs / f"{SID}.jsonl", log_bytes)
+    info = generate(logs / f"{SID}.jsonl", log_bytes, steady=steady)
     root = tmp / "repo"
     (root / ".git").mkdir(parents=True)
     (root / ".engram").mkdir()
@@ -302,6 +305,9 @@ def main(argv=None) -> int:
                          "two trees measured on the same logs without generating them again")
     ap.add_argument("--corpus", type=Path, help="ingest this bench/corpus.py corpus instead")
     ap.add_argument("--src", type=Path, default=REPO, help="the source tree to run engram from")
+    ap.add_argument("--steady", action="store_true",
+                    help="files that keep their size (an edit replaces as many lines as it removes): "
+                         "the log's length apart from its files' size (logs in DIR/log<MB>-steady/)")
     a = ap.parse_args(argv)
     print(f"machine: {os.cpu_count()} CPUs, {platform.machine()}, python "
           f"{platform.python_version()}; source {a.src}")
@@ -313,19 +319,19 @@ def main(argv=None) -> int:
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for mb in [int(x) for x in a.sizes.split(",") if x.strip()]:
         if a.logs is not None:
-            tmp = a.logs / f"log{mb}"
+            tmp = a.logs / (f"log{mb}-steady" if a.steady else f"log{mb}")
             if (tmp / "info.json").exists():
                 root, home, info = (tmp / "repo", tmp / "engram-home",
                                     json.loads((tmp / "info.json").read_text()))
             else:
                 tmp.mkdir(parents=True)
-                root, home, info = setup(tmp, mb * 1_000_000)
+                root, home, info = setup(tmp, mb * 1_000_000, a.steady)
                 (tmp / "info.json").write_text(json.dumps(info))
         else:
             tmp = Path(tempfile.mkdtemp(prefix=f"engram-mem-{mb}-", dir=a.keep))
         try:
             if a.logs is None:
-                root, home, info = setup(tmp, mb * 1_000_000)
+                root, home, info = setup(tmp, mb * 1_000_000, a.steady)
             for worker in ([True, False] if a.no_worker else [True]):
                 m = measure(root, home, worker, a.src.resolve())
                 print(f"| {info['bytes'] / 1e6:.0f} | {info['records']:,} | {m['events']:,} | "
