@@ -15,6 +15,7 @@ size, as every tape Engram writes does) or after at most the limit (one that doe
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import os
 import threading
@@ -105,27 +106,9 @@ def _large(data: bytes, limit: int) -> bool:
 
 def _check_streamed(data: bytes, want: str, limit: int, path: Path) -> None:
     """Refuse a tape whose content is larger than ``limit``, does not end, or does not hash to
-    ``want``, without holding its content."""
-    try:
-        dobj = _decompressor().decompressobj()
-        h = xxhash.xxh3_128()
-        total = 0
-        for i in range(0, len(data), _FEED):
-            out = dobj.decompress(data[i:i + _FEED])
-            total += len(out)
-            if total > limit:
-                raise CorruptTape(f"tape decompresses to more than its {len(data)}-byte file "
-                                  f"may hold ({limit} bytes): a zstd bomb?", path=str(Path(path)))
-            h.update(out)
-            if dobj.eof:
-                break
-    except zstandard.ZstdError as e:
-        raise CorruptTape(f"corrupt or truncated zstd data: {e}", path=str(Path(path))) from None
-    if not dobj.eof:
-        raise CorruptTape("truncated zstd data (the frame does not end)", path=str(Path(path)))
-    got = h.hexdigest()
-    if got != want:
-        raise CorruptTape(f"content hash {got} does not match the tape's name", path=str(Path(path)))
+    ``want``, without holding its content (``_stream_frame`` over ``data``, nothing gathered)."""
+    for _piece in _stream_frame(io.BytesIO(), data, len(data), limit, want, path, gather=False):
+        pass
 
 
 def _decompress(data: bytes, limit: int, path: Path) -> bytes:
@@ -238,8 +221,9 @@ def stream_raw(path: Path | str):
         yield from _stream_frame(f, data, size, limit, want, path)
 
 
-def _stream_frame(f, data: bytes, size: int, limit: int, want: str, path):
-    """(``stream_raw``) the frame of ``f``, whose first bytes are ``data``."""
+def _stream_frame(f, data: bytes, size: int, limit: int, want: str, path, gather: bool = True):
+    """(``stream_raw``) the frame of ``f``, whose first bytes are ``data``; without ``gather``,
+    only checked (``_check_streamed``): nothing is gathered or yielded."""
     h = xxhash.xxh3_128()
     total = 0
     piece = bytearray()
@@ -262,7 +246,8 @@ def _stream_frame(f, data: bytes, size: int, limit: int, want: str, path):
                     raise CorruptTape(f"tape decompresses to more than its {size}-byte file "
                                       f"may hold ({limit} bytes): a zstd bomb?", path=str(Path(path)))
                 h.update(out)
-                piece += out
+                if gather:
+                    piece += out
                 if dobj.eof:
                     break
                 if len(piece) >= _PIECE:
