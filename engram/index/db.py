@@ -79,7 +79,7 @@ def _not_yours(path: Path) -> str | None:
         return None  # (connect's own error names what is wrong with it)
     if st.st_uid != me:
         return f"its directory {d} belongs to another user (uid {st.st_uid})"
-    for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), path.with_suffix(".lock")):
+    for p in (path, *_siblings(path)):
         try:
             owner = os.lstat(p).st_uid
         except OSError:
@@ -143,8 +143,13 @@ def _make_private(path: Path) -> None:
     (``Engine._ingest_lock``, created just before this) too."""
     paths.private_dir(path.parent)
     paths.create_private(path)
-    for sibling in (Path(f"{path}-wal"), Path(f"{path}-shm"), path.with_suffix(".lock")):
+    for sibling in _siblings(path):
         paths.private_file(sibling)
+
+
+def _siblings(path: Path) -> tuple[Path, ...]:
+    """The files beside the index at ``path``: SQLite's ``-wal`` and ``-shm``, the ingest lock."""
+    return Path(f"{path}-wal"), Path(f"{path}-shm"), path.with_suffix(".lock")
 
 
 def _migrate(conn: apsw.Connection) -> None:

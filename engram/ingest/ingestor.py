@@ -594,7 +594,7 @@ class Ingestor:
                     ref = self.stager.adopt(ref, tmp)
                     if not self._sound(ref, summary) and not self.stager.staged(ref.path):
                         return False  # (a tape staged by this run, a twin session's, is sound)
-                    self._keep_taped(ref, events, kept)
+                    self._keep_taped(ref.tape_id, events, kept)
                 else:
                     tape_events = events
                     if lines is not None:  # the same bytes as the whole events would give
@@ -631,7 +631,7 @@ class Ingestor:
     def _sealed_record(self, src: str, sess, ref: writer.TapeRef, kept, prep) -> store.SessionRecord:
         """A streamed session's record, its tape adopted: its kept lines go to the lineage cache,
         and it replaces the live tape of the same session, if any (encoded, ready to add)."""
-        self._keep_taped(ref, sess.events, kept)
+        self._keep_taped(ref.tape_id, sess.events, kept)
         lid = live_tape_id(src, sess.key)
         rec = store.SessionRecord(ref.tape_id, sess.events, path=str(ref.path), source_path=src,
                                   source_key=sess.key, prepared=prep,
@@ -639,11 +639,11 @@ class Ingestor:
         rec.encode()
         return rec
 
-    def _keep_taped(self, ref: writer.TapeRef, events, kept: dict[int, bytes]) -> None:
-        """A tape made by the parse: its lines the lineage pass reads (``kept``, offset → line)
-        kept for it, as the ingest's own staging keeps them."""
+    def _keep_taped(self, tape_id: str, events, kept: dict[int, bytes]) -> None:
+        """A tape the parse made or a big tape streamed: its lines the lineage pass reads
+        (``kept``, offset → line) kept for it, as the ingest's own staging keeps them."""
         if self.cache is not None and hasattr(orjson, "Fragment"):
-            self.cache.keep_tape(ref.tape_id, events,
+            self.cache.keep_tape(tape_id, events,
                                  {o: orjson.Fragment(b) for o, b in kept.items()})
 
     def _sound(self, ref: writer.TapeRef, summary: dict) -> bool:
@@ -764,8 +764,7 @@ class Ingestor:
         try:
             batch.add(store.SessionRecord(tid, events, path=str(p), prepared=prep,
                                           source_path=events.meta.get("source_path")))
-            if self.cache is not None and hasattr(orjson, "Fragment"):
-                self.cache.keep_tape(tid, events, {o: orjson.Fragment(b) for o, b in kept.items()})
+            self._keep_taped(tid, events, kept)
             del kept
         except BaseException:
             prep.discard()

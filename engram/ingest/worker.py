@@ -338,9 +338,7 @@ def _stream_session(st, work: Path, root: str, done: list, hold: bool = False) -
                 release_freed_memory()
 
         for ev in st:
-            # a part ends between calls: a call's output and the code events made of it together
-            if len(chunk) >= STREAM_CHUNK_EVENTS and (ev.get("call_id") is None
-                                                      or ev.get("call_id") != chunk[-1].get("call_id")):
+            if _part_full(chunk, ev):
                 flush(False)
             chunk.append(ev)
         flush(True)
@@ -391,6 +389,13 @@ class _Kept:
     def lines(self) -> dict[int, bytes]:
         at, buf = self.at, self.buf
         return {at[i]: bytes(buf[at[i + 1]:at[i + 2]]) for i in range(0, len(at), 3)}
+
+
+def _part_full(chunk: list[dict], ev: dict) -> bool:
+    """Whether a streamed part (``chunk``) ends before ``ev``: at ``STREAM_CHUNK_EVENTS`` events,
+    and between calls only (a call's output and the code events made of it stay together)."""
+    return len(chunk) >= STREAM_CHUNK_EVENTS and (ev.get("call_id") is None
+                                                  or ev.get("call_id") != chunk[-1].get("call_id"))
 
 
 def prepare_tape(path: str, work: Path) -> tuple:
@@ -457,8 +462,7 @@ def _prepare_parts(path: str, work: Path, seen, n: int) -> tuple:
             if meta is None:
                 meta = ev
             else:
-                if len(chunk) >= STREAM_CHUNK_EVENTS and (ev.get("call_id") is None
-                                                          or ev.get("call_id") != chunk[-1].get("call_id")):
+                if _part_full(chunk, ev):
                     flush()
                 chunk.append(ev)
             ofs += 1

@@ -59,23 +59,35 @@ def _decompressor() -> zstandard.ZstdDecompressor:
     return d
 
 
+@contextlib.contextmanager
+def _opened(path: Path | str):
+    """``(file, size)`` of the tape at ``path``, open for reading; ``CorruptTape`` for a file that
+    is missing, unreadable (also while the body reads it) or larger than a tape may be."""
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        raise CorruptTape("tape file vanished or does not exist", path=str(Path(path))) from None
+    except OSError as e:
+        raise CorruptTape(f"cannot read tape: {e.strerror or e}", path=str(Path(path))) from None
+    with f:
+        try:
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_FILE_BYTES:
+                raise CorruptTape(f"tape file is {size} bytes, more than a tape may hold "
+                                  f"({MAX_FILE_BYTES})", path=str(Path(path)))
+            yield f, size
+        except OSError as e:
+            raise CorruptTape(f"cannot read tape: {e.strerror or e}", path=str(Path(path))) from None
+
+
 def read_raw(path: Path | str) -> bytes:
     """The tape's JSONL bytes, decompressed within ``size_limit`` and checked against its name
     (always: a tape whose name is not the hash of its content is refused). ``path`` is used as
     given (no ``Path`` made of it: the lineage pass reads thousands of tapes); errors name it as
     ``Path`` writes it."""
     want = tape_id_of(path)
-    try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size > MAX_FILE_BYTES:
-                raise CorruptTape(f"tape file is {size} bytes, more than a tape may hold "
-                                  f"({MAX_FILE_BYTES})", path=str(Path(path)))
-            data = f.read(size + 1)
-    except FileNotFoundError:
-        raise CorruptTape("tape file vanished or does not exist", path=str(Path(path))) from None
-    except OSError as e:
-        raise CorruptTape(f"cannot read tape: {e.strerror or e}", path=str(Path(path))) from None
+    with _opened(path) as (f, size):
+        data = f.read(size + 1)
     limit = size_limit(len(data))
     if _large(data, limit):
         _check_streamed(data, want, limit, path)
@@ -138,18 +150,22 @@ def _decompress(data: bytes, limit: int, path: Path) -> bytes:
         raise CorruptTape(f"corrupt or truncated zstd data: {e}", path=str(Path(path))) from None
 
 
+def _line_event(line: bytes, no: int, path: Path | str) -> dict:
+    """Tape line ``no`` (1-based) parsed; ``CorruptTape`` when it is not a JSON object."""
+    try:
+        ev = orjson.loads(line)
+    except orjson.JSONDecodeError as e:
+        raise CorruptTape(f"bad JSON in tape: {e}", path=str(path), line=no) from None
+    if not isinstance(ev, dict):
+        raise CorruptTape("tape line is not an object", path=str(path), line=no)
+    return ev
+
+
 def parse_lines(raw: bytes, path: Path | str = "<tape>") -> list[dict]:
     out = []
     for i, line in enumerate(raw.split(b"\n")):
-        if not line:
-            continue
-        try:
-            ev = orjson.loads(line)
-        except orjson.JSONDecodeError as e:
-            raise CorruptTape(f"bad JSON in tape: {e}", path=str(path), line=i + 1) from None
-        if not isinstance(ev, dict):
-            raise CorruptTape("tape line is not an object", path=str(path), line=i + 1)
-        out.append(ev)
+        if line:
+            out.append(_line_event(line, i + 1, path))
     if not out or out[0].get("k") != "meta":
         raise CorruptTape("tape does not start with a meta event", path=str(path), line=1)
     for n, ev in enumerate(out):  # the documented fields of the documented types (untrusted)
@@ -202,23 +218,9 @@ def stream_raw(path: Path | str):
     the tape's name. Whatever came before is then not the tape's: the caller keeps nothing of a
     stream that did not end without error."""
     want = tape_id_of(path)
-    try:
-        f = open(path, "rb")
-    except FileNotFoundError:
-        raise CorruptTape("tape file vanished or does not exist", path=str(Path(path))) from None
-    except OSError as e:
-        raise CorruptTape(f"cannot read tape: {e.strerror or e}", path=str(Path(path))) from None
-    with f:
-        try:
-            size = os.fstat(f.fileno()).st_size
-            if size > MAX_FILE_BYTES:
-                raise CorruptTape(f"tape file is {size} bytes, more than a tape may hold "
-                                  f"({MAX_FILE_BYTES})", path=str(Path(path)))
-            limit = size_limit(size)
-            data = f.read(_READ)
-        except OSError as e:
-            raise CorruptTape(f"cannot read tape: {e.strerror or e}", path=str(Path(path))) from None
-        yield from _stream_frame(f, data, size, limit, want, path)
+    with _opened(path) as (f, size):
+        data = f.read(_READ)
+        yield from _stream_frame(f, data, size, size_limit(size), want, path)
 
 
 def _stream_frame(f, data: bytes, size: int, limit: int, want: str, path, gather: bool = True):
@@ -308,12 +310,7 @@ def stream_events(path: Path | str, lines: bool = False):
     then ``read_tape``'s only when the stream is read to its end first (``verify_stream``)."""
     n = 0
     for no, line in stream_lines(path):
-        try:
-            ev = orjson.loads(line)
-        except orjson.JSONDecodeError as e:
-            raise CorruptTape(f"bad JSON in tape: {e}", path=str(path), line=no) from None
-        if not isinstance(ev, dict):
-            raise CorruptTape("tape line is not an object", path=str(path), line=no)
+        ev = _line_event(line, no, path)
         if n == 0 and ev.get("k") != "meta":
             raise CorruptTape("tape does not start with a meta event", path=str(path), line=1)
         check_event(ev, n, path)
@@ -342,13 +339,9 @@ def verify_stream(path: Path | str, each=None) -> int:
         if first_bad is not None and not bad_event:
             continue   # (a line that is not JSON: the rest is hashed only)
         try:
-            ev = orjson.loads(line)
-        except orjson.JSONDecodeError as e:
-            first_bad, bad_event = CorruptTape(f"bad JSON in tape: {e}", path=str(path), line=no), False
-            continue
-        if not isinstance(ev, dict):
-            first_bad, bad_event = CorruptTape("tape line is not an object", path=str(path),
-                                               line=no), False
+            ev = _line_event(line, no, path)
+        except CorruptTape as e:
+            first_bad, bad_event = e, False
             continue
         if first_bad is not None:
             continue   # (an event of the wrong shape: later lines are still checked as JSON)
