@@ -24,6 +24,10 @@ then, with an isolated ``HOME`` (the corpus's fake home: only its ``~/.claude`` 
   read-ahead), right before the hover (a file's first), or earlier among the hovers.
 
 The logs are read once before the timed ingests (both tools then find them in the page cache).
+The VM's speed is probed before each part (``machine.speed_ms``: the best of five runs of a fixed
+pure-Python workload) and the CPU time its hypervisor stole over the run is given
+(``machine.steal_pct``): this VM's speed drifts by half and more from hour to hour, and a latency
+figure means little without the speed it was measured at.
 
     python bench/bench_scale.py --small                       # ~1.5k sessions, a few minutes
     python bench/bench_scale.py --out /tmp/scale/full         # the full corpus (≥ 500 MB)
@@ -100,6 +104,33 @@ def timed_run(cmd: list[str], env: dict, cwd: Path) -> dict:
     return {"seconds": round(time.perf_counter() - t0, 2), "peak_rss_mb": round(peak[0] / 2**20),
             "rc": p.returncode, "stdout": out.decode(errors="replace"),
             "stderr": err.decode(errors="replace")[-2000:]}
+
+
+def speed_ms() -> float:
+    """The VM's speed right now: the best of five runs of a fixed pure-Python workload (dicts,
+    tuples, sorts: the kind of work a query does), in ms. This VM's speed drifts by half and more
+    from hour to hour (other tenants on its host): each timed part records it beside its figures,
+    so that runs are compared at the same speed or not at all."""
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        acc: dict = {}
+        for i in range(60_000):
+            k = (i * 7919) % 4093
+            acc[k] = acc.get(k, 0) + len(str(i))
+        sorted(acc.items(), key=lambda kv: (-kv[1], kv[0]))
+        best = min(best, time.perf_counter() - t0)
+    return round(best * 1000, 2)
+
+
+def steal_ticks() -> tuple[int, int]:
+    """(CPU time stolen by the hypervisor, all CPU time) in ticks since boot (``/proc/stat``)."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return v[7] if len(v) > 7 else 0, sum(v)
+    except (OSError, ValueError):
+        return 0, 0
 
 
 def dir_bytes(p: Path) -> int:
@@ -477,7 +508,9 @@ def main(argv: list[str] | None = None) -> int:
     r: dict = {"corpus": {k: corpus[k] for k in ("mode", "sessions", "log_files", "raw_log_mb",
                                                    "projects", "distinct_real_files")},
                "machine": {"platform": platform.platform(), "python": platform.python_version(),
-                           "cpus": os.cpu_count(), "load_before": os.getloadavg()}}
+                           "cpus": os.cpu_count(), "load_before": os.getloadavg(),
+                           "speed_ms": {"start": speed_ms()}}}
+    steal0 = steal_ticks()
     eh = (a.engram_home or out / "engram-home").resolve()
     home_dir = eh.parent
     ago = recent_removal(home_dir)
@@ -490,6 +523,8 @@ def main(argv: list[str] | None = None) -> int:
     for f in (out / "home" / ".claude").rglob("*.jsonl"):  # the page cache, for both tools
         f.read_bytes()
 
+    if "ingest" in only:
+        r["machine"]["speed_ms"]["ingest"] = speed_ms()
     if "ingest" in only:
         for repo in repos.values():
             for d in (".engram-cache", ".engram"):
@@ -521,6 +556,8 @@ def main(argv: list[str] | None = None) -> int:
                         if isinstance(v, (int, float, str))}}
         print(json.dumps(r["engram"]), file=sys.stderr)
     if "deja" in only:
+        r["machine"]["speed_ms"]["deja"] = speed_ms()
+    if "deja" in only:
         deja = build_deja(HERE / ".cache" / "deja" / "deja")
         if deja is not None:
             ddir = out / "deja-index"
@@ -540,9 +577,14 @@ def main(argv: list[str] | None = None) -> int:
         r["cli_explain_ms"] = cli_explain(repos, out, env, a.cli_n)
         print(json.dumps(r["cli_explain_ms"]), file=sys.stderr)
     if "lsp" in only:
+        r["machine"]["speed_ms"]["lsp"] = speed_ms()
+    if "lsp" in only:
         r["lsp"] = asyncio.run(lsp(first, out, env, a.n, a.fresh))
         print(json.dumps(r["lsp"]), file=sys.stderr)
     r["machine"]["load_after"] = os.getloadavg()
+    r["machine"]["speed_ms"]["end"] = speed_ms()
+    steal1 = steal_ticks()
+    r["machine"]["steal_pct"] = round(100 * (steal1[0] - steal0[0]) / max(1, steal1[1] - steal0[1]), 2)
     text = json.dumps(r, indent=1)
     print(text)
     if a.json:
