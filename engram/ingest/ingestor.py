@@ -639,10 +639,17 @@ class Ingestor:
         rec.encode()
         return rec
 
-    def _keep_taped(self, tape_id: str, events, kept: dict[int, bytes]) -> None:
+    def _keep_taped(self, tape_id: str, events, kept) -> None:
         """A tape the parse made or a big tape streamed: its lines the lineage pass reads
-        (``kept``, offset → line) kept for it, as the ingest's own staging keeps them."""
-        if self.cache is not None and hasattr(orjson, "Fragment"):
+        (``kept``, offset → line: a dict, or a streamed tape's ``PackedLines``, kept as they
+        are) kept for it, as the ingest's own staging keeps them."""
+        if self.cache is None:
+            return
+        from engram.lineage.cache import PackedLines
+
+        if isinstance(kept, PackedLines):
+            self.cache.keep_tape(tape_id, events, kept)
+        elif hasattr(orjson, "Fragment"):
             self.cache.keep_tape(tape_id, events,
                                  {o: orjson.Fragment(b) for o, b in kept.items()})
 

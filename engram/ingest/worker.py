@@ -295,16 +295,17 @@ def _stream_session(st, work: Path, root: str, done: list, hold: bool = False) -
     ``store.Prepared``, a list of events: indexed as a parsed session is, with the other sessions
     of its batch, and no temp files)."""
     from engram.index import store
-    from engram.lineage.cache import wanted
+    from engram.lineage.cache import PackedLines, wanted
     from engram.tape import writer
 
     enc = writer.Streamed(work)
     spill = light = prep = None
     held: list[dict] | None = None   # (a small session) its light events after the meta
     try:
-        # the lines the lineage pass reads, one after another in one buffer (``_Kept``): a few
-        # thousand long-lived buffers amid the parse's short-lived ones would strew the heap
-        kept = _Kept()
+        # the lines the lineage pass reads, one after another in one buffer (``PackedLines``): a
+        # few thousand long-lived buffers amid the parse's short-lived ones would strew the heap,
+        # and handed to the ingest so (not a bytes object a line there either)
+        kept = PackedLines.gather()
         chunk: list[dict] = []
         n = 1   # offset of the chunk's first event (the meta is offset 0)
 
@@ -352,10 +353,9 @@ def _stream_session(st, work: Path, root: str, done: list, hold: bool = False) -
         meta = sess.events[0]
         enc.finish(meta)
         ref, tmp = writer.write_streamed(enc, tape_dir_for(meta, root))
-        lines = kept.lines()
-        kept.buf = bytearray()
         if wanted(0, meta):
-            lines[0] = writer.encode_event(meta)
+            kept.add(0, writer.encode_event(meta))
+        lines = kept.packed()
         if held is not None:
             sess.events = [meta] + held
             done.append((sess, prep.result(), (ref, tmp, lines)))
@@ -370,25 +370,6 @@ def _stream_session(st, work: Path, root: str, done: list, hold: bool = False) -
             spill.discard()
         if light is not None:
             light.discard()
-
-
-class _Kept:
-    """``{offset: line}`` gathered as one buffer and an array of offsets; ``lines()`` makes the
-    dict (in the order added)."""
-
-    def __init__(self) -> None:
-        import array
-
-        self.buf = bytearray()
-        self.at = array.array("q")   # offset, start in ``buf``, end: three a line
-
-    def add(self, ofs: int, line: bytes) -> None:
-        self.at.extend((ofs, len(self.buf), len(self.buf) + len(line)))
-        self.buf += line
-
-    def lines(self) -> dict[int, bytes]:
-        at, buf = self.at, self.buf
-        return {at[i]: bytes(buf[at[i + 1]:at[i + 2]]) for i in range(0, len(at), 3)}
 
 
 def _part_full(chunk: list[dict], ev: dict) -> bool:
@@ -436,7 +417,7 @@ def _prepare_parts(path: str, work: Path, seen, n: int) -> tuple:
     """(``prepare_tape``) the second pass: the tape's parts prepared, given every call's read and
     edits (``seen``) and its number of events (``n``)."""
     from engram.index import store
-    from engram.lineage.cache import wanted
+    from engram.lineage.cache import PackedLines, wanted
     from engram.tape import reader, writer
 
     spill = light = None
@@ -445,7 +426,7 @@ def _prepare_parts(path: str, work: Path, seen, n: int) -> tuple:
         light = SpilledEvents.create(work, writer.temp_name("events"))
         prep = store.Preparer(wanted, sink=spill.write)
         prep.seen = seen
-        kept = _Kept()
+        kept = PackedLines.gather()
         chunk: list[dict] = []
         meta = None
         ofs = 0
@@ -475,7 +456,7 @@ def _prepare_parts(path: str, work: Path, seen, n: int) -> tuple:
 
             raise CorruptTape("tape changed while it was read", path=str(path))
         light.meta = meta
-        lines = kept.lines()
+        lines = kept.packed()
         res = (light, spill, lines)
         spill = light = None   # the caller's now
         return res

@@ -207,13 +207,18 @@ class IngestCache:
     def keep_tape(self, tape_id: str, events: list[dict], tape_events: list | None = None) -> None:
         """Keep the lines of the wanted events: ``tape_events[n]`` (default ``events[n]``) is
         what the tape writer encoded as line ``n`` (an event, or its canonical JSON as an
-        ``orjson.Fragment``), so its encoding is that line, byte for byte."""
+        ``orjson.Fragment``), so its encoding is that line, byte for byte; or ``tape_events`` is
+        the wanted events' lines themselves (``PackedLines``, the parse worker's), kept as they
+        are."""
         src = events if tape_events is None else tape_events
         self.keep_head(tape_id, events, src)
         if tape_id in self.lines or self.lines_bytes >= MAX_LINES_BYTES:
             return  # (a tape not kept is read back by the lineage pass)
-        kept = {o: encode_event(src[o]) for o, ev in enumerate(events) if wanted(o, ev)}
-        size = sum(len(b) for b in kept.values())
+        if isinstance(src, PackedLines):   # the wanted events' lines, as the tape holds them
+            kept, size = src, src.nbytes
+        else:
+            kept = {o: encode_event(src[o]) for o, ev in enumerate(events) if wanted(o, ev)}
+            size = sum(len(b) for b in kept.values())
         self.lines_bytes += size
         if self._lines_in_memory + size > LINES_IN_MEMORY:
             spill = self._spill_file()
@@ -234,8 +239,10 @@ class IngestCache:
         def parsed(offsets) -> list[tuple[int, dict]] | None:
             # ``src`` may hold only some lines (the parse worker's kept lines, a dict): a head
             # with a line not there is not kept, and the lineage pass reads it from its tape
-            if isinstance(src, dict) and any(o not in src for o in offsets):
+            if isinstance(src, Mapping) and any(o not in src for o in offsets):
                 return None
+            if isinstance(src, PackedLines):   # (lines already)
+                return [(o, orjson.loads(src[o])) for o in offsets]
             return [(o, orjson.loads(encode_event(src[o]))) for o in offsets]
 
         inputs = parsed([o for o in range(n) if events[o].get("k") == "msg.in"])
@@ -472,12 +479,107 @@ def union_prints(prints: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarra
             uniq(np.concatenate(ks)) if ks else _EMPTY)
 
 
+class PackedLines(Mapping):
+    """A tape's kept lines (offset → line) as one buffer and three int64 arrays (offset, start and
+    end of its line in the buffer, in offset order): a few objects however many lines, where a
+    dict holds a bytes object a line — the parse worker gathers a streamed session's lines so
+    (``add``, then ``packed``), hands them to the ingest pickled as those four buffers, and the
+    ingest cache keeps them so (or spills the buffer at once: ``SpilledLines``). A line given
+    twice for one offset: the last one, as a dict keeps."""
+
+    __slots__ = ("buf", "offs", "start", "end")
+
+    def __init__(self, buf, offs: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
+        self.buf = buf   # (bytes or bytearray)
+        offs = np.asarray(offs, np.int64)
+        order = np.argsort(offs, kind="stable")
+        offs = offs[order]
+        last = np.ones(len(offs), bool)   # (of equal offsets, the one given last)
+        np.not_equal(offs[1:], offs[:-1], out=last[:-1])
+        order = order[last]
+        self.offs = offs[last]
+        self.start = np.asarray(start, np.int64)[order]
+        self.end = np.asarray(end, np.int64)[order]
+
+    @classmethod
+    def gather(cls) -> _LineGatherer:
+        """An empty gatherer: ``add(offset, line)`` one line after another, ``packed()`` the
+        ``PackedLines`` of them."""
+        return _LineGatherer()
+
+    @property
+    def nbytes(self) -> int:
+        """The lines' bytes (as a dict's values' lengths sum)."""
+        return int((self.end - self.start).sum())
+
+    def _find(self, ofs) -> int:
+        if not isinstance(ofs, int | np.integer):
+            return -1
+        i = int(np.searchsorted(self.offs, ofs))
+        return i if i < len(self.offs) and self.offs[i] == ofs else -1
+
+    def __contains__(self, ofs) -> bool:
+        return self._find(ofs) >= 0
+
+    def __getitem__(self, ofs) -> bytes:
+        i = self._find(ofs)
+        if i < 0:
+            raise KeyError(ofs)
+        return bytes(memoryview(self.buf)[int(self.start[i]):int(self.end[i])])
+
+    def __iter__(self):
+        return iter(self.offs.tolist())
+
+    def __len__(self) -> int:
+        return len(self.offs)
+
+    def __reduce__(self):
+        return (_unpickle_packed, (self.buf, self.offs, self.start, self.end))
+
+
+def _unpickle_packed(buf, offs, start, end) -> PackedLines:
+    """(pickle) a ``PackedLines`` from its buffers, as they were (already in offset order)."""
+    made = PackedLines.__new__(PackedLines)
+    made.buf, made.offs, made.start, made.end = buf, offs, start, end
+    return made
+
+
+class _LineGatherer:
+    """(``PackedLines.gather``) lines appended to one buffer, where each lies in an array: a
+    few thousand long-lived buffers amid a parse's short-lived ones would strew the heap."""
+
+    def __init__(self) -> None:
+        import array
+
+        self.buf = bytearray()
+        self.at = array.array("q")   # offset, start in ``buf``, end: three a line
+
+    def add(self, ofs: int, line: bytes) -> None:
+        self.at.extend((ofs, len(self.buf), len(self.buf) + len(line)))
+        self.buf += line
+
+    def packed(self) -> PackedLines:
+        """The lines added, as ``PackedLines`` (which takes the buffer over: this gatherer is
+        emptied)."""
+        at = np.frombuffer(self.at, np.int64).reshape(-1, 3) if len(self.at) else np.zeros((0, 3), np.int64)
+        made = PackedLines(self.buf, at[:, 0], at[:, 1], at[:, 2])
+        self.buf = bytearray()
+        self.at = type(self.at)("q")
+        return made
+
+
 class SpilledLines(Mapping):
     """A tape's kept lines (offset → line) in a ``SpillFile``: only where each lies is held (three
     int64 a line, in offset order), a line read back when asked for."""
 
-    def __init__(self, spill: SpillFile, lines: dict[int, bytes]) -> None:
+    def __init__(self, spill: SpillFile, lines: Mapping[int, bytes]) -> None:
         self.spill = spill
+        if isinstance(lines, PackedLines):   # its buffer written at once: no object a line
+            base = spill.append(lines.buf)
+            self.offs = lines.offs.copy()
+            self.pos = lines.start + base
+            self.lens = lines.end - lines.start
+            return
         offs = sorted(lines)
         self.offs = np.array(offs, np.int64)
         self.pos = np.empty(len(offs), np.int64)
