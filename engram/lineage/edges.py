@@ -256,6 +256,15 @@ class _Nodes:
         return n
 
 
+def _edit_ids(conn: apsw.Connection, tape: int) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, event ids) of the tape's edits and span links, in offset order (int64)."""
+    rows = np.fromiter(itertools.chain.from_iterable(conn.execute(
+        "SELECT ofs, id FROM events WHERE tape=? AND kind IN (?,?)", (tape, _EDIT, _LINK))), np.int64)
+    rows = rows.reshape(-1, 2)
+    o = np.argsort(rows[:, 0], kind="stable")
+    return rows[o, 0], rows[o, 1]
+
+
 class _Touched:
     """The events whose edges ``_cardinality`` recomputes: added as they come (``add``, into an
     int64 array: a big session's run touches tens of thousands — a set held an int object for
@@ -756,35 +765,36 @@ class Linker:
         conn = self.conn
         nodes = _Nodes(self._texts)
         links: list[tuple[queries.TapeRow, int, dict]] = []
-        new_ids = [t.id for t in new_tapes]
-        ev_ids: dict[int, dict[int, int]] = defaultdict(dict)   # tape → {ofs: event id}
-        for tid in new_ids:
-            for eid, ofs in conn.execute("SELECT id, ofs FROM events WHERE tape=? AND kind IN (?,?)",
-                                         (tid, _EDIT, _LINK)):
-                ev_ids[tid][ofs] = eid
         for t in new_tapes:
-            wanted = ev_ids.get(t.id)
-            if not wanted:
+            # the tape's edits and links (offsets sorted, their event ids) as two arrays, read
+            # one tape at a time and let go once its nodes are made: a dict of them all held two
+            # int objects an edit through the passes (~130 bytes an edit)
+            wanted, wanted_ids = _edit_ids(conn, t.id)
+            if not len(wanted):
                 continue
             # a sealed tape's events parsed a chunk at a time: a node keeps only its texts, the
             # events' dicts of a big session all at once would be as big again for a moment
-            for part in ([wanted] if t.live else _chunks(sorted(wanted), READ_EVENTS)):
-                for ofs, ev in self._events_of(t, set(part)):
-                    if ofs not in wanted:
+            parts = ([wanted] if t.live else
+                     (wanted[i:i + READ_EVENTS] for i in range(0, len(wanted), READ_EVENTS)))
+            for part in parts:
+                for ofs, ev in self._events_of(t, set(part.tolist())):
+                    i = int(np.searchsorted(wanted, ofs)) if _small(ofs) else len(wanted)
+                    if i >= len(wanted) or wanted[i] != ofs:
                         continue
                     if ev.get("k") == "code.edit":
-                        nodes.add(wanted[ofs], t, ofs, ev)
+                        nodes.add(int(wanted_ids[i]), t, ofs, ev)
                     elif ev.get("k") == "span.link":
                         links.append((t, ofs, ev))
+            del wanted, wanted_ids
         # edits indexed earlier but later in time may continue text of the new tapes
         self._later_edits(new_tapes, set(nodes.eid), nodes)
-        ids = nodes.eid.tolist()
-        if ids:
-            for ch in _chunks(ids):
-                arr = apsw.carray(queries._i64(ch))
-                conn.execute("DELETE FROM edges WHERE from_event IN carray(?) AND agent_link=0", (arr,))
-                conn.execute("DELETE FROM tombstones WHERE event IN carray(?)",
-                             (apsw.carray(queries._i64(ch)),))
+        ids = np.array(nodes.eid, np.int64)   # (a copy: ``nodes.eid`` stays resizable)
+        for i in range(0, len(ids), 20_000):
+            ch = ids[i:i + 20_000]
+            arr = apsw.carray(queries._i64(ch))
+            conn.execute("DELETE FROM edges WHERE from_event IN carray(?) AND agent_link=0", (arr,))
+            conn.execute("DELETE FROM tombstones WHERE event IN carray(?)",
+                         (apsw.carray(queries._i64(ch)),))
         self.stats["edits"] = len(nodes)
         touched_from, touched_to = _Touched(ids), _Touched()
         del ids
