@@ -641,15 +641,17 @@ class Ingestor:
 
     def _keep_taped(self, tape_id: str, events, kept) -> None:
         """A tape the parse made or a big tape streamed: its lines the lineage pass reads
-        (``kept``, offset → line: a dict, or a streamed tape's ``PackedLines``, kept as they
-        are) kept for it, as the ingest's own staging keeps them."""
-        if self.cache is None:
-            return
+        (``kept``, offset → line: a dict, or a streamed tape's ``PackedLines``, handed over as
+        they are: ``kept`` is emptied, the parse answer that holds it does not hold the lines
+        through the session's commit) kept for it, as the ingest's own staging keeps them."""
         from engram.lineage.cache import PackedLines
 
         if isinstance(kept, PackedLines):
-            self.cache.keep_tape(tape_id, events, kept)
-        elif hasattr(orjson, "Fragment"):
+            owned = kept.take()
+            if self.cache is not None:
+                self.cache.keep_tape(tape_id, events, owned)
+            return
+        if self.cache is not None and hasattr(orjson, "Fragment"):
             self.cache.keep_tape(tape_id, events,
                                  {o: orjson.Fragment(b) for o, b in kept.items()})
 

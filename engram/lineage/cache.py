@@ -507,6 +507,16 @@ class PackedLines(Mapping):
         ``PackedLines`` of them."""
         return _LineGatherer()
 
+    def take(self) -> PackedLines:
+        """A ``PackedLines`` of these lines that owns them; this one is emptied. Whoever still
+        refers to this one (the parse answer, held until the session's commit ends) then holds
+        nothing of them, once the taker lets go (the ingest cache spills them at once past its
+        ``LINES_IN_MEMORY``)."""
+        made = _unpickle_packed(self.buf, self.offs, self.start, self.end)
+        self.buf, self.offs = b"", np.zeros(0, np.int64)
+        self.start = self.end = self.offs
+        return made
+
     @property
     def nbytes(self) -> int:
         """The lines' bytes (as a dict's values' lengths sum)."""

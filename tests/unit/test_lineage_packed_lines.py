@@ -100,3 +100,26 @@ def test_a_head_line_missing_is_not_kept(monkeypatch, tmp_path):
     c = cache.IngestCache()
     c.keep_tape("t", events, packed)
     assert "t" not in c.heads and 1 not in c.lines["t"]   # (the head read back from the tape)
+
+
+def test_lines_handed_over_leave_the_parse_answer_empty(monkeypatch, tmp_path):
+    """``Ingestor._keep_taped`` takes the lines over (``PackedLines.take``): the cache keeps the
+    same lines, and the parse answer still holding the given object holds none of them."""
+    import types
+
+    from engram.ingest.ingestor import Ingestor
+
+    monkeypatch.setattr(cache.paths, "user_tapes_dir", lambda: tmp_path)
+    events = _events(300, seed=7)
+    for limit in (cache.LINES_IN_MEMORY, 0):
+        monkeypatch.setattr(cache, "LINES_IN_MEMORY", limit)
+        packed, d = _packed(events)
+        answer = ("ok", None, [], None, (None, None, packed))   # (what holds it until the commit)
+        c = cache.IngestCache()
+        Ingestor._keep_taped(types.SimpleNamespace(cache=c), "t", events, answer[4][2])
+        assert len(packed) == 0 and packed.nbytes == 0 and len(packed.buf) == 0 and 1 not in packed
+        _same(c.lines["t"], d)
+        c.close()
+    packed, _d = _packed(events)
+    Ingestor._keep_taped(types.SimpleNamespace(cache=None), "t", events, packed)   # (no lineage)
+    assert len(packed) == 0 and len(packed.buf) == 0
