@@ -40,6 +40,58 @@ def default_index_path() -> Path:
     return index_dir() / "index.sqlite"
 
 
+READAHEAD_MAX_BYTES = 1 << 30  # an index this big or smaller is read ahead whole (``readahead``)
+READAHEAD_PIECE = 4 << 20  # bytes asked for by one ``posix_fadvise`` call
+
+
+def readahead(index: Path, limit: int = READAHEAD_MAX_BYTES) -> int:
+    """Ask the kernel to read the index at ``index`` (its WAL and kept block tables too) into the
+    page cache now, in the background: ``posix_fadvise(WILLNEED)``, ``READAHEAD_PIECE`` bytes a
+    call (the calls only queue the reads: ~30 ms of them for 135 MB). Returns the bytes asked
+    for; 0 when nothing was (no such files, more than ``limit`` bytes, or no ``posix_fadvise``).
+
+    For a process about to answer from the index for the first time (a language server at its
+    start): after a reboot, or once other files pushed the index out of the page cache, its first
+    answer reads a few hundred pages scattered over the file, one disk read each (a first code
+    lens took 165-250 ms so on this project's test VM, against 10-40 ms from the cache); the
+    whole file read in order takes 0.25 s for 135 MB there, done before the editor's first
+    request comes (the same lens: 35-49 ms). Nothing is read into the process: page cache only,
+    which the kernel lets go under memory pressure. An index over ``limit`` is left to SQLite's
+    own reads. (Here, not in ``engram.index``: a server calls it first thing, before numpy and
+    apsw are imported.)"""
+    advise = getattr(os, "posix_fadvise", None)
+    if advise is None:
+        return 0
+    index = Path(index)
+    files = [f for f in (index, Path(f"{index}-wal"), Path(f"{index}.blocks")) if f.is_file()]
+    try:
+        total = sum(f.stat().st_size for f in files)
+    except OSError:
+        return 0
+    if not files or total > limit:
+        return 0
+    asked = 0
+    for f in files:
+        try:  # (non-blocking: a FIFO put there meanwhile is not waited on)
+            fd = os.open(f, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            size = st.st_size
+            # a piece at a time: Linux reads ahead a few MB of one call and drops the rest
+            for at in range(0, size, READAHEAD_PIECE):
+                advise(fd, at, READAHEAD_PIECE, os.POSIX_FADV_WILLNEED)
+            asked += size
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return asked
+
+
 def old_cache_dir(root: Path) -> Path:
     """``<root>/.engram-cache``: where an older Engram kept a per-repository index. Nothing reads
     it; ``engram status`` reports it and ``engram gc --old-caches`` removes it."""

@@ -64,6 +64,12 @@ def converter():
 
 def _run() -> None:
     global _primed
+    try:  # the machine's index into the page cache, while the server starts (``db.readahead``)
+        from engram import paths
+
+        paths.readahead(paths.default_index_path())
+    except Exception:  # a hint: the first answers read what they need themselves
+        log.debug("reading the index ahead failed", exc_info=True)
     try:
         from pygls.protocol import default_converter
 

@@ -104,3 +104,30 @@ def test_without_the_thread_a_new_converter():
     if conv is not None:  # (this process did not start it: the factory makes one)
         assert conv is not early._primed
         assert conv.structure(*MESSAGES[-1]) == default_converter().structure(*MESSAGES[-1])
+
+
+def test_the_thread_reads_the_machines_index_ahead_first(tmp_path):
+    # before anything else the thread asks the kernel for the machine's index (paths.readahead):
+    # a first answer from a cold page cache read its pages one disk read at a time
+    import os
+
+    index = tmp_path / "home" / "index" / "index.sqlite"
+    index.parent.mkdir(parents=True)
+    index.write_bytes(b"\0" * 10_000)
+    code = (
+        "import json, threading\n"
+        "from engram import paths\n"
+        "calls = []\n"
+        "real = paths.readahead\n"
+        "paths.readahead = lambda p, *a: calls.append((str(p), real(p, *a))) or calls[-1][1]\n"
+        "from engram_lsp import early\n"
+        "early.start()\n"
+        "for t in threading.enumerate():\n"
+        "    if t.name == 'engram-early':\n"
+        "        t.join(30)\n"
+        "print(json.dumps(calls))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         check=True, env=dict(os.environ, ENGRAM_HOME=str(tmp_path / "home")),
+                         cwd=tmp_path)
+    assert json.loads(out.stdout) == [[str(index), 10_000]]
