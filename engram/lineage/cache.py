@@ -479,7 +479,29 @@ def union_prints(prints: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarra
             uniq(np.concatenate(ks)) if ks else _EMPTY)
 
 
-class PackedLines(Mapping):
+class _OffsetLines(Mapping):
+    """Lines by offset where the offsets are a sorted int64 array (``offs``): the lookups, the
+    iteration (in offset order) and the length; a subclass reads line ``i`` (``__getitem__``)."""
+
+    __slots__ = ()
+
+    def _find(self, ofs) -> int:
+        if not isinstance(ofs, int | np.integer):
+            return -1
+        i = int(np.searchsorted(self.offs, ofs))
+        return i if i < len(self.offs) and self.offs[i] == ofs else -1
+
+    def __contains__(self, ofs) -> bool:
+        return self._find(ofs) >= 0
+
+    def __iter__(self):
+        return iter(self.offs.tolist())
+
+    def __len__(self) -> int:
+        return len(self.offs)
+
+
+class PackedLines(_OffsetLines):
     """A tape's kept lines (offset → line) as one buffer and three int64 arrays (offset, start and
     end of its line in the buffer, in offset order): a few objects however many lines, where a
     dict holds a bytes object a line — the parse worker gathers a streamed session's lines so
@@ -522,26 +544,11 @@ class PackedLines(Mapping):
         """The lines' bytes (as a dict's values' lengths sum)."""
         return int((self.end - self.start).sum())
 
-    def _find(self, ofs) -> int:
-        if not isinstance(ofs, int | np.integer):
-            return -1
-        i = int(np.searchsorted(self.offs, ofs))
-        return i if i < len(self.offs) and self.offs[i] == ofs else -1
-
-    def __contains__(self, ofs) -> bool:
-        return self._find(ofs) >= 0
-
     def __getitem__(self, ofs) -> bytes:
         i = self._find(ofs)
         if i < 0:
             raise KeyError(ofs)
         return bytes(memoryview(self.buf)[int(self.start[i]):int(self.end[i])])
-
-    def __iter__(self):
-        return iter(self.offs.tolist())
-
-    def __len__(self) -> int:
-        return len(self.offs)
 
     def __reduce__(self):
         return (_unpickle_packed, (self.buf, self.offs, self.start, self.end))
@@ -578,7 +585,7 @@ class _LineGatherer:
         return made
 
 
-class SpilledLines(Mapping):
+class SpilledLines(_OffsetLines):
     """A tape's kept lines (offset → line) in a ``SpillFile``: only where each lies is held (three
     int64 a line, in offset order), a line read back when asked for."""
 
@@ -598,26 +605,11 @@ class SpilledLines(Mapping):
             line = lines[o]
             self.pos[i], self.lens[i] = spill.append(line), len(line)
 
-    def _find(self, ofs) -> int:
-        if not isinstance(ofs, int | np.integer):
-            return -1
-        i = int(np.searchsorted(self.offs, ofs))
-        return i if i < len(self.offs) and self.offs[i] == ofs else -1
-
-    def __contains__(self, ofs) -> bool:
-        return self._find(ofs) >= 0
-
     def __getitem__(self, ofs) -> bytes:
         i = self._find(ofs)
         if i < 0:
             raise KeyError(ofs)
         return self.spill.read(int(self.pos[i]), int(self.lens[i]))
-
-    def __iter__(self):
-        return iter(self.offs.tolist())
-
-    def __len__(self) -> int:
-        return len(self.offs)
 
 
 class CachedAccess(TapeAccess):
