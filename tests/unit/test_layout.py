@@ -59,11 +59,13 @@ PEERS_INSIDE_FUNCTIONS = {frozenset({"query", "embed"})}
 needs transcript windows, and the windows' search needs semantic hits (docs/architecture.md)."""
 
 LSP_MAY_IMPORT = ("engram", "engram.engine", "engram.errors", "engram.config",
-                  "engram.query.direct", "engram.glibc", "engram.collect")
+                  "engram.query.direct", "engram.glibc", "engram.collect", "engram.paths")
 """All of ``engram`` that ``engram_lsp`` may import: it goes through the ``Engine``; and the code
 lens counts without numpy (``engram.query.direct``), for the first lenses before the engine's
-import (which loads numpy) is done; glibc's malloc knobs (``engram.glibc``); and the garbage
-collection between requests that ``engram mcp`` shares (``engram.collect``)."""
+import (which loads numpy) is done; glibc's malloc knobs (``engram.glibc``); the garbage
+collection between requests that ``engram mcp`` shares (``engram.collect``); and where the
+machine's index lives, read ahead into the page cache first thing at the process's start
+(``engram.paths.readahead``, a leaf module: before ``engram.config`` and its YAML are imported)."""
 
 
 @dataclass(frozen=True)
