@@ -45,9 +45,9 @@ READAHEAD_PIECE = 4 << 20  # bytes asked for by one ``posix_fadvise`` call
 
 
 def readahead(index: Path, limit: int = READAHEAD_MAX_BYTES) -> int:
-    """Ask the kernel to read the index at ``index`` (its WAL and kept block tables too) into the
-    page cache now, in the background: ``posix_fadvise(WILLNEED)``, ``READAHEAD_PIECE`` bytes a
-    call (the calls only queue the reads: ~30 ms of them for 135 MB). Returns the bytes asked
+    """Ask the kernel to read the index at ``index`` (and its WAL) into the page cache now, in the
+    background: ``posix_fadvise(WILLNEED)``, ``READAHEAD_PIECE`` bytes a call (the calls only
+    queue the reads: ~30 ms of them for 135 MB, ~3 ms for an index already cached). Returns the bytes asked
     for; 0 when nothing was (no such files, more than ``limit`` bytes, or no ``posix_fadvise``).
 
     For a process about to answer from the index for the first time (a language server at its
@@ -63,7 +63,7 @@ def readahead(index: Path, limit: int = READAHEAD_MAX_BYTES) -> int:
     if advise is None:
         return 0
     index = Path(index)
-    files = [f for f in (index, Path(f"{index}-wal"), Path(f"{index}.blocks")) if f.is_file()]
+    files = [f for f in (index, Path(f"{index}-wal")) if f.is_file()]
     try:
         total = sum(f.stat().st_size for f in files)
     except OSError:

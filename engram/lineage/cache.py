@@ -534,7 +534,7 @@ class PackedLines(_OffsetLines):
         refers to this one (the parse answer, held until the session's commit ends) then holds
         nothing of them, once the taker lets go (the ingest cache spills them at once past its
         ``LINES_IN_MEMORY``)."""
-        made = _unpickle_packed(self.buf, self.offs, self.start, self.end)
+        made = _packed_of(self.buf, self.offs, self.start, self.end)
         self.buf, self.offs = b"", np.zeros(0, np.int64)
         self.start = self.end = self.offs
         return made
@@ -551,11 +551,11 @@ class PackedLines(_OffsetLines):
         return bytes(memoryview(self.buf)[int(self.start[i]):int(self.end[i])])
 
     def __reduce__(self):
-        return (_unpickle_packed, (self.buf, self.offs, self.start, self.end))
+        return (_packed_of, (self.buf, self.offs, self.start, self.end))
 
 
-def _unpickle_packed(buf, offs, start, end) -> PackedLines:
-    """(pickle) a ``PackedLines`` from its buffers, as they were (already in offset order)."""
+def _packed_of(buf, offs, start, end) -> PackedLines:
+    """A ``PackedLines`` of buffers already in offset order, as they are (unpickling, ``take``)."""
     made = PackedLines.__new__(PackedLines)
     made.buf, made.offs, made.start, made.end = buf, offs, start, end
     return made
