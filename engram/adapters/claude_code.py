@@ -34,7 +34,10 @@ Each event keeps the record's ``uuid`` and ``parent_uuid``.
 
 from __future__ import annotations
 
+import itertools
+import pickle
 import re
+import tempfile
 from pathlib import Path
 
 import xxhash
@@ -61,6 +64,7 @@ from engram.adapters.base import (
 )
 from engram.errors import UnsupportedLog
 from engram.sortedset import KeyMap
+from engram.spill import SpillFile
 
 #: tool output (``tool.result`` stdout/stderr) kept per event, in characters
 #: unchanged lines that separate two changed regions of one hunk into two code.edit events
@@ -217,6 +221,57 @@ def _call(tool: str, args) -> str | tuple:
     return (tool, _d(args))
 
 
+class _Calls:
+    """``_Parser.calls``: tool_use id → what ``_call`` kept of it, for its result. A result comes
+    soon after its call, but may come at any time later (or again): nothing is dropped. The
+    latest ``IN_MEMORY`` calls are held as they are; past that the older half is pickled into a
+    private temp file (``spill.SpillFile``) and found again by the id's hash (``_key``) in a
+    ``KeyMap`` (offset, length: 32 bytes a call), so that a session's calls — their inputs
+    are whole edits — cost the parse the same memory whatever the log's length. (A temp file
+    that cannot be made: they are kept in memory, as before.) ``get`` answers what a dict would:
+    the last one set, None for an id never set; a spilled call comes back as an equal copy."""
+
+    IN_MEMORY = 4096
+
+    def __init__(self) -> None:
+        self.recent: dict[str, str | tuple] = {}
+        self.spilled: KeyMap | None = None
+        self.file = None
+
+    def __setitem__(self, call_id: str, kept) -> None:
+        self.recent[call_id] = kept
+        if len(self.recent) > self.IN_MEMORY and self.file is not False:
+            self._spill()
+
+    def get(self, call_id: str):
+        kept = self.recent.get(call_id)
+        if kept is not None or self.spilled is None:
+            return kept
+        row = self.spilled.get(_key(call_id))
+        return None if row is None else pickle.loads(self.file.read(*row))
+
+    def __len__(self) -> int:
+        return len(self.recent) + (0 if self.spilled is None else len(self.spilled))
+
+    def _spill(self) -> None:
+        """The older half of ``recent`` written to the file, one write."""
+        if self.file is None:
+            try:
+                self.file = SpillFile(tempfile.gettempdir())
+            except OSError:
+                self.file = False   # held in memory, as before
+                return
+            self.spilled = KeyMap(2)
+        n = len(self.recent) // 2
+        ids = list(itertools.islice(self.recent, n))
+        blobs = [pickle.dumps(self.recent[i], pickle.HIGHEST_PROTOCOL) for i in ids]
+        pos = self.file.append(b"".join(blobs))
+        for i, b in zip(ids, blobs):
+            self.spilled[_key(i)] = (pos, len(b))
+            pos += len(b)
+            del self.recent[i]
+
+
 def _uncall(kept) -> dict:
     """``{"tool", "input"}`` of what ``_call`` kept (``{}``: no such call)."""
     if kept is None:
@@ -269,7 +324,7 @@ class _Parser:
         # result reads it.
         self.usage = KeyMap(len(_USAGE_KEYS))  # message.id's key → its last usage's counts
         self.big_usage: dict[bytes, tuple] = {}  # (the keys whose counts do not fit 62 bits)
-        self.calls: dict[str, str | tuple] = {}  # tool_use id → its tool, or (tool, input)
+        self.calls = _Calls()  # tool_use id → its tool, or (tool, input)
         # path → last known full content, or (content before, hunks): applied when first asked
         # for (``_file``; most are never asked for, and applying splits the whole file)
         self.files: dict[str, str | tuple] = {}
