@@ -88,7 +88,12 @@ class SpillFile:
     def read_into(self, pos: int, buffer) -> None:
         """Fill ``buffer`` (a writable C-contiguous array) with the bytes at ``pos``."""
         view = memoryview(buffer).cast("B")
-        view[:] = self.read(pos, len(view))
+        done = 0
+        while done < len(view):   # read straight into it: no copy of its size
+            n = os.preadv(self._fd, [view[done:]], pos + done)
+            if not n:
+                raise OSError(f"spill file: {len(view)} bytes at {pos} not there")
+            done += n
 
     def close(self) -> None:
         self._f.close()

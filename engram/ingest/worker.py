@@ -304,8 +304,9 @@ def _stream_session(st, work: Path, root: str, done: list, hold: bool = False) -
     try:
         # the lines the lineage pass reads, one after another in one buffer (``PackedLines``): a
         # few thousand long-lived buffers amid the parse's short-lived ones would strew the heap,
-        # and handed to the ingest so (not a bytes object a line there either)
-        kept = PackedLines.gather()
+        # and handed to the ingest so (not a bytes object a line there either); in a temp file of
+        # ``work`` until the session is read, then one buffer for the ingest
+        kept = PackedLines.gather(work)
         chunk: list[dict] = []
         n = 1   # offset of the chunk's first event (the meta is offset 0)
 
@@ -347,6 +348,7 @@ def _stream_session(st, work: Path, root: str, done: list, hold: bool = False) -
         if spill is not None:
             spill.close()
             light.close()
+            prep = None   # (its parts are in ``spill``) let go before the kept lines are read back
         if not out.sessions:
             return
         sess = out.sessions[0]
@@ -426,7 +428,7 @@ def _prepare_parts(path: str, work: Path, seen, n: int) -> tuple:
         light = SpilledEvents.create(work, writer.temp_name("events"))
         prep = store.Preparer(wanted, sink=spill.write)
         prep.seen = seen
-        kept = PackedLines.gather()
+        kept = PackedLines.gather(work)   # (in a temp file until read back: ``_stream_session``)
         chunk: list[dict] = []
         meta = None
         ofs = 0
@@ -451,6 +453,7 @@ def _prepare_parts(path: str, work: Path, seen, n: int) -> tuple:
             flush()
         spill.close()
         light.close()
+        prep = None
         if ofs != n:   # (the hash matched both times: not expected)
             from engram.errors import CorruptTape
 

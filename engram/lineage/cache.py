@@ -524,10 +524,10 @@ class PackedLines(_OffsetLines):
         self.end = np.asarray(end, np.int64)[order]
 
     @classmethod
-    def gather(cls) -> _LineGatherer:
+    def gather(cls, directory=None) -> _LineGatherer:
         """An empty gatherer: ``add(offset, line)`` one line after another, ``packed()`` the
-        ``PackedLines`` of them."""
-        return _LineGatherer()
+        ``PackedLines`` of them; with a ``directory``, held in a temp file there until then."""
+        return _LineGatherer(directory)
 
     def take(self) -> PackedLines:
         """A ``PackedLines`` of these lines that owns them; this one is emptied. Whoever still
@@ -563,23 +563,45 @@ def _packed_of(buf, offs, start, end) -> PackedLines:
 
 class _LineGatherer:
     """(``PackedLines.gather``) lines appended to one buffer, where each lies in an array: a
-    few thousand long-lived buffers amid a parse's short-lived ones would strew the heap."""
+    few thousand long-lived buffers amid a parse's short-lived ones would strew the heap. With a
+    ``directory``, the buffer goes to an unnamed temp file there (``SpillFile``) each
+    ``SPILL_BYTES`` of lines, and ``packed`` reads them back in one buffer: what the gathering
+    holds in memory while a session is parsed is then the lines' places (three int64 a line),
+    not their bytes, however long the session."""
 
-    def __init__(self) -> None:
+    SPILL_BYTES = 1 << 20
+
+    def __init__(self, directory=None) -> None:
         import array
 
         self.buf = bytearray()
         self.at = array.array("q")   # offset, start in ``buf``, end: three a line
+        self.directory = directory
+        self.spill: SpillFile | None = None   # the lines before ``buf``'s (``spill.size`` bytes)
 
     def add(self, ofs: int, line: bytes) -> None:
-        self.at.extend((ofs, len(self.buf), len(self.buf) + len(line)))
+        base = 0 if self.spill is None else self.spill.size
+        self.at.extend((ofs, base + len(self.buf), base + len(self.buf) + len(line)))
         self.buf += line
+        if self.directory is not None and len(self.buf) >= self.SPILL_BYTES:
+            if self.spill is None:
+                self.spill = SpillFile(self.directory)
+            self.spill.append(self.buf)
+            self.buf = bytearray()
 
     def packed(self) -> PackedLines:
         """The lines added, as ``PackedLines`` (which takes the buffer over: this gatherer is
         emptied)."""
         at = np.frombuffer(self.at, np.int64).reshape(-1, 3) if len(self.at) else np.zeros((0, 3), np.int64)
-        made = PackedLines(self.buf, at[:, 0], at[:, 1], at[:, 2])
+        buf = self.buf
+        if self.spill is not None:   # one buffer made of the file's bytes and ``buf``'s
+            done = self.spill.size
+            whole = bytearray(done + len(buf))
+            self.spill.read_into(0, memoryview(whole)[:done])
+            whole[done:] = buf
+            self.spill.close()
+            self.spill, buf = None, whole
+        made = PackedLines(buf, at[:, 0], at[:, 1], at[:, 2])
         self.buf = bytearray()
         self.at = type(self.at)("q")
         return made
