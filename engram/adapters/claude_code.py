@@ -37,11 +37,11 @@ from __future__ import annotations
 import itertools
 import pickle
 import re
-import tempfile
 from pathlib import Path
 
 import xxhash
 
+from engram import paths
 from engram.adapters import base
 from engram.adapters.base import MAX_TOOL_OUTPUT  # noqa: F401  (the limit this module applies)
 from engram.adapters.base import (
@@ -225,11 +225,12 @@ class _Calls:
     """``_Parser.calls``: tool_use id → what ``_call`` kept of it, for its result. A result comes
     soon after its call, but may come at any time later (or again): nothing is dropped. The
     latest ``IN_MEMORY`` calls are held as they are; past that the older half is pickled into a
-    private temp file (``spill.SpillFile``) and found again by the id's hash (``_key``) in a
-    ``KeyMap`` (offset, length: 32 bytes a call), so that a session's calls — their inputs
-    are whole edits — cost the parse the same memory whatever the log's length. (A temp file
-    that cannot be made: they are kept in memory, as before.) ``get`` answers what a dict would:
-    the last one set, None for an id never set; a spilled call comes back as an equal copy."""
+    private temp file (``spill.SpillFile``: unnamed, in the user's tape directory, as the ingest
+    cache's) and found again by the id's hash (``_key``) in a ``KeyMap`` (offset, length: 32
+    bytes a call), so that a session's calls — their inputs are whole edits — cost the parse
+    about the same memory whatever the log's length. (A temp file that cannot be made: they are
+    kept in memory, as before.) ``get`` answers what a dict would: the last one set, None for
+    an id never set; a spilled call comes back as an equal copy."""
 
     IN_MEMORY = 4096
 
@@ -256,8 +257,8 @@ class _Calls:
     def _spill(self) -> None:
         """The older half of ``recent`` written to the file, one write."""
         if self.file is None:
-            try:
-                self.file = SpillFile(tempfile.gettempdir())
+            try:   # (where the ingest cache spills: what it holds is what tapes hold)
+                self.file = SpillFile(paths.private_dir(paths.user_tapes_dir()))
             except OSError:
                 self.file = False   # held in memory, as before
                 return
