@@ -25,16 +25,18 @@ install-test: $(VENV)/.installed-test
 demo: install
 	bash scripts/demo.sh
 
-## Set up and run the whole test suite (unit, golden, CLI, LSP, real Neovim, real VS Code when present).
+## Set up and run the whole test suite (unit, golden, CLI, LSP, real Neovim, real VS Code when present),
+## one test module per worker, a worker per core (at most 4: pytest-xdist)
+XDIST := -n auto --maxprocesses 4 --dist loadfile
 test: install-test
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q $(XDIST)
 
 ## Lint: ruff with the project's configuration (pyproject.toml [tool.ruff]).
 lint: install-test
 	$(VENV)/bin/ruff check .
 
 test-fast: install-test
-	$(VENV)/bin/pytest -q -m "not e2e and not slow"
+	$(VENV)/bin/pytest -q $(XDIST) -m "not e2e and not slow"
 
 bench: install-test
 	$(PY) bench/accuracy.py

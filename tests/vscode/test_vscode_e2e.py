@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from npm_build import npm_build_lock
 from prerequisites import missing as missing_prerequisite
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -63,13 +64,15 @@ def _missing_prerequisites() -> list[str]:
 
 
 def _package_vsix() -> Path:
-    """Build the .vsix unless it is newer than every source file."""
+    """Build the .vsix unless it is newer than every source file (one npm build at a time: the
+    extension's unit tests write the same bundle, ``npm_build``)."""
     sources = [CLIENT / "package.json", *(CLIENT / "src").rglob("*.ts")]
-    if VSIX.exists() and VSIX.stat().st_mtime >= max(
-        p.stat().st_mtime for p in sources
-    ):
-        return VSIX
-    subprocess.run(["npm", "run", "package"], cwd=CLIENT, check=True, timeout=300)
+    with npm_build_lock(CLIENT):
+        if VSIX.exists() and VSIX.stat().st_mtime >= max(
+            p.stat().st_mtime for p in sources
+        ):
+            return VSIX
+        subprocess.run(["npm", "run", "package"], cwd=CLIENT, check=True, timeout=300)
     return VSIX
 
 

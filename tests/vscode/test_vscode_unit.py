@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from npm_build import npm_build_lock
 from prerequisites import missing
 
 EXT = Path(__file__).resolve().parents[2] / "clients" / "vscode"
@@ -18,6 +19,7 @@ def test_extension_unit_tests():
         missing("npm is not installed")
     if not (EXT / "node_modules").is_dir():
         missing("clients/vscode/node_modules missing: run clients/vscode/scripts/setup-e2e.sh")
-    proc = subprocess.run(["npm", "test", "--silent"], cwd=EXT, capture_output=True, text=True, timeout=300)
+    with npm_build_lock(EXT):  # the end-to-end test packages the same bundle
+        proc = subprocess.run(["npm", "test", "--silent"], cwd=EXT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert "# fail 0" in proc.stdout
