@@ -880,6 +880,10 @@ class Backend:
         """Workspace files whose lens counts the pass under way has still to compute."""
         return self._ahead.pending if self._ahead is not None else 0
 
+    def tables_pending(self) -> int:
+        """Workspace files whose block tables the tables pass under way has still to look at."""
+        return self._ahead.tables_pending if self._ahead is not None else 0
+
     def ahead_job(self, engine, path: Path):
         """One workspace file's lens counts, computed as its code lens would be, and its block
         table (query thread, background job of ``engram_lsp.ahead``): ``(generation, key, blocks,
@@ -899,7 +903,7 @@ class Backend:
                 text = engine.read_file(path)
             except Exception:  # not a regular readable file (any more): nothing to keep
                 return generation, None, None, {}
-            tables = self._ahead_table(engine, path, text)
+            tables = self._ahead_table(engine, path, text) or {}
             key = lenses.key(path, text)
             if not text or store.has(key, generation):
                 return generation, None, None, tables
@@ -913,9 +917,10 @@ class Backend:
         finally:
             self._ingest_guard.release_shared()
 
-    def _ahead_table(self, engine, path: Path, text: str) -> dict:
+    def _ahead_table(self, engine, path: Path, text: str) -> dict | None:
         """``{key: block table}`` of ``text`` when none is kept (``engram_lsp.blocks``), computed
-        unless a request comes meanwhile; {} otherwise."""
+        unless a request comes meanwhile (then None); {} when one is kept, or the text has no
+        parse."""
         store = self.block_store()
         if store is None or not text:
             return {}
@@ -925,7 +930,19 @@ class Backend:
         if store.has(key):
             return {}
         table = engine.block_table(text, path, cancel=self._query_pool.waiting)
-        return {key: table} if table is not None else {}
+        if table is None:
+            return None if self._query_pool.waiting() else {}
+        return {key: table}
+
+    def table_job(self, engine, path: Path) -> dict | None:
+        """One workspace file's block table when none is kept (query thread, background job of
+        ``engram_lsp.ahead``'s tables pass; no index read): as ``_ahead_table``, {} for a file
+        that cannot be read."""
+        try:
+            text = engine.read_file(path)
+        except Exception:  # not a regular readable file (any more): nothing to keep
+            return {}
+        return self._ahead_table(engine, path, text)
 
     def block_results(
         self, engine, file: str, text: str, blocks: list[tuple[int, int]]

@@ -9,8 +9,9 @@ line's answer can be computed once (``Engine.block_table``: runs ``[first, last,
 and kept: a hover of a text whose table is kept reads its block from the table
 (``Engine.table_block``), the same ``(start, end)`` as the parse, without parsing.
 
-Tables are computed for the workspace's files by the pass that keeps their lens counts ahead
-(``engram_lsp.ahead``, ``Backend.ahead_job``), and kept next to the index
+Tables are computed for the workspace's files right after each ingest (the startup one first)
+whenever the client is quiet for a moment, and again by the pass that keeps their lens counts ahead
+(``engram_lsp.ahead``: ``Backend.table_job``, ``Backend.ahead_job``), and kept next to the index
 (``index.sqlite.blocks``, 0600 in the index's 0700 directory): line numbers only, keyed by a hash
 of the text and the file's suffix (which names its language), no text and no path. One file for
 every server of the machine: written whole (write, then rename), the last writer winning; a file

@@ -5,8 +5,8 @@ index path, whether an ingest is running, the last ingest summary or error, watc
 ``warming``: how many opened files are still being prepared (parsed, their hovers computed and
 read ahead for explain), see ``Backend.warm``;
 ``heap_kept``: whether glibc keeps the memory the server freed, see ``engram_lsp.heap``;
-``lenses_ahead``: how many workspace files' lens counts are still to be computed ahead, see
-``engram_lsp.ahead``).
+``lenses_ahead``: how many workspace files' lens counts are still to be computed ahead, and
+``tables_ahead``: how many files' block tables, see ``engram_lsp.ahead``).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ def server_status(ls) -> dict:
         "warming": backend.warming(),
         "prefilling": backend.prefilling(),
         "lenses_ahead": backend.lenses_pending(),
+        "tables_ahead": backend.tables_pending(),
         "heap_kept": heap.kept(),
         "pull": getattr(ls, "pull_state", None),  # sharing.autoPull (engram_lsp.puller)
         "settings": {

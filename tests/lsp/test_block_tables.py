@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import orjson
-from lsp_helpers import hover, open_doc, wait_indexed
+from lsp_helpers import hover, open_doc, request, wait_indexed
 from waiting import wait_until
 
 from engram.engine import Engine
@@ -171,3 +171,42 @@ def test_a_hover_remembers_an_open_buffers_kept_table(tmp_path):
     assert H._split[doc.uri][0] is edited
     closed = Doc(uri=doc.uri, path=path, file="h.py", text=None, version=None)  # read from disk
     assert H._lines(closed, text) == lines and H._split[doc.uri][0] is edited  # not remembered
+
+
+async def test_every_workspace_files_table_is_kept_after_the_startup_ingest(lsp, ws):
+    """The tables pass (``engram_lsp.ahead``) keeps the block table of every workspace file right
+    after the startup ingest — with code lens off, so that the lens pass (which keeps tables too)
+    computes nothing — each the table the parse gives; ``tables_ahead`` counts them down to 0."""
+    extra = {"deep.py": "class Outer:\n    class Inner:\n        def m(self):\n            return 1\n\n"
+                        "    def n(self):\n        return 2\n\n\ndef top():\n    pass\n",
+             "lib/util.py": "import os\n\n\ndef cwd():\n    return os.getcwd()\n"}
+    for rel, text in extra.items():
+        (ws.root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws.root / rel).write_text(text)
+    shutil.rmtree(ws.root / ".git")
+    for cmd in (["git", "init", "-q"], ["git", "add", "-A"]):
+        subprocess.run(cmd, cwd=ws.root, check=True, capture_output=True)
+    client = await lsp(ws, init_options={"codeLens": {"enabled": False}})
+    status = await wait_indexed(client)
+    assert status.server.tables_ahead >= 0
+    store = ws.engram_home / "index" / ("index.sqlite" + blocks.SUFFIX)
+    py = sorted(p for p in ws.root.rglob("*.py") if ".git" not in p.parts)
+    assert len(py) >= 3
+    want = {blocks.key(p, p.read_text()): Engine.block_table(p.read_text(), p) for p in py}
+
+    def entries() -> dict:
+        try:
+            return orjson.loads(store.read_bytes())["entries"]
+        except (OSError, ValueError):
+            return {}
+
+    wait_until(lambda: set(want) <= set(entries()), 30,
+               message="every workspace file's block table kept, code lens off")
+    got = entries()
+    assert {k: got[k] for k in want} == want
+    assert stat.S_IMODE(os.stat(store).st_mode) == 0o600
+    status = await request(client, "engram/status", {})
+    assert status.server.tables_ahead == 0 and status.server.lenses_ahead == 0
+    # the lens pass stays off: no lens counts kept for files nobody opened
+    assert not (ws.engram_home / "index" / "index.sqlite.lenses").exists()
+    await client.shutdown_session()
