@@ -64,7 +64,7 @@ def converter():
 
 def _run() -> None:
     global _primed
-    try:  # the machine's index into the page cache, while the server starts (``db.readahead``)
+    try:  # the machine's index into the page cache, while the server starts (``paths.readahead``)
         from engram import paths
 
         paths.readahead(paths.default_index_path())

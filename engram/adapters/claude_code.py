@@ -251,9 +251,6 @@ class _Calls:
         row = self.spilled.get(_key(call_id))
         return None if row is None else pickle.loads(self.file.read(*row))
 
-    def __len__(self) -> int:
-        return len(self.recent) + (0 if self.spilled is None else len(self.spilled))
-
     def _spill(self) -> None:
         """The older half of ``recent`` written to the file, one write."""
         if self.file is None:
