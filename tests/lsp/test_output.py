@@ -16,7 +16,14 @@ import time
 from lsp_helpers import frame, read_message
 from waiting import wait_until
 
+from engram_lsp.server import FrameWriter, widen_pipe
+
 N = 300  # requests answered while nobody reads: far more than a pipe holds (64 KB)
+
+
+def _pipe_max() -> int:
+    with open("/proc/sys/fs/pipe-max-size") as f:
+        return int(f.read())
 
 
 def _pipe_bytes(fd: int) -> int:
@@ -44,6 +51,10 @@ def test_full_stdout_loses_no_response(ws):
         proc.stdin.write(frame({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}))
         proc.stdin.flush()
         assert read_message(out)["id"] == 1
+        # the server widened its pipe (``widen_pipe``); narrowed again here, so that the answers
+        # below overfill it as they did a pipe the server could not widen
+        assert fcntl.fcntl(r, fcntl.F_GETPIPE_SZ) == min(FrameWriter.PIPE_BYTES, _pipe_max())
+        fcntl.fcntl(r, fcntl.F_SETPIPE_SZ, 65536)
         proc.stdin.write(frame({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
         for i in range(2, N + 2):
             proc.stdin.write(frame({"jsonrpc": "2.0", "id": i, "method": "engram/status",
@@ -65,3 +76,26 @@ def test_full_stdout_loses_no_response(ws):
         proc.kill()
         proc.wait()
         out.close()
+
+
+def test_widen_pipe_only_widens_pipes(tmp_path):
+    """A pipe gets the buffer asked for (within the user's limit); a regular file, a stream
+    without a descriptor or a closed one are left alone (None), never an error."""
+    import io
+
+    r, w = os.pipe()
+    try:
+        with os.fdopen(w, "wb") as stream:
+            got = widen_pipe(stream, 1 << 20)
+            assert got == fcntl.fcntl(r, fcntl.F_GETPIPE_SZ) == min(1 << 20, _pipe_max())
+            stream.write(b"x" * 200_000)  # what a 64 KB pipe could not take without a reader
+            stream.flush()
+            assert _pipe_bytes(r) == 200_000
+    finally:
+        os.close(r)
+    with open(tmp_path / "f", "wb") as f:
+        assert widen_pipe(f, 1 << 20) is None
+    assert widen_pipe(io.BytesIO(), 1 << 20) is None
+    closed = open(tmp_path / "g", "wb")
+    closed.close()
+    assert widen_pipe(closed, 1 << 20) is None
