@@ -119,9 +119,9 @@ def widen_pipe(stream, size: int) -> int | None:
     """Ask the kernel for a ``size``-byte buffer on ``stream`` when it is a pipe (Linux:
     ``F_SETPIPE_SZ``, at most ``/proc/sys/fs/pipe-max-size`` for a user, 1 MiB by default); its
     size then, or None where it is not a pipe or cannot be asked. An explain answer is 50-150 KB
-    and a pipe holds 64 KB: the write stopped at each full buffer until the editor had read it
-    (two or three switches between the processes an answer, 0.3-0.5 ms of its p50 in the scale
-    bench), and the query thread with it. (Editors built on libuv, VS Code and Neovim, connect
+    and a pipe holds 64 KB: the write stopped at each full buffer until the editor had read it,
+    and the query thread with it (0.8 ms at p50 in the scale bench; ``engram mcp``'s transport
+    asks for the same). (Editors built on libuv, VS Code and Neovim, connect
     by a socket pair instead, with a send buffer of ~200 KB.) What cannot be had (an
     older kernel, the user's quota of pipe memory spent) leaves the pipe as it was: frames are
     written whole either way."""
