@@ -1,0 +1,70 @@
+"""The mmap thresholds of the ingest's two processes (``engram.ingest.worker.bound_heap``): the CLI
+maps arrays of ``HEAP_MMAP_THRESHOLD`` (128 KiB) and up apart — the lineage pass's arrays of a few
+hundred KB left the heap's free space growing with the log at 256 KiB — and the parse worker
+those of ``WORKER_MMAP_THRESHOLD`` (1 MiB) and up (its many smaller texts and arrays come from
+the heap, without a page fault each). ``_heap_reused`` gives the process its own threshold back."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from test_ingest_bound_heap import GLIBC
+
+MAPPED = (
+    "import ctypes, sys\n"
+    "import numpy as np\n"
+    "from engram.ingest import worker\n"
+    "class M(ctypes.Structure):\n"
+    "    _fields_ = [(n, ctypes.c_size_t) for n in ('arena', 'ordblks', 'smblks', 'hblks',\n"
+    "                'hblkhd', 'usmblks', 'fsmblks', 'uordblks', 'fordblks', 'keepcost')]\n"
+    "f = ctypes.CDLL(None).mallinfo2\n"
+    "f.restype = M\n"
+    "def mapped(nbytes):\n"   # how many of 8 live arrays of nbytes are mapped apart
+    "    before = f().hblks\n"
+    "    kept = [np.ones(nbytes // 8) for _ in range(8)]\n"
+    "    return f().hblks - before\n"
+    "{setup}\n"
+    "print(mapped(192 << 10), mapped(2 << 20))\n"
+)
+
+
+def _mapped(setup: str) -> tuple[int, int]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    out = subprocess.run([sys.executable, "-c", MAPPED.replace("{setup}", setup)], env=env,
+                         capture_output=True, text=True, check=True)
+    small, big = out.stdout.split()
+    return int(small), int(big)
+
+
+@pytest.mark.skipif(not GLIBC, reason="mallopt is glibc's")
+def test_the_cli_maps_arrays_of_a_few_hundred_kb():
+    assert _mapped("assert worker.bound_heap()") == (8, 8)
+
+
+@pytest.mark.skipif(not GLIBC, reason="mallopt is glibc's")
+def test_the_worker_keeps_them_in_the_heap():
+    assert _mapped("assert worker.bound_heap(worker.WORKER_MMAP_THRESHOLD)") == (0, 8)
+
+
+@pytest.mark.skipif(not GLIBC, reason="mallopt is glibc's")
+def test_heap_reused_gives_the_process_its_own_threshold_back():
+    setup = ("assert worker.bound_heap(worker.WORKER_MMAP_THRESHOLD)\n"
+             "with worker._heap_reused():\n"
+             "    assert mapped(2 << 20) == 0\n")   # (under PREPARE_MMAP_THRESHOLD: the heap's)
+    assert _mapped(setup) == (0, 8)
+
+
+@pytest.mark.skipif(not GLIBC, reason="mallopt is glibc's")
+def test_the_worker_process_bounds_its_heap():
+    code = ("import os, sys\n"
+            "from engram.ingest import worker\n"
+            "worker.main(os.getppid())\n"   # stdin closed: no request, it returns
+            "sys.stderr.write(f'bounded {worker._heap_bounded}')\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, stdin=subprocess.DEVNULL,
+                         capture_output=True, text=True, check=True)
+    from engram.ingest.worker import WORKER_MMAP_THRESHOLD
+    assert f"bounded {WORKER_MMAP_THRESHOLD}" in out.stderr
