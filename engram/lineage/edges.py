@@ -70,6 +70,7 @@ LINK_REF_BLOCKS = 4_096          # blocks whose refs one ``_ref_rows`` reads (``
 # versions: ~5 k in a pass at 400 MB, ~13 k at 1.5 GB), and their refs' rows are small objects
 # (a tuple and its time order key a ref) that set the high-water mark of the pass's arenas
 CARDINALITY_EVENTS = 2_048       # touched events whose edges ``_cardinality`` reads at once
+TOUCHED_DISTINCT_AT = 4_096      # touched events held before they are first made distinct
 READ_EVENTS = 1_024              # a new tape's edits parsed at a time (``run``)
 QUERY_BATCH = 256               # edits whose texts are fingerprinted in one batch (``_queried``),
 QUERY_BATCH_CHARS = 1 << 20     # ... and characters of their texts (what the batch holds stays small)
@@ -279,9 +280,15 @@ class _Touched:
 
     def __init__(self, ids=()):
         self._ids = array("q", ids)
+        self._distinct = len(self._ids)   # (their number when last made distinct)
 
     def add(self, eid: int) -> None:
         self._ids.append(eid)
+        if len(self._ids) >= max(TOUCHED_DISTINCT_AT, 2 * self._distinct):
+            # an event is added once per edge to it: made distinct as the array doubles, it
+            # holds about as many as the run's distinct targets, not every edge's
+            self._ids = array("q", self.ids().tobytes())
+            self._distinct = len(self._ids)
 
     def __iter__(self):
         return iter(self.ids().tolist())
