@@ -608,33 +608,31 @@ def drop_parse_memos() -> None:
 M_MMAP_THRESHOLD = -3              # glibc's ``mallopt`` parameter
 HEAP_MMAP_THRESHOLD = 128 << 10    # allocations from here up are mapped apart (``bound_heap``):
 #                                    at 256 KiB, the lineage pass's arrays of a few hundred KB
-#                                    (the run's per-edit arrays as they grow, a pass's columns)
 #                                    came from the heap, and its free space grew with the log
-#                                    (the 1.5 GB steady session: +15 MB of it over the 400 MB one)
-WORKER_MMAP_THRESHOLD = 1 << 20    # ... in the parse worker (``main``), whose parse makes and
-#                                    frees many texts and arrays of 128 KB-1 MB: each mapped
-#                                    apart took page faults (+25% of the ingest's CPU at 128 KiB)
+#                                    (the 1.5 GB steady session: +8 MB of it, +14 MB of heap, over
+#                                    the 400 MB one). Not in the parse worker: there its many texts
+#                                    and arrays of 128 KB-1 MB each mapped apart took page faults
+#                                    (+25% of the ingest's CPU; +10% at 1 MiB, for 8 MB less heap)
 
 
-def bound_heap(threshold: int = HEAP_MMAP_THRESHOLD) -> bool:
-    """For a one-shot ingest process (``engram ingest``, its parse worker): allocations of
-    ``threshold`` bytes or more (numpy arrays, SQLite's blobs) are mapped apart and unmapped when
-    freed, which glibc otherwise stops doing once it has freed a mapped one (its threshold then
-    rises to that size, up to 32 MB): the big arrays of one phase then come from the heap, whose
-    free space between long-lived allocations stays in the process, and the next phase's arrays
-    are taken on top of it — the peak of one huge session's ingest grew with its log. Not for a
-    long-running process that tunes its heap itself (the language server). Only on glibc, and not
-    when the user set any ``MALLOC_*`` variable (glibc's own way to tune it). True when it was
-    applied."""
+def bound_heap() -> bool:
+    """For a one-shot ingest process (``engram ingest``): allocations of ``HEAP_MMAP_THRESHOLD``
+    bytes or more (numpy arrays, SQLite's blobs) are mapped apart and unmapped when freed, which
+    glibc otherwise stops doing once it has freed a mapped one (its threshold then rises to that
+    size, up to 32 MB): the big arrays of one phase then come from the heap, whose free space
+    between long-lived allocations stays in the process, and the next phase's arrays are taken on
+    top of it — the peak of one huge session's ingest grew with its log. Not for a long-running
+    process that tunes its heap itself (the language server). Only on glibc, and not when the user
+    set any ``MALLOC_*`` variable (glibc's own way to tune it). True when it was applied."""
     from engram import glibc
 
     global _heap_bounded
     mallopt = glibc.mallopt()
-    _heap_bounded = threshold if mallopt is not None and mallopt(M_MMAP_THRESHOLD, threshold) == 1 else 0
-    return bool(_heap_bounded)
+    _heap_bounded = mallopt is not None and mallopt(M_MMAP_THRESHOLD, HEAP_MMAP_THRESHOLD) == 1
+    return _heap_bounded
 
 
-_heap_bounded = 0   # the threshold ``bound_heap`` applied in this process (0: none)
+_heap_bounded = False   # ``bound_heap`` applied in this process
 PREPARE_MMAP_THRESHOLD = 4 << 20   # (``_heap_reused``) while a big tape's parts are prepared
 
 
@@ -655,7 +653,7 @@ def _heap_reused():
     try:
         yield
     finally:
-        mallopt(M_MMAP_THRESHOLD, _heap_bounded)
+        mallopt(M_MMAP_THRESHOLD, HEAP_MMAP_THRESHOLD)
         release_freed_memory()
 
 PIPE_BYTES = 1 << 20
@@ -979,7 +977,6 @@ def main(parent: int | None = None) -> None:
     """The worker: answer requests from stdin on a private copy of stdout (anything printed
     goes to stderr) until stdin closes, or until ``parent`` (the ingest's pid) is gone."""
     _exit_with_parent(os.getppid() if parent is None else parent)
-    bound_heap(WORKER_MMAP_THRESHOLD)
     reply = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     requests = sys.stdin.buffer

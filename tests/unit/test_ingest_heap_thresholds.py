@@ -1,8 +1,8 @@
-"""The mmap thresholds of the ingest's two processes (``engram.ingest.worker.bound_heap``): the CLI
-maps arrays of ``HEAP_MMAP_THRESHOLD`` (128 KiB) and up apart — the lineage pass's arrays of a few
-hundred KB left the heap's free space growing with the log at 256 KiB — and the parse worker
-those of ``WORKER_MMAP_THRESHOLD`` (1 MiB) and up (its many smaller texts and arrays come from
-the heap, without a page fault each). ``_heap_reused`` gives the process its own threshold back."""
+"""The ingest's mmap threshold (``engram.ingest.worker.bound_heap``): the CLI maps arrays of
+``HEAP_MMAP_THRESHOLD`` (128 KiB) and up apart — at 256 KiB the lineage pass's arrays of a few
+hundred KB came from the heap, whose free space grew with the log — and ``_heap_reused`` gives it
+back after a tape's parts are prepared. The parse worker keeps glibc's own (its many texts and
+arrays of that size each mapped apart cost page faults)."""
 
 from __future__ import annotations
 
@@ -45,26 +45,8 @@ def test_the_cli_maps_arrays_of_a_few_hundred_kb():
 
 
 @pytest.mark.skipif(not GLIBC, reason="mallopt is glibc's")
-def test_the_worker_keeps_them_in_the_heap():
-    assert _mapped("assert worker.bound_heap(worker.WORKER_MMAP_THRESHOLD)") == (0, 8)
-
-
-@pytest.mark.skipif(not GLIBC, reason="mallopt is glibc's")
-def test_heap_reused_gives_the_process_its_own_threshold_back():
-    setup = ("assert worker.bound_heap(worker.WORKER_MMAP_THRESHOLD)\n"
+def test_heap_reused_gives_the_threshold_back():
+    setup = ("assert worker.bound_heap()\n"
              "with worker._heap_reused():\n"
              "    assert mapped(2 << 20) == 0\n")   # (under PREPARE_MMAP_THRESHOLD: the heap's)
-    assert _mapped(setup) == (0, 8)
-
-
-@pytest.mark.skipif(not GLIBC, reason="mallopt is glibc's")
-def test_the_worker_process_bounds_its_heap():
-    code = ("import os, sys\n"
-            "from engram.ingest import worker\n"
-            "worker.main(os.getppid())\n"   # stdin closed: no request, it returns
-            "sys.stderr.write(f'bounded {worker._heap_bounded}')\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    out = subprocess.run([sys.executable, "-c", code], env=env, stdin=subprocess.DEVNULL,
-                         capture_output=True, text=True, check=True)
-    from engram.ingest.worker import WORKER_MMAP_THRESHOLD
-    assert f"bounded {WORKER_MMAP_THRESHOLD}" in out.stderr
+    assert _mapped(setup) == (8, 8)
