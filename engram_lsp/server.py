@@ -36,6 +36,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage
 
+from engram import pipes
 from engram.collect import collect_due
 from engram.errors import EngramError
 from engram_lsp import __version__, framing, heap
@@ -75,12 +76,15 @@ class FrameWriter:
     """
 
     WAIT_S = 1.0  # one wait for a full non-blocking descriptor (then written again)
-    PIPE_BYTES = 1 << 20  # the output pipe's buffer asked for (``widen_pipe``)
 
     def __init__(self, stream):
         self._stream = stream
         self._lock = threading.Lock()
-        widen_pipe(stream, self.PIPE_BYTES)
+        # an explain answer (50-150 KB) written at once, not a 64 KB pipe buffer at a time with
+        # the query thread waiting for the editor after each (0.8 ms at p50 in the scale bench);
+        # editors built on libuv (VS Code, Neovim) connect by a socket pair, with ~200 KB of send
+        # buffer already
+        pipes.widen(stream)
 
     def close(self) -> None:
         self._stream.close()
@@ -113,35 +117,6 @@ class FrameWriter:
             select.select([], [self._stream.fileno()], [], self.WAIT_S)
         except (AttributeError, OSError, ValueError):  # no descriptor: try again shortly
             time.sleep(0.01)
-
-
-def widen_pipe(stream, size: int) -> int | None:
-    """Ask the kernel for a ``size``-byte buffer on ``stream`` when it is a pipe (Linux:
-    ``F_SETPIPE_SZ``, at most ``/proc/sys/fs/pipe-max-size`` for a user, 1 MiB by default); its
-    size then, or None where it is not a pipe or cannot be asked. An explain answer is 50-150 KB
-    and a pipe holds 64 KB: the write stopped at each full buffer until the editor had read it,
-    and the query thread with it (0.8 ms at p50 in the scale bench; ``engram mcp``'s transport
-    asks for the same). (Editors built on libuv, VS Code and Neovim, connect
-    by a socket pair instead, with a send buffer of ~200 KB.) What cannot be had (an
-    older kernel, the user's quota of pipe memory spent) leaves the pipe as it was: frames are
-    written whole either way."""
-    try:
-        import fcntl
-    except ImportError:  # not a POSIX system
-        return None
-    try:
-        fd = stream.fileno()
-        if not stat.S_ISFIFO(os.fstat(fd).st_mode) or not hasattr(fcntl, "F_SETPIPE_SZ"):
-            return None
-    except (AttributeError, OSError, ValueError):
-        return None
-    try:
-        return fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size)
-    except OSError:
-        try:
-            return fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
-        except OSError:
-            return None
 
 
 def _output_closed(error: Exception) -> bool:

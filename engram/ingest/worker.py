@@ -25,6 +25,7 @@ import traceback
 from concurrent.futures import Future
 from pathlib import Path
 
+from engram import pipes
 from engram.errors import WorkerGone
 from engram.spill import PickledParts
 
@@ -650,21 +651,6 @@ def _heap_reused():
         mallopt(M_MMAP_THRESHOLD, HEAP_MMAP_THRESHOLD)
         release_freed_memory()
 
-PIPE_BYTES = 1 << 20
-
-
-def _widen_pipe(pipe) -> None:
-    """Let a pipe to or from the worker hold ``PIPE_BYTES`` (Linux; 64 KiB by default). The
-    reader thread needs the GIL after every read, and gets it only at switch intervals while the
-    indexing runs Python code: with a small pipe, a worker writing megabytes of results mostly
-    waits. Requests are small, but many at once would block the indexing until the worker
-    reads them."""
-    try:
-        import fcntl
-        fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-    except (ImportError, AttributeError, OSError):  # not Linux, or above the system's limit
-        pass
-
 
 class ParseProcess:
     """One worker process; ``submit()`` returns a ``Future`` of ``parse()``'s tuple."""
@@ -678,8 +664,12 @@ class ParseProcess:
                                     "from engram.ingest.worker import main; "
                                     "main(int(sys.argv[2]))"), root, str(os.getpid())],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        _widen_pipe(self.proc.stdin)
-        _widen_pipe(self.proc.stdout)
+        # (``pipes.widen``) the reader thread needs the GIL after every read, and gets it only
+        # at switch intervals while the indexing runs Python code: with a small pipe, a worker
+        # writing megabytes of results mostly waits; requests are small, but many at once would
+        # block the indexing until the worker reads them
+        pipes.widen(self.proc.stdin)
+        pipes.widen(self.proc.stdout)
         self.pending: collections.deque[Future] = collections.deque()
         self._lock = threading.Lock()        # pending, _gone
         self._write_lock = threading.Lock()  # one request written at a time, in pending's order

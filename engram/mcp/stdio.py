@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import gc
 import json
 import os
@@ -39,13 +38,10 @@ import orjson
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
+from engram import pipes
 from engram.collect import collect_due
 
 MAX_LINE = 64 << 20  # a request line (a note's text is at most 1 MB)
-#: the wire's pipe buffer, when stdout is a pipe (Linux's default is 64 KB; 1 MB is the most an
-#: unprivileged process may ask for by default)
-PIPE_SIZE = 1 << 20
-F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
 def _streamable(fd: int) -> bool:
@@ -95,8 +91,7 @@ async def transport() -> AsyncIterator[tuple]:
     w_transport, w_protocol = await loop.connect_write_pipe(
         asyncio.streams.FlowControlMixin, os.fdopen(wire_out, "wb", buffering=0))
     w_transport.set_write_buffer_limits(0)  # drain() returns once a message is all written
-    with contextlib.suppress(OSError):  # an answer (~200 KB) in one write, not four and waits
-        fcntl.fcntl(wire_out, F_SETPIPE_SZ, PIPE_SIZE)
+    pipes.widen(wire_out)  # an answer (~200 KB) in one write, not four and waits
     writer = asyncio.StreamWriter(w_transport, w_protocol, None, loop)
     read_send, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_receive = anyio.create_memory_object_stream[SessionMessage](0)

@@ -16,7 +16,7 @@ import time
 from lsp_helpers import frame, read_message
 from waiting import wait_until
 
-from engram_lsp.server import FrameWriter, widen_pipe
+from engram.pipes import PIPE_BYTES, widen
 
 N = 300  # requests answered while nobody reads: far more than a pipe holds (64 KB)
 
@@ -51,9 +51,9 @@ def test_full_stdout_loses_no_response(ws):
         proc.stdin.write(frame({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}))
         proc.stdin.flush()
         assert read_message(out)["id"] == 1
-        # the server widened its pipe (``widen_pipe``); narrowed again here, so that the answers
-        # below overfill it as they did a pipe the server could not widen
-        assert fcntl.fcntl(r, fcntl.F_GETPIPE_SZ) == min(FrameWriter.PIPE_BYTES, _pipe_max())
+        # the server widened its pipe (``engram.pipes.widen``); narrowed again here, so that the
+        # answers below overfill it as they did a pipe the server could not widen
+        assert fcntl.fcntl(r, fcntl.F_GETPIPE_SZ) == min(PIPE_BYTES, _pipe_max())
         fcntl.fcntl(r, fcntl.F_SETPIPE_SZ, 65536)
         proc.stdin.write(frame({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
         for i in range(2, N + 2):
@@ -86,7 +86,7 @@ def test_widen_pipe_only_widens_pipes(tmp_path):
     r, w = os.pipe()
     try:
         with os.fdopen(w, "wb") as stream:
-            got = widen_pipe(stream, 1 << 20)
+            got = widen(stream, 1 << 20)
             assert got == fcntl.fcntl(r, fcntl.F_GETPIPE_SZ) == min(1 << 20, _pipe_max())
             stream.write(b"x" * 200_000)  # what a 64 KB pipe could not take without a reader
             stream.flush()
@@ -94,8 +94,8 @@ def test_widen_pipe_only_widens_pipes(tmp_path):
     finally:
         os.close(r)
     with open(tmp_path / "f", "wb") as f:
-        assert widen_pipe(f, 1 << 20) is None
-    assert widen_pipe(io.BytesIO(), 1 << 20) is None
+        assert widen(f, 1 << 20) is None
+    assert widen(io.BytesIO(), 1 << 20) is None
     closed = open(tmp_path / "g", "wb")
     closed.close()
-    assert widen_pipe(closed, 1 << 20) is None
+    assert widen(closed, 1 << 20) is None

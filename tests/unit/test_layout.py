@@ -28,7 +28,7 @@ PACKAGES = ("engram", "engram_lsp")
 HEAVY = ("pygls", "lsprotocol", "torch", "transformers")
 
 LEAVES = ("errors", "paths", "config", "digest", "linediff", "sortedset", "env", "files",
-          "timestamps", "warm", "spill", "glibc", "collect")
+          "timestamps", "warm", "spill", "glibc", "collect", "pipes")
 """Shared utilities (``engram.<name>``), and the package root ``engram`` itself: layer 0, where
 any module may import any other (the cycle check still applies)."""
 
@@ -59,13 +59,15 @@ PEERS_INSIDE_FUNCTIONS = {frozenset({"query", "embed"})}
 needs transcript windows, and the windows' search needs semantic hits (docs/architecture.md)."""
 
 LSP_MAY_IMPORT = ("engram", "engram.engine", "engram.errors", "engram.config",
-                  "engram.query.direct", "engram.glibc", "engram.collect", "engram.paths")
+                  "engram.query.direct", "engram.glibc", "engram.collect", "engram.paths",
+                  "engram.pipes")
 """All of ``engram`` that ``engram_lsp`` may import: it goes through the ``Engine``; and the code
 lens counts without numpy (``engram.query.direct``), for the first lenses before the engine's
 import (which loads numpy) is done; glibc's malloc knobs (``engram.glibc``); the garbage
 collection between requests that ``engram mcp`` shares (``engram.collect``); and where the
 machine's index lives, read ahead into the page cache first thing at the process's start
-(``engram.paths.readahead``, a leaf module: before ``engram.config`` and its YAML are imported)."""
+(``engram.paths.readahead``, a leaf module: before ``engram.config`` and its YAML are imported); and
+the output pipe's buffer that the ingest's worker and ``engram mcp`` widen too (``engram.pipes``)."""
 
 
 @dataclass(frozen=True)
