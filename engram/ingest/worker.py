@@ -607,7 +607,13 @@ def drop_parse_memos() -> None:
 
 
 M_MMAP_THRESHOLD = -3              # glibc's ``mallopt`` parameter
-HEAP_MMAP_THRESHOLD = 256 << 10    # allocations from here up are mapped apart (``bound_heap``)
+HEAP_MMAP_THRESHOLD = 128 << 10    # allocations from here up are mapped apart (``bound_heap``):
+#                                    at 256 KiB, the lineage pass's arrays of a few hundred KB
+#                                    came from the heap, and its free space grew with the log
+#                                    (the 1.5 GB steady session: +8 MB of it, +14 MB of heap, over
+#                                    the 400 MB one). Not in the parse worker: there its many texts
+#                                    and arrays of 128 KB-1 MB each mapped apart took page faults
+#                                    (+25% of the ingest's CPU; +10% at 1 MiB, for 8 MB less heap)
 
 
 def bound_heap() -> bool:

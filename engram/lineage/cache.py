@@ -51,7 +51,9 @@ MAX_POSTINGS = 4_000_000    # fingerprint rows kept in memory (16 bytes each) be
 MAX_PRINTS_BYTES = 96 << 20  # fingerprint arrays of texts kept
 MAX_LINES_BYTES = 64 << 20   # JSONL lines of wanted events kept
 LINES_IN_MEMORY = 4 << 20    # ... of which held in memory (the rest in the spill file)
-PRINTS_IN_MEMORY = 8 << 20   # fingerprint arrays held in memory (the rest in the spill file)
+PRINTS_IN_MEMORY = 6 << 20   # fingerprint arrays held in memory (the rest in the spill file;
+#                              at 8 MB a 400 MB steady session's lineage pass held 6.7 and a 1.5 GB
+#                              one's the 8: what is held grew with the log up to the cap)
 PRINT_OBJECT_BYTES = 400     # ... counted with each text's objects: two arrays' headers (112 bytes
 #                              each), the tuple, its key and dict slot — most edits' arrays are a
 #                              few hundred bytes, so the arrays' bytes alone let the held prints

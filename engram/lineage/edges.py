@@ -53,7 +53,13 @@ log = logging.getLogger(__name__)
 LINK_PASS_HASHES = 250_000     # query hashes matched in one pass of ``_link`` (memory bound: the
 # pass's edits hold their queries until it ends; at 1 M a big session's first pass held ~13 k edits'
 # — ~10 MB with their arrays' objects — only to be split by ``LINK_PASS_POSTINGS`` down to ~800 edits)
-LINK_PASS_POSTINGS = 1_000_000  # postings one pass holds: more, and its edits are split in two
+LINK_PASS_POSTINGS = 640_000  # postings one pass holds: more, and its edits are split in two
+# (at 1 M, a 400 MB steady session's passes held up to ~700 k and a 1.5 GB one's ~950 k: an edit's
+# queries meet more postings as its file's versions add up, so the pass's postings, and the
+# ``match_all`` peak on top of them, grew with the log until that cap; at 640 k both reach it)
+LINK_PASS_FILL = 0.9             # a pass is cut at the query hashes whose postings, at the last
+# pass's postings per query hash, fill this much of ``LINK_PASS_POSTINGS`` (``_link``): few passes
+# then fetch past the cap only to be split and fetched again
 # postings gathered by one ``match_all`` (queries x their postings): its arrays take ~90 bytes a
 # row at their peak, on top of the pass's postings (at 1 M, the peak of a big session's lineage
 # pass grew with the log up to ~800 MB of it; at 500 k it was still the peak at 1.5 GB; the groups
@@ -64,6 +70,7 @@ LINK_REF_BLOCKS = 4_096          # blocks whose refs one ``_ref_rows`` reads (``
 # versions: ~5 k in a pass at 400 MB, ~13 k at 1.5 GB), and their refs' rows are small objects
 # (a tuple and its time order key a ref) that set the high-water mark of the pass's arenas
 CARDINALITY_EVENTS = 2_048       # touched events whose edges ``_cardinality`` reads at once
+TOUCHED_DISTINCT_AT = 4_096      # touched events held before they are first made distinct
 READ_EVENTS = 1_024              # a new tape's edits parsed at a time (``run``)
 QUERY_BATCH = 256               # edits whose texts are fingerprinted in one batch (``_queried``),
 QUERY_BATCH_CHARS = 1 << 20     # ... and characters of their texts (what the batch holds stays small)
@@ -273,9 +280,15 @@ class _Touched:
 
     def __init__(self, ids=()):
         self._ids = array("q", ids)
+        self._distinct = len(self._ids)   # (their number when last made distinct)
 
     def add(self, eid: int) -> None:
         self._ids.append(eid)
+        if len(self._ids) >= max(TOUCHED_DISTINCT_AT, 2 * self._distinct):
+            # an event is added once per edge to it: made distinct as the array doubles, it
+            # holds about as many as the run's distinct targets, not every edge's
+            self._ids = array("q", self.ids().tobytes())
+            self._distinct = len(self._ids)
 
     def __iter__(self):
         return iter(self.ids().tolist())
@@ -740,6 +753,7 @@ class Linker:
         self.access = CachedAccess(conn, self.cache)
         self.tape_cache: dict[int, queries.TapeRow] = {}
         self._texts: _Texts | None = None   # the nodes' texts during ``run``
+        self._density = 0.0   # the last pass's postings per query hash (``_pass_hashes``)
 
     # -- reading -------------------------------------------------------------------------------
     def _events_of(self, tape: queries.TapeRow, offsets: set[int]) -> list[tuple[int, dict]]:
@@ -904,14 +918,23 @@ class Linker:
         self._node_order = _KeyOrder.of(nodes)   # (``_PlaceRows``' ``after``)
         part: list[Node] = []
         size = 0
+        self._density = 0.0
         for n in self._queried(nodes):
             part.append(n)
             size += sum(len(q[0]) for q in (n.qa, n.qb) if q is not None)
-            if size >= LINK_PASS_HASHES:
+            if size >= self._pass_hashes():
                 self._link_pass(part, touched_to)
                 part, size = [], 0
         if part:
             self._link_pass(part, touched_to)
+
+    def _pass_hashes(self) -> float:
+        """The query hashes of the next pass: ``LINK_PASS_HASHES``, or fewer where the last
+        pass's postings per query hash would fill more than ``LINK_PASS_FILL`` of
+        ``LINK_PASS_POSTINGS`` with them."""
+        if self._density <= 0:
+            return LINK_PASS_HASHES
+        return min(LINK_PASS_HASHES, max(1.0, LINK_PASS_FILL * LINK_PASS_POSTINGS / self._density))
 
     def _link_pass(self, nodes: list[Node], touched_to: _Touched) -> None:
         """The edges of ``nodes`` (their queries made): vectorised matches over the postings of
@@ -920,6 +943,7 @@ class Linker:
         at a time. Edges are inserted in the order of ``nodes`` either way."""
         conn = self.conn
         allh = [q[0] for n in nodes for q in (n.qa, n.qb) if q is not None]
+        asked = sum(len(h) for h in allh)
         if allh:
             uh = uniq(np.concatenate(allh))
             bp = boilerplate(conn, uh)
@@ -935,6 +959,8 @@ class Linker:
             self._link_pass(nodes[:half], touched_to)
             self._link_pass(nodes[half:], touched_to)
             return
+        if asked:
+            self._density = len(post.H) / asked
         part: list[Node] = []
         size = 0
         for n in nodes:
