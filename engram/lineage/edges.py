@@ -13,7 +13,7 @@ import logging
 import pickle
 import sys
 from array import array
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 
 import apsw
 import numpy as np
@@ -70,6 +70,8 @@ LINK_REF_BLOCKS = 4_096          # blocks whose refs one ``_ref_rows`` reads (``
 # versions: ~5 k in a pass at 400 MB, ~13 k at 1.5 GB), and their refs' rows are small objects
 # (a tuple and its time order key a ref) that set the high-water mark of the pass's arenas
 CARDINALITY_EVENTS = 2_048       # touched events whose edges ``_cardinality`` reads at once
+PLACE_ROWS_HELD = 256 << 10      # bytes of places' earlier rows held in memory (``_PlaceCache``)
+KEY_GROUP = 64                   # node keys read back at once by a ``_KeyOrder`` search
 TOUCHED_DISTINCT_AT = 4_096      # touched events held before they are first made distinct
 READ_EVENTS = 1_024              # a new tape's edits parsed at a time (``run``)
 QUERY_BATCH = 256               # edits whose texts are fingerprinted in one batch (``_queried``),
@@ -147,19 +149,23 @@ class _Texts:
         self._spill: SpillFile | None = None
         self._failed = False
 
-    def put(self, before: str, after: str) -> tuple[int, int, int] | None:
-        if self._spill is None:
-            if self._failed:
-                return None
+    def _file(self) -> SpillFile | None:
+        """The spill file, made on first use; None where it cannot be made."""
+        if self._spill is None and not self._failed:
             try:
                 self._spill = SpillFile(paths.private_dir(paths.user_tapes_dir()))
             except OSError:
                 log.warning("lineage: no spill file for the edits' texts; held in memory", exc_info=True)
                 self._failed = True
-                return None
+        return self._spill
+
+    def put(self, before: str, after: str) -> tuple[int, int, int] | None:
+        spill = self._file()
+        if spill is None:
+            return None
         b = before.encode("utf-8", "surrogatepass")
         a = after.encode("utf-8", "surrogatepass")
-        return self._spill.append(b, a), len(b), len(a)
+        return spill.append(b, a), len(b), len(a)
 
     def get(self, where: tuple[int, int, int], side: int) -> str:
         pos, nb, na = where
@@ -169,10 +175,11 @@ class _Texts:
             n = nb
         return self._spill.read(pos, n).decode("utf-8", "surrogatepass") if n else ""
 
-    def put_record(self, data: bytes) -> int:
-        """``data`` appended after what ``put`` wrote (a spill file there: ``put`` gave a place);
-        its offset."""
-        return self._spill.append(data)
+    def put_record(self, data: bytes) -> int | None:
+        """``data`` appended to the spill file (made if need be); its offset, or None where no
+        spill file can be made."""
+        spill = self._file()
+        return None if spill is None else spill.append(data)
 
     def get_record(self, pos: int, n: int) -> bytes:
         return self._spill.read(pos, n)
@@ -184,22 +191,21 @@ class _Texts:
 
 
 class _Nodes:
-    """The nodes of one run (``Linker.run``) as a few numbers each — the edit's event id, offset
-    and tape, and where its texts and its other fields (time, file, ranges: pickled) lie in the
-    run's spill file (``_Texts``) — each made into a ``Node`` when asked for (``nodes[i]``, a
-    slice, iteration) and let go by its user. A big session's edits then hold ~64 bytes each
-    through the run, where each held a ``Node`` of ~660 bytes in small objects (its ranges,
-    time, text place) made among the tape's parsed events, which kept pymalloc arenas from being
-    given back. A node without texts, or whose texts cannot be spilled (no spill file), is held
-    as its ``Node``."""
+    """The nodes of one run (``Linker.run``) as two numbers each in memory — the edit's event id,
+    and where its record lies in the run's spill file (``_Texts``): the record holds the rest (its
+    offset, tape, where its texts lie in the same file, time, file, ranges: pickled) — each made
+    into a ``Node`` when asked for (``nodes[i]``, a slice, iteration) and let go by its user. A big
+    session's edits then hold ~20 bytes each through the run (eight numbers an edit held in
+    arrays grew with the session: ~0.8 MB more at 1.5 GB of log than at 400 MB), where each once
+    held a ``Node`` of ~660 bytes in small objects. A node without texts, or whose texts cannot be
+    spilled (no spill file), is held as its ``Node``."""
 
     def __init__(self, texts: _Texts | None):
         self._texts = texts
         self._tapes: list[queries.TapeRow] = []
         self._tape_at: dict[int, int] = {}
-        # per node: event id, offset, tape (index in ``_tapes``), texts' place, record's place
-        self.eid, self._ofs, self._tape = array("q"), array("q"), array("q")
-        self._pos, self._nb, self._na, self._rpos, self._rn = (array("q") for _ in range(5))
+        # per node: event id, and its record's place in the spill file (-1: held, ``_held``)
+        self.eid, self._rpos, self._rn = array("q"), array("q"), array("I")
         self._held: dict[int, Node] = {}
 
     def add(self, eid: int, tape: queries.TapeRow, ofs: int, ev: dict) -> None:
@@ -214,16 +220,12 @@ class _Nodes:
         where = self._texts.put(n.before, n.after) if self._texts is not None and texts else None
         if where is None:
             self._held[i] = n
-            where, rpos, rn = (0, 0, 0), 0, 0
+            rpos, rn = -1, 0
         else:
-            rec = pickle.dumps((n.t, n.file, n.rel, n.b_range, n.a_range), pickle.HIGHEST_PROTOCOL)
+            rec = pickle.dumps((ofs, at, where, n.t, n.file, n.rel, n.b_range, n.a_range),
+                               pickle.HIGHEST_PROTOCOL)
             rpos, rn = self._texts.put_record(rec), len(rec)
         self.eid.append(eid)
-        self._ofs.append(ofs)
-        self._tape.append(at)
-        self._pos.append(where[0])
-        self._nb.append(where[1])
-        self._na.append(where[2])
         self._rpos.append(rpos)
         self._rn.append(rn)
 
@@ -247,15 +249,16 @@ class _Nodes:
         held = self._held.get(i)
         if held is not None:
             return held
-        t, file, rel, b_range, a_range = pickle.loads(self._texts.get_record(self._rpos[i], self._rn[i]))
-        tape = self._tapes[self._tape[i]]
+        ofs, at, where, t, file, rel, b_range, a_range = pickle.loads(
+            self._texts.get_record(self._rpos[i], self._rn[i]))
+        tape = self._tapes[at]
         n = Node.__new__(Node)
-        n.eid, n.tape, n.tape_id, n.ofs, n.session = self.eid[i], tape.id, tape.tape_id, self._ofs[i], tape.session
+        n.eid, n.tape, n.tape_id, n.ofs, n.session = self.eid[i], tape.id, tape.tape_id, ofs, tape.session
         n.t = t
         n.file = sys.intern(file) if file is not None else None
         n.rel = sys.intern(rel) if rel is not None else None
-        n._store, n._txt = self._texts, (self._pos[i], self._nb[i], self._na[i])
-        n.has_before = self._nb[i] > 0
+        n._store, n._txt = self._texts, where
+        n.has_before = where[1] > 0
         n.b_range, n.a_range = b_range, a_range
         n.qa = n.qb = None
         n.tomb = False
@@ -608,26 +611,52 @@ def _key_bytes(key: tuple) -> bytes | None:
 
 class _KeyOrder:
     """The run's node keys (``Node.key``), distinct and sorted, searched as ``bisect`` searches
-    their sorted list (``left``, ``right``) — held as one bytes string of their ``_key_bytes`` and
-    an array of offsets into it: a big session's edits held a tuple, a time string and an int
-    each through the whole ``_link`` (~180 bytes an edit in small objects, made among the nodes
-    read back, keeping pymalloc arenas from being given back). A key that has no bytes form is
+    their sorted list (``left``, ``right``) — as their ``_key_bytes``, in groups of
+    ``KEY_GROUP`` kept in the run's spill file (``_Texts``; held where there is none), with only
+    each group's first key in memory: a search bisects the first keys, then reads one group
+    (the last group read is kept: searches come in time order). A big session's edits held a
+    tuple, a time string and an int each through the whole ``_link`` (~180 bytes an edit), then
+    their bytes in one string (~80 bytes an edit, still growing with the session: ~1 MB more at
+    1.5 GB of log than at 400 MB); now ~2 bytes an edit. A key that has no bytes form is
     compared as a tuple (the held keys made back: the same answer, or the same ``TypeError``)."""
 
-    __slots__ = ("_at", "_blob")
+    __slots__ = ("_firsts", "_groups", "_last", "_n", "_texts")
 
-    def __init__(self, encoded: list[bytes]):
+    def __init__(self, encoded: list[bytes], texts: _Texts | None = None):
         """``encoded``: the keys' ``_key_bytes``, sorted and distinct."""
-        self._blob = b"".join(encoded)
-        at = np.zeros(len(encoded) + 1, np.int64)
-        np.cumsum(np.fromiter((len(e) for e in encoded), np.int64, len(encoded)), out=at[1:])
-        self._at = array("q", at.tobytes())
+        self._n = len(encoded)
+        self._texts = texts
+        self._firsts: list[bytes] = []
+        self._groups: list = []   # per group: its packed bytes (held), or (offset, length)
+        for g in range(0, len(encoded), KEY_GROUP):
+            chunk = encoded[g:g + KEY_GROUP]
+            self._firsts.append(chunk[0])
+            at = np.zeros(len(chunk) + 1, "<i4")
+            np.cumsum(np.fromiter((len(e) for e in chunk), np.int64, len(chunk)), out=at[1:])
+            packed = at.tobytes() + b"".join(chunk)
+            pos = texts.put_record(packed) if texts is not None else None
+            self._groups.append(packed if pos is None else (pos, len(packed)))
+        self._last: tuple[int, list[bytes]] | None = None
 
     def __len__(self) -> int:
-        return len(self._at) - 1
+        return self._n
+
+    def _group(self, g: int) -> list[bytes]:
+        """The keys' bytes of group ``g``."""
+        if self._last is not None and self._last[0] == g:
+            return self._last[1]
+        packed = self._groups[g]
+        if isinstance(packed, tuple):
+            packed = self._texts.get_record(*packed)
+        n = min(KEY_GROUP, self._n - g * KEY_GROUP)
+        at = np.frombuffer(packed, "<i4", n + 1).tolist()
+        base = 4 * (n + 1)
+        keys = [packed[base + at[i]:base + at[i + 1]] for i in range(n)]
+        self._last = (g, keys)
+        return keys
 
     def _bytes(self, i: int) -> bytes:
-        return self._blob[self._at[i]:self._at[i + 1]]
+        return self._group(i // KEY_GROUP)[i % KEY_GROUP]
 
     def __getitem__(self, i: int) -> tuple:
         """The ``i``-th key as its tuple."""
@@ -644,20 +673,24 @@ class _KeyOrder:
         return self._search(key, True)
 
     def _search(self, key: tuple, right: bool) -> int:
-        lo, hi = 0, len(self)
         enc = _key_bytes(key)
-        at = self._bytes if enc is not None else self.__getitem__
-        k = enc if enc is not None else key
+        if enc is not None:
+            # the last group whose first key is at or before (``right``) / before ``enc``: every
+            # key of the groups before it counts, none of those after
+            cut = bisect.bisect_right if right else bisect.bisect_left
+            g = cut(self._firsts, enc) - 1
+            return 0 if g < 0 else g * KEY_GROUP + cut(self._group(g), enc)
+        lo, hi = 0, len(self)
         while lo < hi:
             mid = (lo + hi) // 2
-            if (k < at(mid)) if right else not (at(mid) < k):
+            if (key < self[mid]) if right else not (self[mid] < key):
                 hi = mid
             else:
                 lo = mid + 1
         return lo
 
     @classmethod
-    def of(cls, nodes) -> _KeyOrder | list[tuple]:
+    def of(cls, nodes, texts: _Texts | None = None) -> _KeyOrder | list[tuple]:
         """The keys of ``nodes``; their sorted list (as before) where one has no bytes form."""
         encoded = set()
         for n in nodes:
@@ -665,7 +698,7 @@ class _KeyOrder:
             if e is None:
                 return sorted({n.key for n in nodes})
             encoded.add(e)
-        return cls(sorted(encoded))
+        return cls(sorted(encoded), texts)
 
 
 def _end(b: bytes, i: int) -> int:
@@ -712,6 +745,10 @@ class _PlaceRows:
         self.hi = np.maximum(self.start, self.end)
         self.after = np.array(after, np.int64)
 
+    def nbytes(self) -> int:
+        """Bytes of its columns (Python objects' own not counted: a column of them is rare)."""
+        return self.eid.nbytes + self.start.nbytes + self.end.nbytes + self.hi.nbytes + self.after.nbytes
+
     def earlier(self, eid: int, lo, hi, j: int):
         """``(event, start, end)`` of the rows, latest first, but ``eid``'s, that start at or
         before ``hi`` and end at or after ``lo`` and are before the node ``node_order[j]``."""
@@ -722,6 +759,49 @@ class _PlaceRows:
         if not len(sel):
             return ()
         return zip(self.eid[sel].tolist(), self.start[sel].tolist(), self.end[sel].tolist())
+
+
+class _PlaceCache:
+    """The ``_PlaceRows`` of one ``_link`` by place (``Linker._place_rows``): those used last held,
+    up to ``PLACE_ROWS_HELD`` bytes (always the one in use), the others pickled into the run's
+    spill file once and read back when asked for again (neither table changes during a
+    ``_link``). All held where there is no spill file. A big session's places, all held, grew
+    with its edits (every earlier edit and tombstone of each file it edits: ~1 MB more at 1.5 GB
+    of log than at 400 MB)."""
+
+    def __init__(self, texts: _Texts | None):
+        self._texts = texts
+        self._held: OrderedDict[tuple, _PlaceRows] = OrderedDict()
+        self._bytes = 0
+        self._spilled: dict[tuple, tuple[int, int]] = {}
+        self._keep_all = texts is None
+
+    def get(self, key: tuple) -> _PlaceRows | None:
+        rows = self._held.get(key)
+        if rows is not None:
+            self._held.move_to_end(key)
+            return rows
+        at = self._spilled.get(key)
+        if at is None:
+            return None
+        rows = pickle.loads(self._texts.get_record(*at))
+        self.put(key, rows)
+        return rows
+
+    def put(self, key: tuple, rows: _PlaceRows) -> None:
+        self._held[key] = rows
+        self._bytes += rows.nbytes()
+        while self._bytes > PLACE_ROWS_HELD and len(self._held) > 1 and not self._keep_all:
+            old, held = next(iter(self._held.items()))
+            if old not in self._spilled:
+                data = pickle.dumps(held, pickle.HIGHEST_PROTOCOL)
+                pos = self._texts.put_record(data)
+                if pos is None:   # (no spill file: all held, as before)
+                    self._keep_all = True
+                    return
+                self._spilled[old] = (pos, len(data))
+            del self._held[old]
+            self._bytes -= held.nbytes()
 
 
 def _place_key(n: Node) -> tuple[bool, str]:
@@ -914,8 +994,8 @@ class Linker:
                          " VALUES (?,?,?,?,?,?,?)", tomb_rows)
         self.stats["tombstones"] += len(tomb_rows)
         del tomb_rows   # (a tuple and its numbers an edit: not held through the passes)
-        self._loc_cache: dict[tuple, _PlaceRows] = {}
-        self._node_order = _KeyOrder.of(nodes)   # (``_PlaceRows``' ``after``)
+        self._loc_cache = _PlaceCache(self._texts)
+        self._node_order = _KeyOrder.of(nodes, self._texts)   # (``_PlaceRows``' ``after``)
         part: list[Node] = []
         size = 0
         self._density = 0.0
@@ -1138,7 +1218,8 @@ class Linker:
                        f" WHERE s.{col}=? AND s.start IS NOT NULL AND s.end IS NOT NULL"
                        f" ORDER BY s.t DESC, s.event DESC")
                 args = (place,)
-            rows = self._loc_cache[key] = _PlaceRows(self.conn.execute(sql, args), self._node_order)
+            rows = _PlaceRows(self.conn.execute(sql, args), self._node_order)
+            self._loc_cache.put(key, rows)
         return rows
 
     def _loc_rows(self, n, rows, m, q, role, linked, side) -> list[tuple]:
