@@ -657,12 +657,13 @@ class Ingestor:
 
     def _sound(self, ref: writer.TapeRef, summary: dict) -> bool:
         """Whether a staged tape can be indexed: written now, or already indexed, or a file
-        already there under its name that reads whole. A corrupt one is removed (counted in
-        ``tapes_repaired``) for the caller to write afresh from the log."""
+        already there under its name that reads whole (checked as a stream: none of it held).
+        A corrupt one is removed (counted in ``tapes_repaired``) for the caller to write afresh
+        from the log."""
         if ref.created or self._indexed(ref.tape_id):
             return True
         try:
-            reader.read_raw(ref.path)
+            reader.check_raw(ref.path)
         except CorruptTape as e:
             log.warning("%s: %s; writing it again from its log", ref.path, e.message)
             ref.path.unlink(missing_ok=True)

@@ -29,7 +29,7 @@ def share_tapes(root: Path, config, conn, specs: list[str]) -> dict:
     for spec in specs:
         tid, path = select.resolve(spec, git.repo, config, conn)
         try:
-            reader.read_raw(path)
+            reader.check_raw(path)   # (as a stream: a big tape is never held whole)
         except CorruptTape as e:
             raise ShareError(f"{path}: {e.message}; not shared") from None
         if tid not in current and tid not in added:

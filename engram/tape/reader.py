@@ -116,6 +116,18 @@ def _large(data: bytes, limit: int) -> bool:
     return limit > STREAM_CHECK_BYTES
 
 
+def check_raw(path: Path | str) -> None:
+    """``read_raw``'s checks of the tape at ``path`` -- the file's size cap, one frame within its
+    limit that ends and hashes to the tape's name -- and its ``CorruptTape``, with none of its
+    content held (``_stream_frame``, nothing gathered): a tape already there is verified in a few
+    MiB whatever its size, where ``read_raw`` holds it whole (a 1.5 GB session's tape: ~1 GB)."""
+    want = tape_id_of(path)
+    with _opened(path) as (f, size):
+        data = f.read(_READ)
+        for _piece in _stream_frame(f, data, size, size_limit(size), want, path, gather=False):
+            pass
+
+
 def _check_streamed(data: bytes, want: str, limit: int, path: Path) -> None:
     """Refuse a tape whose content is larger than ``limit``, does not end, or does not hash to
     ``want``, without holding its content (``_stream_frame`` over ``data``, nothing gathered)."""

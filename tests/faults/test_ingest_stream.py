@@ -106,3 +106,30 @@ def test_a_corrupt_tape_is_written_again_from_its_streamed_log(tmp_path, monkeyp
     assert res["error_count"] == 0 and res.get("tapes_repaired") == 1
     assert _index(root, home) == good
 
+
+
+def test_a_tape_already_there_is_checked_as_a_stream(tmp_path, monkeypatch, capsys):
+    """An index made afresh beside the tapes (``--rebuild``): each tape already there under its
+    name is checked before it is indexed (a corrupt one is repaired: above) — as a stream, never
+    held whole (``reader.check_raw``; ``read_raw`` held a 1.5 GB session's tape, ~1 GB)."""
+    from engram.tape import reader
+
+    root, _logs = _setup(tmp_path)
+    monkeypatch.chdir(root)
+    home = Path(os.environ["ENGRAM_HOME"])
+    monkeypatch.setattr(ingestor, "STREAM_MIN_BYTES", 0)
+    monkeypatch.setattr(ingestor, "PROCESS_MIN_BYTES", 1 << 62)
+    _run(home, capsys)
+    good = _index(root, home)
+    checked = []
+    real = reader.check_raw
+    monkeypatch.setattr(reader, "check_raw", lambda p: checked.append(p) or real(p))
+
+    def whole(path):
+        raise AssertionError(f"{path} read whole")
+
+    monkeypatch.setattr(reader, "read_raw", whole)
+    res = _run(home, capsys, clean=False)
+    assert res["error_count"] == 0 and not res.get("tapes_repaired")
+    assert len(checked) == res["sessions"] == len(good["tape files"])
+    assert _index(root, home) == good
