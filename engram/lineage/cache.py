@@ -38,12 +38,14 @@ import orjson
 
 from engram import fingerprint, paths
 from engram.digest import text_key
+from engram.errors import CorruptTape
 from engram.index import packed as packed_rows
 from engram.index import queries
 from engram.index.access import TapeAccess
 from engram.lineage.rules import HEAD_EVENTS, head_input
 from engram.sortedset import KeyMap, member, uniq
 from engram.spill import SpillFile
+from engram.tape import reader
 from engram.tape.writer import encode_event
 
 _WANTED_KINDS = ("code.edit", "span.link")
@@ -642,6 +644,7 @@ class CachedAccess(TapeAccess):
     def __init__(self, conn, cache: IngestCache):
         super().__init__(conn)
         self.cache = cache
+        self._stream: TapeStream | None = None   # the large tape read last (``read``)
 
     def read(self, tape, offsets):
         kept = None if tape.live else self.cache.lines.get(tape.tape_id)
@@ -649,4 +652,52 @@ class CachedAccess(TapeAccess):
             offs = list(offsets)
             if all(o in kept for o in offs):
                 return [(o, orjson.loads(kept[o])) for o in offs]
+        if not tape.live and tape.path and reader.large(tape.path):
+            # (not kept: the run's kept lines had reached ``MAX_LINES_BYTES`` before it) read as
+            # a stream, not held whole as a read of the tape would (a 400 MB session's tape held
+            # for the lineage pass: 620 MB, the peak of the ingest)
+            if self._stream is None or self._stream.path != tape.path:
+                self._stream = None
+                self._stream = TapeStream(tape.path)
+            return self._stream.take(sorted(offsets))
         return super().read(tape, offsets)
+
+
+class TapeStream:
+    """A large sealed tape's events read in offset order as a stream (``reader.stream_lines``),
+    none of it held: each ``take`` of sorted offsets goes on from where the last one stopped
+    when it can (the lineage pass asks for a tape's edits a part at a time, in offset order),
+    else reads from the start again. The tape is checked whole first (``reader.check_raw``):
+    no event of a tape that is not what its name says is used. ``CorruptTape`` as a read of the
+    tape raises it."""
+
+    def __init__(self, path: str):
+        reader.check_raw(path)
+        self.path = path
+        self._lines = None
+        self._last = 0        # the line number (1-based) last taken from the stream
+        self._head: tuple[int, bytes] | None = None   # that line, if not passed yet
+
+    def take(self, offsets: list[int]) -> list[tuple[int, dict]]:
+        out = []
+        for o in offsets:
+            line = self._line(o + 1) if o >= 0 else None
+            if line:
+                try:
+                    out.append((o, orjson.loads(line)))
+                except orjson.JSONDecodeError:
+                    raise CorruptTape("bad JSON in tape", path=self.path, line=o + 1) from None
+        return out
+
+    def _line(self, no: int) -> bytes | None:
+        if self._head is not None and self._head[0] == no:
+            return self._head[1]
+        if self._lines is None or no <= self._last:   # (passed: from the start again)
+            self._lines, self._last, self._head = reader.stream_lines(self.path), 0, None
+        for n, line in self._lines:
+            self._last = n
+            if n >= no:
+                self._head = (n, line)
+                return line if n == no else None
+        self._head = None
+        return None

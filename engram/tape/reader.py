@@ -116,6 +116,19 @@ def _large(data: bytes, limit: int) -> bool:
     return limit > STREAM_CHECK_BYTES
 
 
+def large(path: Path | str) -> bool:
+    """Whether the tape at ``path`` may hold more than ``STREAM_CHECK_BYTES`` of content (its
+    frame's declared size; without one, what its file's size allows): one ``read_raw`` would
+    hold whole. False where it cannot tell (``read_raw`` then says why)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(18)
+            size = os.fstat(f.fileno()).st_size
+    except OSError:
+        return False
+    return _large(head, size_limit(size))
+
+
 def check_raw(path: Path | str) -> None:
     """``read_raw``'s checks of the tape at ``path`` -- the file's size cap, one frame within its
     limit that ends and hashes to the tape's name -- and its ``CorruptTape``, with none of its
