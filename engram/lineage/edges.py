@@ -70,7 +70,9 @@ LINK_REF_BLOCKS = 4_096          # blocks whose refs one ``_ref_rows`` reads (``
 # versions: ~5 k in a pass at 400 MB, ~13 k at 1.5 GB), and their refs' rows are small objects
 # (a tuple and its time order key a ref) that set the high-water mark of the pass's arenas
 CARDINALITY_EVENTS = 2_048       # touched events whose edges ``_cardinality`` reads at once
-PLACE_ROWS_HELD = 256 << 10      # bytes of places' earlier rows held in memory (``_PlaceCache``)
+PLACE_ROWS_HELD = 256 << 10      # bytes of places' earlier rows held in memory (``_PlaceCache``),
+PLACE_ENTRY_BYTES = 800          # ... counting each held place's own objects (arrays' headers, key)
+PLACE_SPILL_ROWS = 64            # a place let go with fewer rows is read from the index again
 KEY_GROUP = 64                   # node keys read back at once by a ``_KeyOrder`` search
 TOUCHED_DISTINCT_AT = 4_096      # touched events held before they are first made distinct
 READ_EVENTS = 1_024              # a new tape's edits parsed at a time (``run``)
@@ -763,11 +765,13 @@ class _PlaceRows:
 
 class _PlaceCache:
     """The ``_PlaceRows`` of one ``_link`` by place (``Linker._place_rows``): those used last held,
-    up to ``PLACE_ROWS_HELD`` bytes (always the one in use), the others pickled into the run's
-    spill file once and read back when asked for again (neither table changes during a
-    ``_link``). All held where there is no spill file. A big session's places, all held, grew
-    with its edits (every earlier edit and tombstone of each file it edits: ~1 MB more at 1.5 GB
-    of log than at 400 MB)."""
+    up to ``PLACE_ROWS_HELD`` bytes with ``PLACE_ENTRY_BYTES`` each (always the one in use); of
+    the others, those of ``PLACE_SPILL_ROWS`` rows or more pickled into the run's spill file once
+    and read back when asked for again, the smaller ones let go (read again from the index:
+    neither table changes during a ``_link``). Where there is no spill file, all but the small
+    ones held. A big session's places, all held, grew with its edits (every earlier edit and
+    tombstone of each file it edits: ~1 MB more at 1.5 GB of log than at 400 MB; a session that
+    edits a new file each time: one place's objects, ~0.8 KB, an edit)."""
 
     def __init__(self, texts: _Texts | None):
         self._texts = texts
@@ -790,10 +794,10 @@ class _PlaceCache:
 
     def put(self, key: tuple, rows: _PlaceRows) -> None:
         self._held[key] = rows
-        self._bytes += rows.nbytes()
+        self._bytes += rows.nbytes() + PLACE_ENTRY_BYTES
         while self._bytes > PLACE_ROWS_HELD and len(self._held) > 1 and not self._keep_all:
             old, held = next(iter(self._held.items()))
-            if old not in self._spilled:
+            if old not in self._spilled and len(held.eid) >= PLACE_SPILL_ROWS:
                 data = pickle.dumps(held, pickle.HIGHEST_PROTOCOL)
                 pos = self._texts.put_record(data)
                 if pos is None:   # (no spill file: all held, as before)
@@ -801,7 +805,7 @@ class _PlaceCache:
                     return
                 self._spilled[old] = (pos, len(data))
             del self._held[old]
-            self._bytes -= held.nbytes()
+            self._bytes -= held.nbytes() + PLACE_ENTRY_BYTES
 
 
 def _place_key(n: Node) -> tuple[bool, str]:

@@ -59,6 +59,8 @@ def _rows(rng, n):
 def test_place_cache_spills_and_reads_back(monkeypatch):
     rng = random.Random(9)
     monkeypatch.setattr(edges, "PLACE_ROWS_HELD", 2_000)   # (a place or two held)
+    monkeypatch.setattr(edges, "PLACE_ENTRY_BYTES", 0)
+    monkeypatch.setattr(edges, "PLACE_SPILL_ROWS", 1)      # (every place with a row spilled)
     keys = sorted({_order("2026-11-26T10:01:00Z", "t-a", i) for i in range(30)})
     texts = edges._Texts()
     try:
@@ -77,8 +79,26 @@ def test_place_cache_spills_and_reads_back(monkeypatch):
         texts.close()
 
 
+def test_place_cache_lets_small_places_go(monkeypatch):
+    """A place of fewer than ``PLACE_SPILL_ROWS`` rows is let go, not spilled (read from the
+    index again when asked for); each held place counts ``PLACE_ENTRY_BYTES``, empty or not, so
+    a session of many small places holds a bounded number of them."""
+    monkeypatch.setattr(edges, "PLACE_ROWS_HELD", 10 * edges.PLACE_ENTRY_BYTES)
+    texts = edges._Texts()
+    try:
+        cache = edges._PlaceCache(texts)
+        for p in range(1_000):
+            cache.put(p, edges._PlaceRows(iter([]), []))
+            assert len(cache._held) <= 10
+        assert not cache._spilled and texts._spill is None
+        assert cache.get(3) is None and cache.get(999) is not None
+    finally:
+        texts.close()
+
+
 def test_place_cache_holds_all_without_a_spill_file(monkeypatch):
     monkeypatch.setattr(edges, "PLACE_ROWS_HELD", 0)
+    monkeypatch.setattr(edges, "PLACE_SPILL_ROWS", 0)     # (every place one to spill)
     monkeypatch.setattr(edges._Texts, "_file", lambda self: None)
     cache = edges._PlaceCache(edges._Texts())
     rows = {p: edges._PlaceRows(iter(_rows(random.Random(p), 20)), []) for p in range(5)}
@@ -91,6 +111,7 @@ def test_tables_as_with_everything_held(world, capsys, monkeypatch):
     whole, _answer = _indexed(world, capsys)      # (the defaults: little spilled on this history)
     monkeypatch.setattr(edges, "KEY_GROUP", 1)
     monkeypatch.setattr(edges, "PLACE_ROWS_HELD", 0)
+    monkeypatch.setattr(edges, "PLACE_SPILL_ROWS", 1)
     spilled = []
     put = edges._PlaceCache.put
 
@@ -101,6 +122,9 @@ def test_tables_as_with_everything_held(world, capsys, monkeypatch):
     monkeypatch.setattr(edges._PlaceCache, "put", counted)
     run_json(capsys, "ingest", "--rebuild", "--seal")
     assert max(spilled) > 0 and _tables(world) == whole
+    monkeypatch.setattr(edges, "PLACE_SPILL_ROWS", 1 << 30)   # every place let go, read again
+    run_json(capsys, "ingest", "--rebuild", "--seal")
+    assert _tables(world) == whole
     monkeypatch.setattr(edges._Texts, "_file", lambda self: None)   # every node, key and row held
     run_json(capsys, "ingest", "--rebuild", "--seal")
     assert _tables(world) == whole
