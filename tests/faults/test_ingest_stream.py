@@ -90,14 +90,19 @@ def test_streamed_sessions_index_what_whole_sessions_index(tmp_path, monkeypatch
     assert not list(home.rglob("*.tmp"))  # the prepared parts and the tapes' temp files
 
 
-def test_a_corrupt_tape_is_written_again_from_its_streamed_log(tmp_path, monkeypatch, capsys):
+def _streamed(tmp_path, monkeypatch, capsys) -> tuple[Path, Path, dict]:
+    """The fixtures ingested as streams in this process: (repo, home, their index)."""
     root, _logs = _setup(tmp_path)
     monkeypatch.chdir(root)
     home = Path(os.environ["ENGRAM_HOME"])
     monkeypatch.setattr(ingestor, "STREAM_MIN_BYTES", 0)
     monkeypatch.setattr(ingestor, "PROCESS_MIN_BYTES", 1 << 62)
     _run(home, capsys)
-    good = _index(root, home)
+    return root, home, _index(root, home)
+
+
+def test_a_corrupt_tape_is_written_again_from_its_streamed_log(tmp_path, monkeypatch, capsys):
+    root, home, good = _streamed(tmp_path, monkeypatch, capsys)
     victim = sorted((home / "tapes").glob("*.zst"))[0]
     data = bytearray(victim.read_bytes())
     data[len(data) // 2] ^= 0xFF
@@ -107,20 +112,13 @@ def test_a_corrupt_tape_is_written_again_from_its_streamed_log(tmp_path, monkeyp
     assert _index(root, home) == good
 
 
-
 def test_a_tape_already_there_is_checked_as_a_stream(tmp_path, monkeypatch, capsys):
     """An index made afresh beside the tapes (``--rebuild``): each tape already there under its
     name is checked before it is indexed (a corrupt one is repaired: above) — as a stream, never
     held whole (``reader.check_raw``; ``read_raw`` held a 1.5 GB session's tape, ~1 GB)."""
     from engram.tape import reader
 
-    root, _logs = _setup(tmp_path)
-    monkeypatch.chdir(root)
-    home = Path(os.environ["ENGRAM_HOME"])
-    monkeypatch.setattr(ingestor, "STREAM_MIN_BYTES", 0)
-    monkeypatch.setattr(ingestor, "PROCESS_MIN_BYTES", 1 << 62)
-    _run(home, capsys)
-    good = _index(root, home)
+    root, home, good = _streamed(tmp_path, monkeypatch, capsys)
     checked = []
     real = reader.check_raw
     monkeypatch.setattr(reader, "check_raw", lambda p: checked.append(p) or real(p))
