@@ -652,15 +652,17 @@ class CachedAccess(TapeAccess):
             offs = list(offsets)
             if all(o in kept for o in offs):
                 return [(o, orjson.loads(kept[o])) for o in offs]
-        if not tape.live and tape.path and reader.large(tape.path):
+        if tape.live or not tape.path:
+            return super().read(tape, offsets)
+        if self._stream is None or self._stream.path != tape.path:
+            if not reader.large(tape.path):
+                return super().read(tape, offsets)
             # (not kept: the run's kept lines had reached ``MAX_LINES_BYTES`` before it) read as
             # a stream, not held whole as a read of the tape would (a 400 MB session's tape held
             # for the lineage pass: 620 MB, the peak of the ingest)
-            if self._stream is None or self._stream.path != tape.path:
-                self._stream = None
-                self._stream = TapeStream(tape.path)
-            return self._stream.take(sorted(offsets))
-        return super().read(tape, offsets)
+            self._stream = None
+            self._stream = TapeStream(tape.path)
+        return self._stream.take(sorted(offsets))
 
 
 class TapeStream:

@@ -355,8 +355,7 @@ def verify_stream(path: Path | str, each=None) -> int:
     The content is checked first on its own (decompressed and hashed, none of it held), as
     ``read_raw`` checks a big tape: a zstd bomb or a tape that is not what its name says -- whose
     content may be one endless line -- is refused before any line of it is gathered."""
-    for _piece in stream_raw(path):
-        pass
+    check_raw(path)
     first_bad: CorruptTape | None = None    # the first bad line (JSON), else the first bad event
     bad_event = False
     n = 0
